@@ -1,0 +1,3 @@
+from swa_kit.cli import main
+
+raise SystemExit(main())

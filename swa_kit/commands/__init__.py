@@ -1,0 +1,1 @@
+"""One module per ``swa-kit`` subcommand (see :mod:`swa_kit.cli`)."""

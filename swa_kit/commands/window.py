@@ -1,0 +1,46 @@
+"""``swa-kit window --from CONVENTION VALUE``: one window in every API's convention."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+
+from swa_kit.commands._output import print_json, print_table
+from swa_kit.errors import WindowConventionError
+from swa_kit.window import CONVENTIONS, Window
+
+NAME = "window"
+HELP = "print a window value in every API's convention and the keys it attends"
+
+
+def parse_value(text: str) -> object:
+    """Parse a window value as typed on the command line: 4095, -1, none, 4095,0 or (4095, 0)."""
+    cleaned = text.strip()
+    if cleaned.lower() in {"none", "null"}:
+        return None
+    try:
+        value = ast.literal_eval(cleaned.replace("null", "None").replace("none", "None"))
+    except (ValueError, SyntaxError):
+        raise WindowConventionError(
+            f"cannot read window value {text!r}: give an int (4095), a pair (4095,0) or none"
+        ) from None
+    return tuple(value) if isinstance(value, list) else value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--from", dest="convention", required=True, choices=list(CONVENTIONS), metavar="CONVENTION",
+                        help="convention VALUE is written in: " + ", ".join(CONVENTIONS))
+    parser.add_argument("value", help="the window as that convention writes it, e.g. 1023, -1, none, 1023,0")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    window = Window.from_convention(args.convention, parse_value(args.value))
+    everywhere = window.everywhere()
+    if args.json:
+        print_json({"keys": window.keys, **everywhere})
+        return 0
+    attended = "no window (full causal)" if window.keys is None else f"{window.keys} keys, counting the query itself"
+    print(f"{args.convention} {args.value} attends {attended}")
+    print_table([{"convention": n, "parameter": CONVENTIONS[n].parameter, "value": v} for n, v in everywhere.items()])
+    return 0

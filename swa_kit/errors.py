@@ -1,0 +1,43 @@
+"""The kit's exceptions.
+
+Each one subclasses the builtin a caller would naturally catch (``ValueError``,
+``IndexError``, ``RuntimeError``), so ``except ValueError`` keeps working, while
+``except SwaKitError`` catches everything the kit raises on purpose.
+"""
+
+from __future__ import annotations
+
+
+class SwaKitError(Exception):
+    """Base class of every error the kit raises deliberately."""
+
+
+class WindowConventionError(SwaKitError, ValueError):
+    """A window value that is not valid in the convention it was given in."""
+
+
+class MaskError(SwaKitError, ValueError):
+    """Mask arguments that describe no valid attention pattern."""
+
+
+class PoolExhaustedError(SwaKitError, RuntimeError):
+    """A KV pool could not serve an allocation."""
+
+
+class SlotError(SwaKitError, IndexError):
+    """A slot id that is not allocated, out of range, or the reserved dummy slot."""
+
+
+class LayerMappingError(SwaKitError, KeyError):
+    """A layer id that the pool's ``layers_mapping`` does not know."""
+
+    def __str__(self) -> str:  # KeyError would otherwise repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class DispatchGuardError(SwaKitError, ValueError):
+    """A route that would silently drop a sliding window or read untranslated slots."""
+
+
+class BackendUnavailableError(SwaKitError, RuntimeError):
+    """A compute path that cannot run in this environment."""

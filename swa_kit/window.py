@@ -1,0 +1,217 @@
+"""Sliding windows: one canonical unit and a converter for every API's convention.
+
+Inside the kit a window is ``keys``: the number of keys one query attends, counting
+itself; ``None`` means no window (plain causal attention). Query position ``q`` sees
+key position ``k`` when ``q - keys < k <= q``, which is Hugging Face's
+``sliding_window`` and the rule in :meth:`Window.attends`.
+
+Every other API counts differently, usually one less, and each marks "off" with its
+own sentinel. Those values exist only at the edge of the kit, in the converters of
+:data:`CONVENTIONS`, each checked against the library's own code:
+
+=================  ==================================================  ===========  ===========
+name               parameter                                            W keys       off
+=================  ==================================================  ===========  ===========
+``hf``             HF config ``sliding_window``                         W            None
+``sglang``         ``RadixAttention.sliding_window_size``               W - 1        -1
+``flash_attn``     FlashAttention 2/3 ``window_size=(left, right)``     (W - 1, 0)   (-1, -1)
+``aiter_ck``       aiter CK ``mha_batch_prefill_func`` ``window_size``  (W - 1, 0)   (-1, -1)
+``flashinfer``     FlashInfer ``window_left``                           W - 1        -1
+``aiter_unified``  aiter Triton ``unified_attention`` ``window_size``   (W - 1, 0)   (-1, -1)
+``aiter_v1``       aiter ``paged_attention_v1`` ``sliding_window``      W            0
+``flex``           FlexAttention mask_mod bound ``q - k < W``           W            None
+``flash_attn_4``   FlashAttention 4 ``window_size=(left, right)``       (W - 1, 0)   (None, None)
+=================  ==================================================  ===========  ===========
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from swa_kit.errors import WindowConventionError
+
+Keys = int | None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _bad(convention: str, value: Any, why: str) -> WindowConventionError:
+    return WindowConventionError(f"{convention}: invalid window value {value!r}: {why}")
+
+
+def check_keys(keys: Any) -> Keys:
+    """Validate a window in the canonical unit and return it as a plain int (or None)."""
+    if keys is None:
+        return None
+    if not _is_int(keys):
+        raise _bad("keys", keys, "a window is a whole number of keys (>= 1) or None for no window")
+    if keys < 1:
+        raise _bad(
+            "keys", keys, "a query attends at least itself, so a window is >= 1 key; use None for no window"
+        )
+    return int(keys)
+
+
+@dataclass(frozen=True)
+class Window:
+    """A sliding window in the kit's one unit: keys attended per query, counting itself."""
+
+    keys: Keys
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keys", check_keys(self.keys))
+
+    @classmethod
+    def from_convention(cls, convention: str, value: Any) -> "Window":
+        """Read ``value`` as ``convention`` writes it (see :data:`CONVENTIONS`)."""
+        return cls(get_convention(convention).to_keys(value))
+
+    def to(self, convention: str) -> Any:
+        """This window as ``convention`` expects it."""
+        return get_convention(convention).from_keys(self.keys)
+
+    def attends(self, q_pos: Any, k_pos: Any) -> Any:
+        """Whether a query at absolute position ``q_pos`` sees the key at ``k_pos``.
+
+        Works elementwise on ints, numpy arrays and torch tensors (broadcasting).
+        """
+        causal = k_pos <= q_pos
+        if self.keys is None:
+            return causal
+        return causal & (q_pos - k_pos < self.keys)
+
+    def first_key(self, q_pos: int) -> int:
+        """The oldest key position a query at ``q_pos`` still sees."""
+        return 0 if self.keys is None else max(0, q_pos - self.keys + 1)
+
+    def everywhere(self) -> dict[str, Any]:
+        """This window written in every convention, keyed by convention name."""
+        return {name: conv.from_keys(self.keys) for name, conv in CONVENTIONS.items()}
+
+
+@dataclass(frozen=True)
+class Convention:
+    """How one API writes a window: to and from the canonical ``keys``."""
+
+    name: str
+    parameter: str
+    off: Any
+    from_keys: Callable[[Keys], Any]
+    to_keys: Callable[[Any], Keys]
+
+
+def _minus_one_int(name: str, parameter: str) -> Convention:
+    """``value = keys - 1``; -1 is off (SGLang's sliding_window_size, FlashInfer's window_left)."""
+
+    def from_keys(keys: Keys) -> int:
+        keys = check_keys(keys)
+        return -1 if keys is None else keys - 1
+
+    def to_keys(value: Any) -> Keys:
+        if value is None and name == "sglang":
+            return None  # RadixAttention stores a missing window as -1; both mean off
+        if not _is_int(value):
+            raise _bad(name, value, f"{parameter} is an int: keys - 1, or -1 for no window")
+        if value == -1:
+            return None
+        if value < -1:
+            raise _bad(name, value, f"{parameter} is keys - 1 (>= 0), or -1 for no window")
+        return int(value) + 1
+
+    return Convention(name, parameter, -1, from_keys, to_keys)
+
+
+def _exact_int(name: str, parameter: str, off: Any) -> Convention:
+    """``value = keys``; ``off`` (None or 0) is no window (HF, FlexAttention, paged_attention_v1)."""
+
+    def from_keys(keys: Keys) -> Any:
+        keys = check_keys(keys)
+        return off if keys is None else keys
+
+    def to_keys(value: Any) -> Keys:
+        if value is None and off is None:
+            return None
+        if not _is_int(value):
+            raise _bad(name, value, f"{parameter} is an int number of keys (>= 1), or {off!r} for no window")
+        if value == off:
+            return None
+        if value < 1:
+            raise _bad(name, value, f"{parameter} counts keys including the query (>= 1); {off!r} is no window")
+        return int(value)
+
+    return Convention(name, parameter, off, from_keys, to_keys)
+
+
+def _left_right(name: str, parameter: str, off_left: Any, right_values: tuple) -> Convention:
+    """``(left, right) = (keys - 1, 0)``: FlashAttention-style pairs, causal on the right."""
+    off = (off_left, off_left)
+
+    def from_keys(keys: Keys) -> tuple:
+        keys = check_keys(keys)
+        return off if keys is None else (keys - 1, 0)
+
+    def to_keys(value: Any) -> Keys:
+        if not isinstance(value, (tuple, list)) or len(value) != 2:
+            raise _bad(name, value, f"{parameter} is a pair (left, right) = (keys - 1, 0), or {off!r}")
+        left, right = value
+        if isinstance(right, bool) or not (right is None or _is_int(right)) or right not in right_values:
+            raise _bad(
+                name,
+                value,
+                f"right = {right!r} looks ahead of the query; the kit models causal windows only, "
+                f"so right must be one of {right_values}",
+            )
+        if left == off_left and not isinstance(left, bool):
+            return None
+        if not _is_int(left):
+            raise _bad(name, value, f"left is an int number of earlier keys (>= 0), or {off_left!r} for none")
+        if left < 0:
+            hint = " (FlashAttention 4 takes -1 literally; None is its 'off')" if off_left is None else ""
+            raise _bad(name, value, f"left counts earlier keys, keys - 1 >= 0; {off_left!r} is no window{hint}")
+        return int(left) + 1
+
+    return Convention(name, parameter, off, from_keys, to_keys)
+
+
+CONVENTIONS: dict[str, Convention] = {
+    c.name: c
+    for c in (
+        _exact_int("hf", "Hugging Face config sliding_window", None),
+        _minus_one_int("sglang", "SGLang RadixAttention.sliding_window_size"),
+        _left_right("flash_attn", "FlashAttention 2/3 window_size", -1, (0, -1)),
+        _left_right("aiter_ck", "aiter CK mha_batch_prefill_func window_size", -1, (0, -1)),
+        _minus_one_int("flashinfer", "FlashInfer window_left"),
+        _left_right("aiter_unified", "aiter Triton unified_attention window_size", -1, (0, -1)),
+        _exact_int("aiter_v1", "aiter paged_attention_v1 sliding_window", 0),
+        _exact_int("flex", "FlexAttention mask_mod bound W in q - k < W", None),
+        _left_right("flash_attn_4", "FlashAttention 4 window_size", None, (0, None)),
+    )
+}
+
+
+def get_convention(name: str) -> Convention:
+    """The convention called ``name``; a clear error lists the known ones."""
+    try:
+        return CONVENTIONS[name]
+    except (KeyError, TypeError):
+        known = ", ".join(CONVENTIONS)
+        raise WindowConventionError(f"unknown window convention {name!r}; known: {known}") from None
+
+
+def to_keys(convention: str, value: Any) -> Keys:
+    """A window written in ``convention`` as the canonical number of keys."""
+    return get_convention(convention).to_keys(value)
+
+
+def from_keys(convention: str, keys: Keys) -> Any:
+    """The canonical ``keys`` written in ``convention``."""
+    return get_convention(convention).from_keys(keys)
+
+
+def convert(value: Any, src: str, dst: str) -> Any:
+    """Rewrite a window value from convention ``src`` to convention ``dst``."""
+    return from_keys(dst, to_keys(src, value))
