@@ -41,3 +41,7 @@ class DispatchGuardError(SwaKitError, ValueError):
 
 class BackendUnavailableError(SwaKitError, RuntimeError):
     """A compute path that cannot run in this environment."""
+
+
+class ModelConfigError(SwaKitError, ValueError):
+    """A model spec in data/models that is missing, malformed or inconsistent."""
