@@ -1,0 +1,395 @@
+"""Attention masks for every forward mode, in the kit's one window unit.
+
+A mask is a ``torch.bool`` tensor ``[q_len, kv_len]``: row ``i`` is the ``i``-th query of the
+forward pass, column ``c`` the ``c``-th key in the request's KV (oldest first), ``True`` where
+the query attends that key. Every sliding-window test is :meth:`swa_kit.window.Window.attends`
+applied to absolute positions; this module only decides *which positions* each row and column
+stand for, per mode:
+
+``prefill``  ``q_len == kv_len``; query ``i`` sits at position ``i``.
+``extend``   queries after a cached prefix of ``kv_len - q_len`` tokens, aligned to the end of
+             the KV: query ``i`` sits at ``kv_len - q_len + i``. An empty prefix is prefill.
+``decode``   one query (``q_len == 1``) at position ``kv_len - 1``.
+``verify``   target verify of a draft *chain*: the ``q_len`` draft tokens are the last ``q_len``
+             KV entries, a chain is causal, so the mask is ``extend``'s.
+``tree``     target verify of an EAGLE draft *tree* (topk > 1). ``parents[i]`` is the index of
+             draft token ``i``'s parent among the draft tokens (``parents[i] < i``), or ``-1`` for a
+             root that hangs directly off the committed prefix. The ``q_len`` draft tokens are
+             the last ``q_len`` KV columns (column ``prefix_len + i`` holds draft token ``i``) but
+             their *positions* are ``prefix_len + depth(i)`` (a root has depth 0), so siblings share
+             a position. Draft token ``i`` attends committed key ``k < prefix_len`` when
+             ``Window.attends(pos_i, k)``, and draft token ``j`` when ``j`` is ``i`` or one of its
+             ancestors and ``Window.attends(pos_i, pos_j)``; never a sibling or a cousin.
+``chunked``  Llama-4 chunked local attention, a contrast to a sliding window: the context is cut
+             into fixed chunks of ``chunk`` positions and a query attends causally within its own
+             chunk only (query aligned to the end of the KV, as in ``extend``). It has no
+             sliding window, so ``window`` must be ``None``.
+
+For long contexts :func:`block_view` gives, per (query block, KV block), how many (query, key)
+pairs are attended, without building the dense mask. :meth:`MaskSpec.mask_mod` and
+:meth:`MaskSpec.block_mask` export a mask to FlexAttention.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from swa_kit.errors import BackendUnavailableError, MaskError
+from swa_kit.window import Window
+
+MODES: tuple[str, ...] = ("prefill", "extend", "decode", "verify", "tree", "chunked")
+
+WindowLike = Window | int | None
+
+
+def _int(name: str, value: Any, minimum: int, fix: str) -> int:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise MaskError(f"{name} must be a whole number, got {value!r}; {fix}")
+    if value < minimum:
+        raise MaskError(f"{name} must be >= {minimum}, got {value!r}; {fix}")
+    return int(value)
+
+
+def as_window(window: WindowLike) -> Window:
+    """``window`` as a :class:`Window`: a Window, a number of keys, or None for no window."""
+    return window if isinstance(window, Window) else Window(window)
+
+
+def binary_tree_parents(n: int) -> tuple[int, ...]:
+    """Parents of a complete binary draft tree of ``n`` tokens in breadth-first order (root -1)."""
+    n = _int("tree size", n, 1, "a draft tree holds at least its root")
+    return tuple((i - 1) // 2 for i in range(n))
+
+
+def check_parents(parents: Sequence[int]) -> tuple[int, ...]:
+    """Validate a draft tree's parent indices: ``-1`` for a root, else an earlier draft token."""
+    if isinstance(parents, (str, bytes)) or not isinstance(parents, Sequence) or len(parents) == 0:
+        raise MaskError(
+            f"parents must be a non-empty list of ints, got {parents!r}; e.g. [-1, 0, 0, 1, 1] "
+            "(-1 = root on the committed prefix, else the index of an earlier draft token)"
+        )
+    checked = []
+    for i, p in enumerate(parents):
+        if not isinstance(p, numbers.Integral) or isinstance(p, bool) or not -1 <= p < i:
+            raise MaskError(
+                f"parents[{i}] = {p!r} is not a valid parent: draft token {i} needs -1 (a root on the "
+                f"committed prefix) or the index of an earlier draft token (0..{i - 1}); list tokens "
+                "parents first (breadth- or depth-first order)"
+            )
+        checked.append(int(p))
+    return tuple(checked)
+
+
+def tree_depths(parents: Sequence[int]) -> tuple[int, ...]:
+    """Depth of each draft token (a root is 0); its position is ``prefix_len + depth``."""
+    depth: list[int] = []
+    for p in check_parents(parents):
+        depth.append(0 if p < 0 else depth[p] + 1)
+    return tuple(depth)
+
+
+def tree_ancestors(parents: Sequence[int]) -> torch.Tensor:
+    """``[n, n]`` bool: ``[i, j]`` when draft token ``j`` is ``i`` or one of its ancestors."""
+    parents = check_parents(parents)
+    n = len(parents)
+    anc = torch.eye(n, dtype=torch.bool)
+    for i, p in enumerate(parents):
+        if p >= 0:
+            anc[i] |= anc[p]  # parents come first, so anc[p] is complete
+    return anc
+
+
+@dataclass(frozen=True)
+class MaskSpec:
+    """One forward pass's attention pattern: validated once, then drawn densely, by blocks, or for Flex."""
+
+    mode: str
+    q_len: int
+    kv_len: int
+    window: Window
+    parents: tuple[int, ...] | None = None
+    chunk: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise MaskError(f"unknown mask mode {self.mode!r}; choose one of {', '.join(MODES)}")
+        q = _int("q_len", self.q_len, 1, "a forward pass has at least one query")
+        kv = _int("kv_len", self.kv_len, 1, "the KV holds at least the queries' own keys")
+        object.__setattr__(self, "window", as_window(self.window))
+        if q > kv:
+            raise MaskError(
+                f"q_len {q} > kv_len {kv}: queries are the last q_len KV entries, so kv_len must be "
+                f">= q_len (kv_len = cached prefix + q_len)"
+            )
+        if self.mode == "prefill" and q != kv:
+            raise MaskError(
+                f"prefill has no cached prefix, so q_len ({q}) must equal kv_len ({kv}); "
+                "use mode 'extend' for queries after a cached prefix"
+            )
+        if self.mode == "decode" and q != 1:
+            raise MaskError(f"decode has exactly one query, got q_len {q}; use 'extend' or 'verify' for more")
+        if self.mode == "tree":
+            parents = check_parents(self.parents if self.parents is not None else binary_tree_parents(q))
+            if len(parents) != q:
+                raise MaskError(
+                    f"tree has {len(parents)} parents but q_len is {q}: give one parent per draft token"
+                )
+            object.__setattr__(self, "parents", parents)
+        elif self.parents is not None:
+            raise MaskError(f"parents {self.parents!r} only apply to mode 'tree', not {self.mode!r}")
+        if self.mode == "chunked":
+            if self.chunk is None:
+                raise MaskError("chunked local attention needs a chunk size (Llama-4 uses 8192), e.g. chunk=4")
+            object.__setattr__(self, "chunk", _int("chunk", self.chunk, 1, "a chunk holds at least one position"))
+            if self.window.keys is not None:
+                raise MaskError(
+                    f"chunked local attention has no sliding window, got window {self.window.keys!r}; "
+                    "pass window=None (the chunk bounds the context instead)"
+                )
+        elif self.chunk is not None:
+            raise MaskError(f"chunk {self.chunk!r} only applies to mode 'chunked', not {self.mode!r}")
+
+    @property
+    def prefix_len(self) -> int:
+        """Committed/cached KV entries before the queries' own keys."""
+        return self.kv_len - self.q_len
+
+    def q_positions(self) -> torch.Tensor:
+        """Absolute position of each query row (int64, ``[q_len]``)."""
+        if self.mode == "tree":
+            return self.prefix_len + torch.tensor(tree_depths(self.parents), dtype=torch.int64)
+        return torch.arange(self.prefix_len, self.kv_len, dtype=torch.int64)
+
+    def k_positions(self) -> torch.Tensor:
+        """Absolute position of each KV column (int64, ``[kv_len]``); differs from the index only in a tree."""
+        if self.mode == "tree":
+            return torch.cat([torch.arange(self.prefix_len, dtype=torch.int64), self.q_positions()])
+        return torch.arange(self.kv_len, dtype=torch.int64)
+
+    def dense(self) -> torch.Tensor:
+        """The ``[q_len, kv_len]`` bool mask."""
+        q = self.q_positions()[:, None]
+        k = self.k_positions()[None, :]
+        mask = self.window.attends(q, k)
+        if self.mode == "chunked":
+            mask = mask & (q // self.chunk == k // self.chunk)
+        elif self.mode == "tree":
+            visible = torch.ones(self.q_len, self.kv_len, dtype=torch.bool)
+            visible[:, self.prefix_len:] = tree_ancestors(self.parents)
+            mask = mask & visible
+        return mask
+
+    def row_ranges(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per query row the attended KV columns as ``[lo, hi)`` (int64 numpy), or None for a tree.
+
+        Every mode but ``tree`` attends one contiguous run of columns ending at the query itself;
+        the run's start is :meth:`Window.first_key` (or the chunk start), so no window rule is
+        restated here.
+        """
+        if self.mode == "tree":
+            return None
+        q = np.arange(self.prefix_len, self.kv_len, dtype=np.int64)
+        if self.mode == "chunked":
+            lo = q - q % self.chunk
+        else:
+            lo = np.fromiter(map(self.window.first_key, q.tolist()), dtype=np.int64, count=len(q))
+        return lo, q + 1
+
+    def block_view(self, block: int | tuple[int, int] = 128) -> "BlockView":
+        """See :func:`block_view`."""
+        return block_view(self, block)
+
+    def mask_mod(self) -> Callable[..., torch.Tensor]:
+        """A FlexAttention ``mask_mod(b, h, q_idx, kv_idx)`` for this mask.
+
+        ``q_idx`` and ``kv_idx`` are row and column indices; the offset of queries aligned to the end
+        of the KV is applied inside, so the same function serves prefill, extend, decode and verify.
+        A tree captures its small ``[q_len, kv_len]`` mask and looks it up.
+        """
+        window, offset, chunk = self.window, self.prefix_len, self.chunk
+        if self.mode == "tree":
+            table = self.dense()
+
+            def tree_mod(b: Any, h: Any, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
+                return table[q_idx, kv_idx]
+
+            return tree_mod
+        if self.mode == "chunked":
+
+            def chunked_mod(b: Any, h: Any, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
+                q_pos = q_idx + offset
+                return window.attends(q_pos, kv_idx) & (q_pos // chunk == kv_idx // chunk)
+
+            return chunked_mod
+
+        def window_mod(b: Any, h: Any, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
+            return window.attends(q_idx + offset, kv_idx)
+
+        return window_mod
+
+    def block_mask(self, block: int | tuple[int, int] = 128, device: str | torch.device = "cpu") -> Any:
+        """A FlexAttention ``BlockMask`` from :meth:`mask_mod` (``create_block_mask``, no batch/head axes)."""
+        try:
+            from torch.nn.attention.flex_attention import create_block_mask
+        except ImportError as error:
+            raise BackendUnavailableError(
+                f"this torch ({torch.__version__}) has no FlexAttention BlockMask ({error}); "
+                "install torch >= 2.5 or use MaskSpec.dense()"
+            ) from None
+        return create_block_mask(self.mask_mod(), None, None, self.q_len, self.kv_len, device=device,
+                                 BLOCK_SIZE=block)
+
+    def describe(self) -> str:
+        """One line naming the mode, sizes, positions and window."""
+        keys = self.window.keys
+        win = "no window (full causal)" if keys is None else f"window {keys} keys"
+        extra = {"tree": f", parents {list(self.parents or ())}", "chunked": f", chunk {self.chunk}"}.get(self.mode, "")
+        if self.mode == "chunked":
+            win = "chunked local"
+        return (f"{self.mode}: {self.q_len} queries x {self.kv_len} keys (prefix {self.prefix_len}), "
+                f"{win}{extra}")
+
+
+def mask_spec(mode: str, q_len: int, kv_len: int, window: WindowLike, *,
+              parents: Sequence[int] | None = None, chunk: int | None = None) -> MaskSpec:
+    """Validate a forward pass's attention pattern (see the module docstring for each mode)."""
+    return MaskSpec(mode, q_len, kv_len, as_window(window),
+                    None if parents is None else check_parents(parents), chunk)
+
+
+def mask_for(mode: str, q_len: int, kv_len: int, window: WindowLike, *,
+             parents: Sequence[int] | None = None, chunk: int | None = None) -> torch.Tensor:
+    """The dense ``[q_len, kv_len]`` bool mask of ``mode`` (the CLI's and the widget's entry)."""
+    return mask_spec(mode, q_len, kv_len, window, parents=parents, chunk=chunk).dense()
+
+
+def prefill_mask(seq_len: int, window: WindowLike) -> torch.Tensor:
+    """Prefill of ``seq_len`` tokens: ``[seq_len, seq_len]``."""
+    return mask_for("prefill", seq_len, seq_len, window)
+
+
+def extend_mask(q_len: int, kv_len: int, window: WindowLike) -> torch.Tensor:
+    """``q_len`` new tokens after a cached prefix of ``kv_len - q_len``: ``[q_len, kv_len]``."""
+    return mask_for("extend", q_len, kv_len, window)
+
+
+def decode_mask(kv_len: int, window: WindowLike) -> torch.Tensor:
+    """One decode query at position ``kv_len - 1``: ``[1, kv_len]``."""
+    return mask_for("decode", 1, kv_len, window)
+
+
+def verify_chain_mask(prefix_len: int, draft_len: int, window: WindowLike) -> torch.Tensor:
+    """Target verify of a ``draft_len`` chain after ``prefix_len`` committed tokens."""
+    prefix_len = _int("prefix_len", prefix_len, 0, "the committed prefix may be empty but not negative")
+    return mask_for("verify", draft_len, prefix_len + draft_len, window)
+
+
+def verify_tree_mask(prefix_len: int, parents: Sequence[int], window: WindowLike) -> torch.Tensor:
+    """Target verify of an EAGLE draft tree (``parents``, -1 = root) after ``prefix_len`` committed tokens."""
+    prefix_len = _int("prefix_len", prefix_len, 0, "the committed prefix may be empty but not negative")
+    parents = check_parents(parents)
+    return mask_for("tree", len(parents), prefix_len + len(parents), window, parents=parents)
+
+
+def chunked_mask(q_len: int, kv_len: int, chunk: int) -> torch.Tensor:
+    """Llama-4 chunked local attention, queries aligned to the end of the KV."""
+    return mask_for("chunked", q_len, kv_len, None, chunk=chunk)
+
+
+@dataclass(frozen=True)
+class BlockView:
+    """A mask at block granularity: ``counts[qb, kb]`` = attended (query, key) pairs in that tile."""
+
+    q_len: int
+    kv_len: int
+    block_q: int
+    block_kv: int
+    counts: np.ndarray  # int64 [n_q_blocks, n_kv_blocks]
+
+    @property
+    def tile_sizes(self) -> np.ndarray:
+        """Cells in each tile (edge tiles are smaller)."""
+        rows = np.minimum(self.block_q, self.q_len - np.arange(self.counts.shape[0]) * self.block_q)
+        cols = np.minimum(self.block_kv, self.kv_len - np.arange(self.counts.shape[1]) * self.block_kv)
+        return rows[:, None] * cols[None, :]
+
+    @property
+    def needed(self) -> np.ndarray:
+        """bool ``[n_q_blocks, n_kv_blocks]``: the KV block must be read for that query block."""
+        return self.counts > 0
+
+    @property
+    def full(self) -> np.ndarray:
+        """Tiles attended in every cell (a kernel can skip the mask there)."""
+        return self.counts == self.tile_sizes
+
+    @property
+    def partial(self) -> np.ndarray:
+        """Tiles that need a per-element mask."""
+        return self.needed & ~self.full
+
+    def kv_blocks(self, q_block: int) -> np.ndarray:
+        """Indices of the KV blocks query block ``q_block`` needs."""
+        return np.flatnonzero(self.needed[q_block])
+
+    @property
+    def keys_per_q_block(self) -> np.ndarray:
+        """Attended (query, key) pairs per query block."""
+        return self.counts.sum(axis=1)
+
+    @property
+    def total_pairs(self) -> int:
+        """Attended (query, key) pairs in the whole mask: the attention's compute in units of q.k."""
+        return int(self.counts.sum())
+
+    def summary(self) -> str:
+        needed = int(self.needed.sum())
+        tiles = self.counts.size
+        return (f"{self.q_len} x {self.kv_len} in {self.block_q} x {self.block_kv} blocks: {needed} of {tiles} "
+                f"tiles needed ({int(self.full.sum())} full, {int(self.partial.sum())} partial), "
+                f"{self.total_pairs:,} attended pairs of {self.q_len * self.kv_len:,}")
+
+
+def _block_sizes(block: int | tuple[int, int]) -> tuple[int, int]:
+    pair = block if isinstance(block, tuple) else (block, block)
+    if len(pair) != 2:
+        raise MaskError(f"block must be an int or a (query, kv) pair, got {block!r}")
+    return tuple(_int("block", b, 1, "blocks hold at least one row/column, e.g. 128") for b in pair)  # type: ignore
+
+
+def block_view(spec: MaskSpec, block: int | tuple[int, int] = 128) -> BlockView:
+    """Tile counts of ``spec``'s mask in ``block`` (or ``(block_q, block_kv)``) tiles.
+
+    Contiguous modes never build the mask: with each row's attended columns ``[lo_r, hi_r)``
+    (non-decreasing in r), the keys row r attends before column c are
+    ``clip(min(c, hi_r) - lo_r, 0)``; summed over a query block this is a difference of prefix
+    sums found by binary search, evaluated only at KV block boundaries. Memory is
+    O(q_len + n_q_blocks * n_kv_blocks). A tree's mask is small and is reduced densely.
+    """
+    bq, bk = _block_sizes(block)
+    nqb, nkb = -(-spec.q_len // bq), -(-spec.kv_len // bk)
+    ranges = spec.row_ranges()
+    if ranges is None:
+        dense = spec.dense().numpy()
+        padded = np.zeros((nqb * bq, nkb * bk), dtype=np.int64)
+        padded[: spec.q_len, : spec.kv_len] = dense
+        counts = padded.reshape(nqb, bq, nkb, bk).sum(axis=(1, 3))
+        return BlockView(spec.q_len, spec.kv_len, bq, bk, counts)
+    lo, hi = ranges
+    lo_cum = np.concatenate([[0], np.cumsum(lo)])
+    hi_cum = np.concatenate([[0], np.cumsum(hi)])
+    bounds = np.minimum(np.arange(nkb + 1, dtype=np.int64) * bk, spec.kv_len)  # [nkb + 1]
+    # Rows r with hi_r <= c contribute hi_r - lo_r; rows with lo_r < c < hi_r contribute c - lo_r.
+    done = np.searchsorted(hi, bounds, side="right")  # rows with hi_r <= c (a prefix, hi sorted)
+    begun = np.searchsorted(lo, bounds, side="left")  # rows with lo_r < c (a prefix, lo sorted)
+    starts = np.arange(nqb, dtype=np.int64)[:, None] * bq
+    ends = np.minimum(starts + bq, spec.q_len)
+    a = np.clip(done[None, :], starts, ends)  # [nqb, nkb + 1]
+    b = np.clip(begun[None, :], starts, ends)
+    before = (hi_cum[a] - hi_cum[starts]) + bounds[None, :] * (b - a) - (lo_cum[b] - lo_cum[starts])
+    return BlockView(spec.q_len, spec.kv_len, bq, bk, np.diff(before, axis=1))
