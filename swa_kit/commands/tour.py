@@ -1,0 +1,46 @@
+"""``swa-kit tour``: execute every notebook headless; write HTML, figures and a summary."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from swa_kit.commands._output import print_json
+from swa_kit.tour import DEFAULT_CELL_TIMEOUT, DEFAULT_OUT, find_notebooks_dir, list_notebooks, render_summary, \
+    run_tour
+
+NAME = "tour"
+HELP = "execute every notebook headless into an output folder (HTML, figures, summary.json)"
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0 seconds")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
+                        help=f"output folder (default ./{DEFAULT_OUT})")
+    parser.add_argument("--notebooks", type=Path, default=None, metavar="DIR",
+                        help="folder of .ipynb notebooks (default: notebooks/ of the kit's checkout)")
+    parser.add_argument("--cell-timeout", type=_seconds, default=DEFAULT_CELL_TIMEOUT, metavar="SECONDS",
+                        help=f"limit for any one cell (default {DEFAULT_CELL_TIMEOUT:g})")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--json", action="store_true", help="print summary.json instead of the text summary")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.out.exists() and not args.out.is_dir():
+        raise ValueError(f"--out {str(args.out)!r} is a file, not a folder; pass another --out DIR")
+    notebooks = list_notebooks(find_notebooks_dir(args.notebooks))
+    summary = run_tour(notebooks, args.out, cell_timeout=args.cell_timeout, progress=not args.no_progress)
+    if args.json:
+        print_json(summary)
+    else:
+        print(render_summary(summary))
+    return 0 if summary["ok"] else 1
