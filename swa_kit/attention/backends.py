@@ -26,7 +26,14 @@ TIERS = {
     "kit-triton": "the kit's own Triton kernel",
 }
 
-_PATH_MODULES = ("swa_kit.attention.reference",)
+_PATH_MODULES = (
+    "swa_kit.attention.reference",
+    "swa_kit.attention.torch_paths",
+    "swa_kit.dispatch",
+    "swa_kit.attention.aiter_triton",
+    "swa_kit.attention.aiter_emulated",
+    "swa_kit.attention.aiter_native",
+)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,209 @@
+"""PyTorch attention paths: SDPA with an explicit mask, and FlexAttention with a sliding ``mask_mod``.
+
+Both read exactly what a paged serving kernel reads: the layer's KV buffer through the
+batch's slot ids. Like a sliding-window kernel, they gather only the key span some query
+of the request can attend (``[first_key(first query), seq_len)``), so slots of keys
+that left the window are never read and garbage there (even NaN) cannot leak. Inside
+the span the mask is explicit: SDPA gets a boolean ``attn_mask``, FlexAttention a
+``BlockMask`` built from a ``mask_mod`` that applies :meth:`Window.attends` (and the
+request's tree mask in tree verify).
+
+FlexAttention runs everywhere torch >= 2.5 does. On CPU it runs eagerly (torch's unfused
+implementation: correct, not fast; ``torch.compile`` of it costs ~30 s per shape on CPU);
+on a GPU it is compiled, which is FlexAttention proper. Each result says which.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+from swa_kit.attention.backends import Backend, register
+from swa_kit.attention.batch import FORWARD_MODES, AttentionBatch, AttentionResult
+from swa_kit.errors import BackendUnavailableError
+from swa_kit.window import Window, to_keys
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return "rocm" if getattr(torch.version, "hip", None) else "cuda"
+    return device.type
+
+
+def _request_span(batch: AttentionBatch, b: int, window: Window) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """For request ``b``: query positions, gathered key positions, and ``[q_len, span]`` allowed mask."""
+    q_pos = batch.query_positions(b)
+    start = window.first_key(int(q_pos[0]))  # queries ascend, so the first query's window starts earliest
+    k_pos = torch.arange(start, int(batch.seq_lens[b]))
+    allowed = window.attends(q_pos[:, None], k_pos[None, :])
+    if batch.tree_masks is not None:
+        allowed = allowed & batch.tree_masks[b].cpu()[:, start:]
+    return q_pos, k_pos, allowed
+
+
+def _gather(batch: AttentionBatch, b: int, k_pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Request ``b``'s queries and the K/V rows of positions ``k_pos``, as ``[1, H, L, D]``."""
+    slots = batch.request_slots(b).to(torch.int64)[k_pos.to(batch.device)]
+    lo, hi = int(batch.qo_indptr[b]), int(batch.qo_indptr[b + 1])
+    q = batch.q[lo:hi].transpose(0, 1).unsqueeze(0)
+    k = batch.k_buffer[slots].transpose(0, 1).unsqueeze(0)
+    v = batch.v_buffer[slots].transpose(0, 1).unsqueeze(0)
+    return q, k, v
+
+
+def _run_per_request(
+    batch: AttentionBatch, keys: int | None, attend: Callable[..., torch.Tensor]
+) -> torch.Tensor:
+    """Run ``attend(q, k, v, span, batch)`` per request; ``span`` describes the gathered keys."""
+    window = Window(keys)
+    out = batch.q.new_empty(batch.q.shape[0], batch.q.shape[1], batch.v_buffer.shape[2])
+    for b in range(batch.batch_size):
+        q_pos, k_pos, allowed = _request_span(batch, b, window)
+        q, k, v = _gather(batch, b, k_pos)
+        tree = None if batch.tree_masks is None else batch.tree_masks[b][:, int(k_pos[0]):].to(batch.device)
+        span = _Span(window, int(q_pos[0]), int(k_pos[0]), allowed.to(batch.device), tree)
+        lo, hi = int(batch.qo_indptr[b]), int(batch.qo_indptr[b + 1])
+        out[lo:hi] = attend(q, k, v, span, batch).squeeze(0).transpose(0, 1)
+    return out
+
+
+@dataclass(frozen=True)
+class _Span:
+    """One request's gathered keys: window, first query / first key positions, explicit mask, tree mask."""
+
+    window: Window
+    q_start: int
+    k_start: int
+    allowed: torch.Tensor
+    tree: torch.Tensor | None
+
+
+# -- SDPA -------------------------------------------------------------------------------------
+
+
+def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, span: _Span, batch: AttentionBatch) -> torch.Tensor:
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=span.allowed[None, None], scale=batch.sm_scale, enable_gqa=q.shape[1] != k.shape[1]
+    )
+
+
+def sdpa_attention(batch: AttentionBatch, window_arg: Any = None) -> AttentionResult:
+    """``torch.nn.functional.scaled_dot_product_attention`` per request over its gathered key span.
+
+    ``window_arg`` is the window in keys (the ``hf`` convention; None = no window).
+    """
+    out = _run_per_request(batch, to_keys("hf", window_arg), _sdpa)
+    return AttentionResult(out, path="torch_sdpa", tier="torch", device=_device_name(batch.device),
+                           notes=["SDPA with an explicit boolean mask over the gathered key span"])
+
+
+def _sdpa_available() -> tuple[bool, str]:
+    return True, f"torch {torch.__version__} SDPA (enable_gqa), any device"
+
+
+# -- FlexAttention ----------------------------------------------------------------------------
+
+
+def _flex_module() -> Any:
+    try:
+        from torch.nn.attention import flex_attention as flex
+    except ImportError as error:
+        raise BackendUnavailableError(
+            f"torch {torch.__version__} has no FlexAttention ({error}); install torch >= 2.5 or use torch_sdpa"
+        ) from None
+    return flex
+
+
+_COMPILED: dict[str, Callable[..., torch.Tensor]] = {}
+
+
+def _flex_kernel(device: torch.device) -> tuple[Callable[..., torch.Tensor], str]:
+    """FlexAttention compiled on a GPU, eager (unfused) on CPU where compiling costs ~30 s per shape."""
+    flex = _flex_module()
+    if device.type == "cpu":
+        return flex.flex_attention, "eager (unfused) FlexAttention on CPU"
+    if "gpu" not in _COMPILED:
+        _COMPILED["gpu"] = torch.compile(flex.flex_attention, dynamic=False)
+    return _COMPILED["gpu"], "torch.compile'd FlexAttention"
+
+
+def _sliding_mask_mod(span: _Span) -> Callable[..., torch.Tensor]:
+    """``mask_mod(b, h, q_idx, kv_idx)``: the window rule on absolute positions (and the tree, if any)."""
+    window, q_start, k_start, tree = span.window, span.q_start, span.k_start, span.tree
+
+    def sliding(b: Any, h: Any, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
+        return window.attends(q_idx + q_start, kv_idx + k_start)
+
+    def sliding_tree(b: Any, h: Any, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
+        return window.attends(q_idx + q_start, kv_idx + k_start) & tree[q_idx, kv_idx]
+
+    return sliding if tree is None else sliding_tree
+
+
+def _flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, span: _Span, batch: AttentionBatch) -> torch.Tensor:
+    flex = _flex_module()
+    q_len, kv_len = span.allowed.shape
+    block_mask = flex.create_block_mask(_sliding_mask_mod(span), None, None, q_len, kv_len, device=q.device)
+    kernel, _ = _flex_kernel(q.device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the eager CPU path warns on every call that it is unfused
+        return kernel(q, k, v, block_mask=block_mask, scale=batch.sm_scale, enable_gqa=q.shape[1] != k.shape[1])
+
+
+def flex_attention(batch: AttentionBatch, window_arg: Any = None) -> AttentionResult:
+    """FlexAttention per request with a ``BlockMask`` of the sliding rule over its gathered key span.
+
+    ``window_arg`` is FlexAttention's bound ``W`` in ``q - k < W`` (the ``flex`` convention; None = off).
+    """
+    keys = to_keys("flex", window_arg)
+    if batch.q.shape[2] < 16 or batch.q.shape[2] & (batch.q.shape[2] - 1):
+        raise BackendUnavailableError(
+            f"flex_attention: head_dim {batch.q.shape[2]} must be a power of two >= 16; use torch_sdpa"
+        )
+    out = _run_per_request(batch, keys, _flex)
+    _, how = _flex_kernel(batch.device)
+    return AttentionResult(out, path="flex_attention", tier="torch", device=_device_name(batch.device),
+                           notes=[how, "mask_mod applies the window (and tree) mask over the gathered key span"])
+
+
+def _flex_available() -> tuple[bool, str]:
+    try:
+        _flex_module()
+    except BackendUnavailableError as error:
+        return False, str(error)
+    return True, f"torch {torch.__version__} FlexAttention (eager on CPU, compiled on GPU)"
+
+
+register(
+    Backend(
+        name="torch_sdpa",
+        tier="torch",
+        description="torch SDPA with an explicit boolean window mask over gathered paged KV",
+        modes=frozenset(FORWARD_MODES),
+        honours_window=True,
+        convention="hf",
+        kv_layout="token",
+        devices=frozenset({"cpu", "cuda", "rocm"}),
+        available=_sdpa_available,
+        run=sdpa_attention,
+    )
+)
+
+register(
+    Backend(
+        name="flex_attention",
+        tier="torch",
+        description="FlexAttention with a sliding mask_mod / BlockMask over gathered paged KV",
+        modes=frozenset(FORWARD_MODES),
+        honours_window=True,
+        convention="flex",
+        kv_layout="token",
+        devices=frozenset({"cpu", "cuda", "rocm"}),
+        available=_flex_available,
+        run=flex_attention,
+    )
+)
