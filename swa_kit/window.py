@@ -165,7 +165,7 @@ def _left_right(name: str, parameter: str, off_left: Any, right_values: tuple) -
                 f"right = {right!r} looks ahead of the query; the kit models causal windows only, "
                 f"so right must be one of {right_values}",
             )
-        if left == off_left and not isinstance(left, bool):
+        if left == off_left and (left is None or _is_int(left)):  # -1.0 or True is not the sentinel
             return None
         if not _is_int(left):
             raise _bad(name, value, f"left is an int number of earlier keys (>= 0), or {off_left!r} for none")
