@@ -16,6 +16,8 @@ from swa_kit.environment import (
     LAYOUT_MOVED,
     LAYOUT_PINNED,
     PINNED_AITER,
+    TIER_TRITON_GPU,
+    TIER_TRITON_INTERPRETER,
     TIERS,
     Environment,
     Probe,
@@ -38,7 +40,10 @@ class Finding:
 
 
 def _aiter_triton_probe(env: Environment) -> tuple[Probe, str]:
-    """Whether aiter's Triton kernels load without ROCm: through the kit's loader if present, else by files."""
+    """Whether aiter's Triton kernels load without ROCm: through the kit's loader where it is safe, else by files.
+
+    Returns the probe and how it was decided ("loader" or "files").
+    """
     if env.aiter_location is None:
         return Probe(False, "aiter is not installed"), "files"
     if env.aiter_layout == LAYOUT_MOVED:
@@ -48,15 +53,14 @@ def _aiter_triton_probe(env: Environment) -> tuple[Probe, str]:
     if env.aiter_layout != LAYOUT_PINNED:
         return Probe(False, f"no ops/triton/unified_attention.py with _triton_kernels/unified_attention.py "
                             f"under {env.aiter_location}"), "files"
-    if importlib.util.find_spec(_LOADER) is None or env.triton_version is None:
-        return Probe(True, "kernel files present (checked by file; not loaded)"), "files"
-    loader = importlib.import_module(_LOADER)
-    try:
-        loader.load_unified_attention()
-    except Exception as error:  # report any load failure; the doctor must finish
-        return Probe(False, f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error) else ''}"), \
-            "loader"
-    return Probe(True, "loaded through swa_kit.attention.aiter_loader"), "loader"
+    rocm = (env.torch_build or "").startswith("rocm")
+    if rocm and not (env.aiter_native and env.aiter_native.ok):
+        # On ROCm the loader imports the real aiter in this process; that import just failed or hung.
+        return Probe(True, "kernel files present (not loaded: `import aiter` fails here, see above)"), "files"
+    if importlib.util.find_spec(_LOADER) is None or env.triton_version is None or env.torch_version is None:
+        return Probe(True, "kernel files present (checked by file, not loaded)"), "files"
+    ok, reason = importlib.import_module(_LOADER).aiter_triton_status()
+    return Probe(ok, reason), "loader"
 
 
 def diagnose(env: Environment) -> list[Finding]:
@@ -138,11 +142,14 @@ def diagnose(env: Environment) -> list[Finding]:
 
     triton_probe, how = _aiter_triton_probe(env)
     add(Finding("aiter Triton kernels", OK if triton_probe.ok else MISSING,
-                f"loadable without ROCm ({'loader' if how == 'loader' else 'files present'})"
-                if triton_probe.ok else "not loadable", triton_probe.reason,
+                ("loaded without ROCm" if how == "loader" else "files present") if triton_probe.ok
+                else "not loadable", triton_probe.reason,
                 "" if triton_probe.ok else "the aiter-triton tiers are off; reference and emulated paths still run"))
 
-    for tier, probe in env.tiers().items():
+    tiers = env.tiers()
+    if not triton_probe.ok:  # the loader knows better than the file check
+        tiers[TIER_TRITON_GPU] = tiers[TIER_TRITON_INTERPRETER] = triton_probe
+    for tier, probe in tiers.items():
         add(Finding(f"tier {tier}", (NOTE if probe.reason else OK) if probe.ok else MISSING,
                     "available" if probe.ok else "unavailable", probe.reason))
 

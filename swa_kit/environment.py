@@ -14,6 +14,7 @@ tier names in :data:`TIERS` are the ones every result reports (see :mod:`swa_kit
 from __future__ import annotations
 
 import functools
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import os
@@ -187,11 +188,12 @@ def aiter_version() -> str | None:
 
 
 def aiter_location() -> Path | None:
-    """The installed ``aiter`` package directory, found without running its ``__init__``."""
-    try:
-        spec = importlib.util.find_spec("aiter")
-    except (ImportError, ValueError):
-        return None
+    """The ``aiter`` package directory that ``import aiter`` would load, found without running it.
+
+    Searches ``sys.path`` directly (not ``sys.modules``, where the kit's aiter loader may
+    have registered placeholder packages).
+    """
+    spec = importlib.machinery.PathFinder.find_spec("aiter")
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(next(iter(spec.submodule_search_locations)))

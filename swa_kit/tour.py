@@ -234,6 +234,31 @@ def run_tour(notebooks: list[Path], out: Path, *, cell_timeout: float = DEFAULT_
     return summary
 
 
+def twin_path(notebook: Path) -> Path:
+    """The py:percent twin of ``notebook``: same folder, same name, ``.py``."""
+    return Path(notebook).with_suffix(".py")
+
+
+def twin_drift(notebook: Path, twin: Path | None = None) -> list[str]:
+    """How ``notebook`` and its py:percent twin differ, cell by cell (empty when in sync).
+
+    Both files are read through jupytext and compared on cell type and source (outputs
+    and metadata are not part of the twin). Sync them with ``jupytext --sync NOTEBOOK``.
+    """
+    import jupytext
+
+    twin = Path(twin) if twin is not None else twin_path(notebook)
+    if not twin.is_file():
+        raise FileNotFoundError(f"{notebook} has no py:percent twin {twin}: create it with "
+                                f"jupytext --set-formats ipynb,py:percent {notebook}")
+    cells = [[(c.cell_type, c.source.strip()) for c in jupytext.read(p).cells] for p in (notebook, twin)]
+    problems = [f"cell {i}: {a[0]} {a[1][:60]!r} in {Path(notebook).name} vs {b[0]} {b[1][:60]!r} in {twin.name}"
+                for i, (a, b) in enumerate(zip(*cells)) if a != b]
+    if len(cells[0]) != len(cells[1]):
+        problems.append(f"{Path(notebook).name} has {len(cells[0])} cells, {twin.name} has {len(cells[1])}")
+    return problems
+
+
 def render_summary(summary: dict[str, Any]) -> str:
     """The one-screen summary of a tour."""
     runs = summary["notebooks"]

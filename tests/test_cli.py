@@ -1,0 +1,87 @@
+"""Generic CLI behaviour for every discovered subcommand: --help works, bad input is one line and exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from swa_kit.cli import EXIT_BAD_INPUT, _command_modules, build_parser, main
+
+COMMANDS = [module.NAME for module in _command_modules()]
+
+
+def test_every_command_module_is_complete():
+    for module in _command_modules():
+        assert isinstance(module.NAME, str) and module.NAME and isinstance(module.HELP, str) and module.HELP
+        assert callable(module.add_arguments) and callable(module.run), module.__name__
+
+
+def test_the_foundation_commands_are_there():
+    assert {"doctor", "window", "tour", "lab"} <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_help(name, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args([name, "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: swa-kit {name}")
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_unknown_option_is_one_line_and_exit_2(name, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([name, "--no-such-option-anywhere"])
+    assert exit_info.value.code == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("swa-kit ") and ": error:" in err, err
+
+
+def test_no_or_unknown_command(capsys):
+    for argv in ([], ["no-such-command"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == EXIT_BAD_INPUT
+        assert capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [
+    ["doctor", "--aiter-timeout", "-1"],
+    ["doctor", "--aiter-timeout", "soon"],
+    ["tour", "--notebooks", "/nonexistent/notebooks"],
+    ["tour", "--cell-timeout", "0"],
+    ["lab", "--notebooks", "/nonexistent/notebooks", "--dry-run"],
+    ["lab", "--port", "70000", "--dry-run"],
+])
+def test_bad_values_of_the_foundation_commands(argv, capsys):
+    try:
+        code = main(argv)
+    except SystemExit as exit_info:  # argparse-level rejections
+        code = exit_info.code
+    assert code == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "error:" in err and "Traceback" not in err, err
+
+
+def test_tour_out_that_is_a_file(tmp_path, capsys):
+    target = tmp_path / "taken"
+    target.write_text("")
+    notebooks = tmp_path / "nb"
+    notebooks.mkdir()
+    assert main(["tour", "--out", str(target), "--notebooks", str(notebooks)]) == EXIT_BAD_INPUT
+    assert "is a file" in capsys.readouterr().err
+
+
+def test_empty_notebooks_folder(tmp_path, capsys):
+    assert main(["tour", "--notebooks", str(tmp_path), "--out", str(tmp_path / "o")]) == EXIT_BAD_INPUT
+    assert "no .ipynb notebooks" in capsys.readouterr().err
+
+
+def test_python_dash_m_entry_point_rejects_bad_input_without_traceback():
+    result = subprocess.run([sys.executable, "-m", "swa_kit", "tour", "--notebooks", "/nonexistent"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == EXIT_BAD_INPUT
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
