@@ -1,0 +1,100 @@
+"""Loading aiter's Triton kernel files without its ROCm-bound package __init__."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from swa_kit.attention import aiter_loader
+from swa_kit.errors import BackendUnavailableError
+
+needs_wheel = pytest.mark.skipif(aiter_loader.aiter_version() is None, reason="amd-aiter is not installed")
+
+
+@needs_wheel
+def test_version_and_package_dir_from_metadata():
+    assert aiter_loader.aiter_version() == aiter_loader.PINNED_VERSION
+    root = aiter_loader.aiter_package_dir()
+    assert (root / aiter_loader.KERNEL_FILES["unified_attention"]).is_file()
+
+
+@needs_wheel
+def test_both_copies_load_and_differ_in_mode():
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    interp = aiter_loader.load_unified_attention_kernels(interpreted=True)
+    gpu = aiter_loader.load_unified_attention_kernels(interpreted=False)
+    assert interp is not gpu and interp is aiter_loader.load_unified_attention_kernels(interpreted=True)
+    for name in ("kernel_unified_attention_2d", "kernel_unified_attention_3d", "reduce_segments"):
+        assert isinstance(getattr(interp, name), InterpretedFunction)
+        assert isinstance(getattr(gpu, name), JITFunction)
+    assert "unified_attention.py" in interp.__swa_kit_source__
+    pa = aiter_loader.load_kernel_module("pa_decode", interpreted=True)
+    assert hasattr(pa, "_paged_attn_decode_v1_wo_dot_kernel")
+
+
+@needs_wheel
+def test_placeholders_off_rocm_and_the_status():
+    ok, reason = aiter_loader.aiter_triton_status()
+    assert ok, reason
+    assert aiter_loader.PINNED_VERSION in reason and "interpreter" in reason
+    native_ok, native_reason = aiter_loader.native_aiter_status()
+    if torch.version.hip is None:
+        assert not native_ok and native_reason.startswith("needs ROCm")
+        placeholder = sys.modules["aiter"]
+        assert placeholder.__swa_kit_placeholder__
+        with pytest.raises(AttributeError, match="placeholder"):
+            placeholder.paged_attention_ragged  # noqa: B018 - the skipped __init__ would define it
+
+
+def test_unknown_kernel_module():
+    with pytest.raises(BackendUnavailableError, match="unknown aiter kernel module"):
+        aiter_loader.load_kernel_module("flash_attn", interpreted=True)
+
+
+def test_moved_layout_is_refused(monkeypatch):
+    monkeypatch.setattr(aiter_loader, "aiter_version", lambda: "0.1.10")
+    with pytest.raises(BackendUnavailableError, match=r"aiter\.ops\.triton\.attention.*0\.1\.7\.post2\.dev18"):
+        aiter_loader._check_layout()
+    monkeypatch.setattr(aiter_loader, "aiter_version", lambda: None)
+    with pytest.raises(BackendUnavailableError, match="pip install"):
+        aiter_loader._check_layout()
+
+
+def test_release_parsing():
+    assert aiter_loader._release("0.1.7.post2.dev18") == (0, 1, 7)
+    assert aiter_loader._release("0.1.10") >= aiter_loader.MOVED_IN
+    assert aiter_loader._release("0.1.9+rocm6.4") < aiter_loader.MOVED_IN
+
+
+@needs_wheel
+def test_interpreter_knob_is_restored_and_stdlib_swap_is_undone():
+    import triton.language as tl
+    from triton.runtime.jit import JITFunction
+
+    before = os.environ.get("TRITON_INTERPRET")
+    aiter_loader._CACHE.pop(("pa_decode", True), None)
+    aiter_loader.load_kernel_module("pa_decode", interpreted=True)
+    assert os.environ.get("TRITON_INTERPRET") == before
+    with aiter_loader.interpreted_stdlib():
+        assert not isinstance(tl.zeros, JITFunction)
+    assert isinstance(tl.zeros, JITFunction)
+
+
+@needs_wheel
+def test_fresh_process_never_runs_aiter_init():
+    """aiter's __init__ shells out to hipconfig; a fresh process must load kernels without it."""
+    code = (
+        "import sys; from swa_kit.attention import aiter_loader as L; "
+        "L.load_unified_attention_kernels(interpreted=True); "
+        "print(getattr(sys.modules['aiter'], '__swa_kit_placeholder__', False), 'aiter.jit' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    expected = "True False" if torch.version.hip is None else None
+    if expected:
+        assert out.stdout.strip() == expected

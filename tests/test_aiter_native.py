@@ -1,0 +1,165 @@
+"""Native aiter call sites: SGLang's arguments built for a batch, and checked against the wheel's source.
+
+The contract test reads the installed amd-aiter source with ``ast`` (aiter is never imported)
+and fails if the kit passes an argument the called function does not have.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from swa_kit.attention import aiter_native
+from swa_kit.attention.aiter_loader import aiter_package_dir
+from swa_kit.attention.backends import get_backend, run_path
+from swa_kit.attention.batch import AttentionBatch
+from swa_kit.errors import BackendUnavailableError, WindowConventionError
+
+
+def batch_of(q_lens, seq_lens, *, hq=8, hkv=2, d=64, page_size=1, dtype=torch.bfloat16):
+    pages = sum(-(-s // page_size) for s in seq_lens) + 1
+    k = torch.randn(pages * page_size, hkv, d).to(dtype)
+    v = torch.randn(pages * page_size, hkv, d).to(dtype)
+    slots, page = [], 1
+    for s in seq_lens:
+        slots.append(torch.arange(page * page_size, page * page_size + s))
+        page += -(-s // page_size)
+    q = torch.randn(sum(q_lens), hq, d).to(dtype)
+    qo = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()])
+    kv = torch.tensor([0, *torch.tensor(seq_lens).cumsum(0).tolist()])
+    return AttentionBatch(q, k, v, qo, kv, torch.cat(slots), 1 / math.sqrt(d), page_size=page_size)
+
+
+def test_unified_args_layout():
+    batch = batch_of([3, 1], [40, 17], page_size=16)
+    a = aiter_native.unified_attention_args(batch, (4, 0))
+    assert a["k"].shape == (6, 16, 2, 64) and a["v"].shape == (6, 16, 2, 64)
+    assert a["k"].data_ptr() == batch.k_buffer.data_ptr()  # a view of the pool, no copy
+    assert a["block_table"].dtype == torch.int32 and a["block_table"].tolist() == [[1, 2, 3], [4, 5, 0]]
+    assert a["cu_seqlens_q"].tolist() == [0, 3, 4] and a["cu_seqlens_q"].dtype == torch.int32
+    assert a["seqused_k"].tolist() == [40, 17] and a["seqused_k"].dtype == torch.int32
+    assert a["max_seqlen_q"] == 3 and a["max_seqlen_k"] == 3 * 16  # page_table.shape[1] * page_size
+    assert a["out"].shape == batch.q.shape and a["out"].dtype == torch.bfloat16
+    assert a["causal"] is True and a["window_size"] == (4, 0) and a["softcap"] == 0.0
+    assert a["q_descale"] is None and a["sinks"] is None
+
+
+def test_mha_batch_prefill_args_layout():
+    batch = batch_of([5, 2], [5, 9])
+    args, kwargs = aiter_native.mha_batch_prefill_args(batch, (3, -1))
+    q, k, v, qo, kv_indptr, indices, max_q, max_k = args
+    assert q.shape == (7, 8, 64) and k.shape == (15, 2, 64) and v.shape == (15, 2, 64)
+    assert [t.dtype for t in (qo, kv_indptr, indices)] == [torch.int32] * 3
+    assert qo.tolist() == [0, 5, 7] and kv_indptr.tolist() == [0, 5, 14] and indices.tolist() == list(range(1, 15))
+    assert (max_q, max_k) == (5, 9)
+    assert kwargs == dict(
+        causal=True, logits_soft_cap=0.0, alibi_slopes=None, return_lse=False, return_attn_probs=False,
+        window_size=(3, -1),
+    )
+
+
+def test_paged_ragged_args_layout():
+    batch = batch_of([1, 1, 1], [300, 5, 600])
+    args = aiter_native.paged_attention_ragged_args(batch)
+    assert len(args) == 19
+    out, workspace, q, k, v, scale, indptr, indices, last, block, parts = args[:11]
+    assert out.shape == (3, 8, 64) and out.dtype == torch.bfloat16
+    assert k.shape == (906, 1, 2, 64) and v.shape == (906, 1, 2, 64) and q.shape == (3, 8, 64)
+    assert scale == pytest.approx(1 / 8) and block == 1 and parts == 3  # ceil(600 / 256)
+    assert last.tolist() == [1, 1, 1] and last.dtype == torch.int32 and indptr.tolist() == [0, 300, 305, 905]
+    assert workspace.dtype == torch.uint8 and workspace.numel() == 3 * 8 * 3 * 64 * 4 + 2 * 3 * 8 * 3 * 4
+    assert args[11:15] == (None, "auto", "NHD", 0.0) and args[17:] == (None, 256)
+    assert args[15].tolist() == [1.0] and args[16].tolist() == [1.0]
+    assert aiter_native.paged_attention_ragged_args(batch, scale=0.5)[5] == 0.5
+
+
+def test_builders_refuse_what_sglang_never_passes():
+    with pytest.raises(BackendUnavailableError, match="page size 1"):
+        aiter_native.mha_batch_prefill_args(batch_of([2], [20], page_size=16), (-1, -1))
+    with pytest.raises(BackendUnavailableError, match="block_size 1"):
+        aiter_native.paged_attention_ragged_args(batch_of([1], [20], page_size=16))
+    with pytest.raises(BackendUnavailableError, match="one query"):
+        aiter_native.paged_attention_ragged_args(batch_of([2], [20]))
+    with pytest.raises(WindowConventionError):
+        aiter_native.unified_attention_args(batch_of([1], [4]), (3, 5))
+    with pytest.raises(WindowConventionError):
+        aiter_native.mha_batch_prefill_args(batch_of([1], [4]), 3)
+
+
+def test_unavailable_here_with_a_reason():
+    ok, reason = aiter_native.available()
+    if torch.version.hip is None:
+        assert not ok and reason.startswith("needs ROCm")
+    for name in ("aiter_native_unified", "aiter_native_mha_batch_prefill", "aiter_native_paged_ragged"):
+        backend = get_backend(name)
+        assert backend.tier == "aiter-native" and backend.devices == frozenset({"rocm"})
+        if not ok:
+            with pytest.raises(BackendUnavailableError, match="cannot run here"):
+                run_path(name, batch_of([1], [4]), None if name.endswith("ragged") else (-1, -1))
+    assert not get_backend("aiter_native_paged_ragged").honours_window
+
+
+# ---- the contract: every argument the kit passes exists in the installed wheel's function ----
+
+needs_wheel = pytest.mark.skipif(aiter_package_dir() is None, reason="amd-aiter is not installed")
+
+
+def calls():
+    """(op, positional count, keywords) for each call the kit makes, built from real batches."""
+    unified = aiter_native.unified_attention_args(batch_of([2], [30], page_size=16), (7, 0))
+    args, kwargs = aiter_native.mha_batch_prefill_args(batch_of([3], [9]), (4, -1))
+    ragged = aiter_native.paged_attention_ragged_args(batch_of([1], [9]))
+    return [
+        ("unified_attention", 0, list(unified)),
+        ("mha_batch_prefill_func", len(args), list(kwargs)),
+        ("paged_attention_ragged", len(ragged), []),
+    ]
+
+
+@needs_wheel
+@pytest.mark.parametrize("op,n_positional,keywords", calls(), ids=lambda x: x if isinstance(x, str) else "")
+def test_contract_with_installed_wheel(op, n_positional, keywords):
+    problems = aiter_native.signature_problems(aiter_native.op_source(op), op, n_positional, keywords)
+    assert problems == []
+
+
+@needs_wheel
+def test_sglang_only_kwargs_really_are_absent_from_the_pinned_wheel():
+    """SGLang 0.5.23 passes these to mha_batch_prefill_func; the pinned wheel's function rejects them."""
+    for op, extra in aiter_native.SGLANG_ONLY_KWARGS.items():
+        problems = aiter_native.signature_problems(aiter_native.op_source(op), op, 8, list(extra))
+        assert len(problems) == len(extra) and all("no parameter" in p for p in problems)
+
+
+FAKE = '''
+def paged_attention_ragged(out, workspace, query, *, scale=1.0):
+    pass
+
+def unified_attention(q, k, v, /, out, window_size=(-1, -1), **extra):
+    pass
+
+def strict(a, b, c=0, *, d, e=1):
+    pass
+'''
+
+
+def test_contract_check_catches_a_wrong_call():
+    check = aiter_native.signature_problems
+    assert check(FAKE, "paged_attention_ragged", 3, ["scale"]) == []
+    assert "4 positional arguments passed, it takes 3" in check(FAKE, "paged_attention_ragged", 4, [])[0]
+    assert "no parameter 'window_size'" in check(FAKE, "paged_attention_ragged", 3, ["window_size"])[0]
+    assert check(FAKE, "unified_attention", 3, ["out", "anything"]) == []  # **extra takes any keyword
+    assert check(FAKE, "strict", 1, ["a", "b", "d"])[0].endswith("'a' passed both positionally and as a keyword")
+    assert check(FAKE, "strict", 2, []) == ["strict: required parameter 'd' not passed"]
+    assert check(FAKE, "missing", 0, []) == ["missing: not defined in this source"]
+
+
+@needs_wheel
+def test_contract_fails_against_a_wheel_without_the_argument():
+    """The real sources, with one parameter renamed, must fail the same check."""
+    source = aiter_native.op_source("unified_attention").replace("    window_size,\n", "    window,\n", 1)
+    assert "window_size" not in source.split("def unified_attention(")[1].split(")")[0]
+    problems = aiter_native.signature_problems(source, "unified_attention", 0, calls()[0][2])
+    assert any("no parameter 'window_size'" in p for p in problems)
