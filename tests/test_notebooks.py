@@ -1,0 +1,32 @@
+"""Every notebook: its py:percent twin is in sync, and it executes headless on CPU within a time limit.
+
+The drift check itself is tested in test_tour.py on a pair that has drifted. Kernels talk over
+Unix sockets in private folders (swa_kit.tour), so pytest -n runs them in parallel safely.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from swa_kit.tour import find_notebooks_dir, run_notebook, twin_drift
+
+NOTEBOOKS = sorted(find_notebooks_dir().glob("*.ipynb"))
+#: Seconds one notebook may take on a 2-core CPU-only machine, kernel start included.
+LIMIT_S = float(os.environ.get("SWA_KIT_NOTEBOOK_LIMIT", "120"))
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_twin_in_sync(notebook):
+    drift = twin_drift(notebook)
+    assert not drift, (f"{notebook.name} and its py:percent twin differ (run `jupytext --sync {notebook}`):\n"
+                       + "\n".join(drift))
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_executes_headless(notebook):
+    _, run = run_notebook(notebook, cell_timeout=LIMIT_S)
+    assert run.status == "ok", f"{notebook.name}: cell index {run.failed_cell}: {run.error}"
+    assert run.seconds <= LIMIT_S, f"{notebook.name} took {run.seconds:.0f} s (limit {LIMIT_S:.0f} s)"

@@ -1,0 +1,211 @@
+"""The tour on small synthetic notebooks, the announce/parse convention, and ``swa-kit lab``'s command."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import nbformat
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from swa_kit.cli import main
+from swa_kit.commands import lab
+from swa_kit.report import announce, format_announcement, parse_announcements
+from swa_kit.tour import (
+    compute_paths,
+    find_notebooks_dir,
+    list_notebooks,
+    render_summary,
+    repo_root,
+    run_tour,
+    twin_drift,
+)
+
+GOOD = [
+    "import os, sys\nprint(sys.executable)\nprint(os.getcwd())",
+    "import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figsize=(2, 2))\nax.imshow([[0, 1], [1, 0]])\nplt.show()",
+    "from swa_kit.report import announce\n"
+    "announce(path='reference', tier='reference', device='cpu')\n"
+    "announce({'path': 'aiter_triton_unified', 'tier': 'aiter-triton-interpreter', 'device': 'cpu'})\n"
+    "announce(path='reference', tier='reference', device='cpu')",
+]
+BAD = ["x = 1", "raise ValueError('boom from the notebook')", "y = 2"]
+
+
+def _write(path: Path, sources: list[str]) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# title")] + [nbformat.v4.new_code_cell(s) for s in sources]
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tour(tmp_path_factory):
+    notebooks = tmp_path_factory.mktemp("notebooks")
+    _write(notebooks / "01_good.ipynb", GOOD)
+    _write(notebooks / "02_bad.ipynb", BAD)
+    out = tmp_path_factory.mktemp("tour") / "out"
+    summary = run_tour(list_notebooks(notebooks), out, cell_timeout=120, progress=False)
+    return SimpleNamespace(notebooks=notebooks, out=out, summary=summary)
+
+
+def test_summary_records_status_time_and_error(tour):
+    runs = {r["name"]: r for r in tour.summary["notebooks"]}
+    assert list(runs) == ["01_good", "02_bad"]
+    assert not tour.summary["ok"]
+    good, bad = runs["01_good"], runs["02_bad"]
+    assert good["status"] == "ok" and good["error"] is None and good["seconds"] > 0
+    assert bad["status"] == "failed" and bad["error"] == "ValueError: boom from the notebook"
+    assert bad["failed_cell"] == 2  # markdown title is cell 0
+    assert json.loads((tour.out / "summary.json").read_text()) == tour.summary
+
+
+def test_compute_paths_are_collected_and_counted(tour):
+    good = tour.summary["notebooks"][0]
+    assert good["paths"] == [
+        {"path": "reference", "tier": "reference", "device": "cpu", "count": 2},
+        {"path": "aiter_triton_unified", "tier": "aiter-triton-interpreter", "device": "cpu", "count": 1},
+    ]
+    assert tour.summary["notebooks"][1]["paths"] == []
+
+
+def test_kernel_runs_this_interpreter_in_the_notebook_folder(tour):
+    nb = nbformat.read(tour.out / "01_good.ipynb", as_version=4)
+    printed = nb.cells[1].outputs[0].text.splitlines()
+    assert os.path.realpath(printed[0]) == os.path.realpath(sys.executable)
+    assert os.path.realpath(printed[1]) == os.path.realpath(tour.notebooks)
+
+
+def test_figures_are_real_pngs(tour):
+    figures = tour.summary["notebooks"][0]["figures"]
+    assert figures == ["figures/01_good_cell02_0.png"]
+    data = (tour.out / figures[0]).read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width > 50 and height > 50
+
+
+def test_html_and_executed_notebooks_are_written(tour):
+    for name in ("01_good", "02_bad"):
+        assert (tour.out / f"{name}.ipynb").is_file()
+        assert "<html" in (tour.out / f"{name}.html").read_text()
+    assert "[swa_kit] path=reference" in (tour.out / "01_good.html").read_text()
+    assert "boom from the notebook" in (tour.out / "02_bad.html").read_text()
+    assert "01_good.html" in (tour.out / "index.html").read_text()
+
+
+def test_rendered_summary_fits_a_screen(tour):
+    text = render_summary(tour.summary)
+    lines = text.splitlines()
+    assert len(lines) <= 24 and all(len(line) <= 160 for line in lines)
+    assert "1 ok, 1 failed" in lines[0]
+    assert any("FAILED" in line and "02_bad" in line for line in lines)
+    assert any("ValueError: boom from the notebook" in line for line in lines)
+    assert "aiter_triton_unified[aiter-triton-interpreter@cpu]" in text
+
+
+def test_tour_command_exit_codes(tour, tmp_path, capsys):
+    assert main(["tour", "--notebooks", str(tour.notebooks), "--out", str(tmp_path / "a"), "--no-progress"]) == 1
+    assert "1 ok, 1 failed" in capsys.readouterr().out
+    only_good = tmp_path / "good"
+    only_good.mkdir()
+    _write(only_good / "01_fine.ipynb", ["print(1 + 1)"])
+    assert main(["tour", "--notebooks", str(only_good), "--out", str(tmp_path / "b"), "--no-progress",
+                 "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["ok"] is True and printed == json.loads((tmp_path / "b" / "summary.json").read_text())
+
+
+# --- the announce convention ------------------------------------------------------------------------------------
+
+WORD = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=20)
+
+
+@given(WORD, WORD, WORD)
+def test_announcement_round_trip(path, tier, device):
+    line = format_announcement(path=path, tier=tier, device=device)
+    noise = f"before\n{line}\n[swa_kit] something else\nafter"
+    assert parse_announcements(noise) == [{"path": path, "tier": tier, "device": device}]
+
+
+def test_announce_reads_results_and_overrides(capsys):
+    result = SimpleNamespace(path="torch_sdpa", tier="torch", device="cuda:0", out=None)
+    assert announce(result) == "[swa_kit] path=torch_sdpa tier=torch device=cuda:0"
+    assert announce(result, device="cpu").endswith("device=cpu")
+    assert capsys.readouterr().out.splitlines() == ["[swa_kit] path=torch_sdpa tier=torch device=cuda:0",
+                                                    "[swa_kit] path=torch_sdpa tier=torch device=cpu"]
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"path": "a b", "tier": "t", "device": "cpu"},
+                                    {"path": "a", "tier": "", "device": "cpu"}, {"path": "a", "tier": "t"}])
+def test_announce_rejects_unnamed_or_spaced_values(kwargs):
+    with pytest.raises(ValueError, match="announce"):
+        format_announcement(**kwargs)
+
+
+def test_compute_paths_reads_stream_outputs_only_where_announced():
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="x\n[swa_kit] path=p tier=t device=d\n"),
+                    nbformat.v4.new_output("execute_result", data={"text/plain": "'[swa_kit] path=q tier=t device=d'"},
+                                           execution_count=1)]
+    nb.cells = [cell]
+    assert compute_paths(nb) == [{"path": "p", "tier": "t", "device": "d", "count": 1}]
+
+
+# --- finding notebooks, and lab -------------------------------------------------------------------------------
+
+def test_find_notebooks_dir(tmp_path):
+    assert find_notebooks_dir() == (repo_root() / "notebooks").resolve()
+    assert find_notebooks_dir(tmp_path) == tmp_path.resolve()
+    with pytest.raises(FileNotFoundError, match="--notebooks"):
+        find_notebooks_dir(tmp_path / "missing")
+    with pytest.raises(FileNotFoundError, match="no .ipynb"):
+        list_notebooks(tmp_path)
+
+
+def test_lab_dry_run_prints_the_command(tmp_path, capsys):
+    assert main(["lab", "--notebooks", str(tmp_path), "--dry-run", "--port", "8899", "--no-browser"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"cd {tmp_path.resolve()} && JUPYTER_PATH=")
+    assert f"{sys.executable} -m jupyterlab" in out[0]
+    assert f"--ServerApp.root_dir={tmp_path.resolve()}" in out[0]
+    assert "--ServerApp.port=8899" in out[0] and "--no-browser" in out[0]
+
+
+def test_lab_kernel_spec_wins_on_jupyter_path(tmp_path, monkeypatch):
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    data_dir = tmp_path / "data"
+    lab.write_kernel_spec(data_dir)
+    monkeypatch.setenv("JUPYTER_PATH", str(data_dir))
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    assert spec.argv[0] == sys.executable and spec.argv[1:3] == ["-m", "ipykernel_launcher"]
+
+
+# --- the twin drift check (used by test_notebooks) -----------------------------------------------------------
+
+def test_twin_drift_detects_a_changed_cell(tmp_path):
+    import jupytext
+
+    notebook = _write(tmp_path / "01_pair.ipynb", ["x = 1", "print(x)"])
+    twin = tmp_path / "01_pair.py"
+    jupytext.write(nbformat.read(notebook, as_version=4), twin, fmt="py:percent")
+    assert twin_drift(notebook) == []
+    twin.write_text(twin.read_text().replace("print(x)", "print(x + 1)"))
+    drift = twin_drift(notebook)
+    assert len(drift) == 1 and "cell 2" in drift[0] and "print(x + 1)" in drift[0]
+    twin.write_text(twin.read_text() + "\n# %%\nextra = 3\n")
+    assert any("has 3 cells" in d and "has 4" in d for d in twin_drift(notebook))
+
+
+def test_twin_drift_without_a_twin(tmp_path):
+    notebook = _write(tmp_path / "02_alone.ipynb", ["x = 1"])
+    with pytest.raises(FileNotFoundError, match="jupytext --set-formats"):
+        twin_drift(notebook)
