@@ -1,0 +1,198 @@
+"""Pictures of attention masks: a labelled heatmap, the off-by-one trap across APIs, the block view.
+
+Colours: attended cells blue, the rest white. Every figure is a :class:`matplotlib.figure.Figure`
+whose first image holds the mask (or tile states) exactly, so tests can read the picture's data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from swa_kit.errors import WindowConventionError
+from swa_kit.masks import BlockView, MaskSpec, mask_spec
+from swa_kit.window import CONVENTIONS, Window, check_keys, from_keys, to_keys
+
+MASK_CMAP = ListedColormap(["#ffffff", "#2b8cbe"])
+TILE_CMAP = ListedColormap(["#ffffff", "#fdae61", "#2b8cbe"])  # skipped, partial, full
+TILE_NAMES = ["not read", "partial (masked)", "full"]
+EDGE, MORE, LESS, GRID = "#d7301f", "#d7301f", "#7b3294", "#969696"
+
+
+def _ticks(ax, positions: np.ndarray, axis: str, max_ticks: int = 24) -> None:
+    step = max(1, -(-len(positions) // max_ticks))
+    idx = np.arange(0, len(positions), step)
+    labels = [str(int(p)) for p in positions[idx]]
+    if axis == "x":
+        ax.set_xticks(idx, labels, rotation=90 if len(positions) > 12 else 0, fontsize=7)
+    else:
+        ax.set_yticks(idx, labels, fontsize=7)
+
+
+def _draw_mask(ax, image: np.ndarray, q_pos: np.ndarray, k_pos: np.ndarray) -> None:
+    ax.imshow(image.astype(np.int64), cmap=MASK_CMAP, vmin=0, vmax=1, interpolation="nearest", aspect="auto")
+    _ticks(ax, k_pos, "x")
+    _ticks(ax, q_pos, "y")
+    ax.set_xlabel("key position")
+    ax.set_ylabel("query position")
+
+
+def mask_figure(spec: MaskSpec, block: int | None = None, title: str | None = None) -> Figure:
+    """Heatmap of ``spec``'s mask labelled with positions, its window edge (or chunk edges) and blocks.
+
+    The window edge is a red step along each row's oldest attended key; ``block`` draws tile
+    boundaries every ``block`` rows and columns (FlexAttention tiles).
+    """
+    dense = spec.dense().numpy()
+    q_pos, k_pos = spec.q_positions().numpy(), spec.k_positions().numpy()
+    fig = Figure(figsize=(min(12, 2 + 0.25 * spec.kv_len), min(9, 1.8 + 0.25 * spec.q_len)), layout="constrained")
+    ax = fig.add_subplot()
+    _draw_mask(ax, dense, q_pos, k_pos)
+    if spec.window.keys is not None:
+        # the oldest key in the window is at position first_key(q); committed keys sit at their
+        # position, draft columns of a tree do not, so there the edge stops at the prefix's end
+        xs, ys = [], []
+        for row, q in enumerate(q_pos):
+            col = spec.window.first_key(int(q))
+            if spec.mode == "tree":
+                col = min(col, spec.prefix_len)
+            xs += [col - 0.5, col - 0.5]
+            ys += [row - 0.5, row + 0.5]
+        ax.plot(xs, ys, color=EDGE, lw=2, label=f"window edge ({spec.window.keys} keys)", gid="window-edge")
+    if spec.mode == "chunked":
+        for edge in range(spec.chunk, spec.kv_len, spec.chunk):
+            ax.axvline(edge - 0.5, color=EDGE, lw=1.5, gid="chunk-edge")
+    if block:
+        for x in range(block, spec.kv_len, block):
+            ax.axvline(x - 0.5, color=GRID, lw=0.8, ls="--", gid="block")
+        for y in range(block, spec.q_len, block):
+            ax.axhline(y - 0.5, color=GRID, lw=0.8, ls="--", gid="block")
+    if spec.mode == "tree":
+        ax.axvline(spec.prefix_len - 0.5, color="black", lw=1, gid="prefix-end")
+    ax.set_title(title or spec.describe(), fontsize=9)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="lower left", fontsize=7, framealpha=0.9)
+    return fig
+
+
+@dataclass(frozen=True)
+class NaiveRead:
+    """One API given the number you hold as-is, instead of converting it."""
+
+    convention: str
+    wanted: object  # what the API should get for the window you mean
+    passed: object  # what it gets when you pass your number unconverted
+    keys: int | None  # keys it then attends (None = window off); None as well when ``error`` is set
+    meant: int
+    error: str | None = None
+
+    @property
+    def delta(self) -> int | None:
+        """Keys attended minus keys meant; None when the value is rejected or switches the window off."""
+        return None if self.error or self.keys is None else self.keys - self.meant
+
+
+def naive_reads(keys: int, held_in: str = "hf") -> list[NaiveRead]:
+    """For every API: the window ``keys`` written in ``held_in``, passed to it without conversion.
+
+    ``held_in="hf"`` passes the config's ``sliding_window`` (W) everywhere: APIs counting ``W - 1``
+    then attend one key more. ``held_in="sglang"`` passes ``sliding_window_size`` (W - 1): APIs
+    counting W attend one key less, and with W = 1 ``paged_attention_v1`` reads 0 as "off".
+    """
+    keys = check_keys(keys)
+    if keys is None:
+        raise WindowConventionError("keys: invalid window value None: the trap needs a window; give keys >= 1")
+    held = from_keys(held_in, keys)
+    number = held[0] if isinstance(held, tuple) else held
+    reads = []
+    for name, conv in CONVENTIONS.items():
+        passed = (number, 0) if isinstance(conv.off, tuple) else number
+        try:
+            reads.append(NaiveRead(name, from_keys(name, keys), passed, to_keys(name, passed), keys))
+        except WindowConventionError as error:
+            reads.append(NaiveRead(name, from_keys(name, keys), passed, None, keys, str(error)))
+    return reads
+
+
+def _shown_columns(kv_len: int, windows: list[Window], q_pos: np.ndarray, pad: int, max_cols: int) -> np.ndarray:
+    """All columns when few; else those around each window edge and the diagonal (gaps marked)."""
+    if kv_len <= max_cols:
+        return np.arange(kv_len)
+    keep: set[int] = set(range(int(q_pos[0]) - pad, kv_len))
+    for w in windows:
+        for q in (int(q_pos[0]), int(q_pos[-1])):
+            edge = w.first_key(q)
+            keep |= set(range(edge - pad, edge + pad + 1))
+    return np.array(sorted(c for c in keep if 0 <= c < kv_len))
+
+
+def conventions_figure(keys: int, held_in: str = "hf", q_len: int = 4, pad: int = 3) -> Figure:
+    """The same window under each API's convention, side by side, marking the naive read's error.
+
+    Each panel shows the mask meant (``keys`` keys, the last ``q_len`` queries of a context a little
+    longer than the window) and marks with ``+`` the keys the API would attend *in addition* when
+    given the number held in ``held_in`` unconverted, with ``x`` the keys it would *miss*. Wide
+    windows show only the columns near the window edge and the diagonal; dashed lines mark the gaps.
+    """
+    reads = naive_reads(keys, held_in)
+    meant = Window(keys)
+    spec = mask_spec("extend", q_len, keys + q_len + pad, meant)
+    q_pos, k_pos = spec.q_positions().numpy(), spec.k_positions().numpy()
+    naive_windows = [Window(r.keys) for r in reads if r.error is None]
+    cols = _shown_columns(spec.kv_len, [meant, *naive_windows], q_pos, pad, max_cols=48)
+    want = spec.dense().numpy()[:, cols]
+    fig = Figure(figsize=(15, 9.5), layout="constrained")
+    axes = fig.subplots(3, 3).ravel()
+    for ax, read in zip(axes, reads):
+        _draw_mask(ax, want, q_pos, k_pos[cols])
+        for gap in np.flatnonzero(np.diff(cols) > 1):
+            ax.axvline(gap + 0.5, color="black", lw=1, ls=":", gid="gap")
+        if read.error is None:
+            got = Window(read.keys).attends(q_pos[:, None], k_pos[cols][None, :])
+            for cells, marker, color, label, gid in (
+                (got & ~want, "P", MORE, "attended in addition", "more"),
+                (want & ~got, "X", LESS, "missed", "less"),
+            ):
+                ys, xs = np.nonzero(cells)
+                if len(xs):
+                    ax.scatter(xs, ys, marker=marker, color=color, s=40, label=label, gid=gid, zorder=3)
+            if read.keys is None:
+                verdict = "window OFF: attends everything"
+            elif read.keys == keys:
+                verdict = f"{keys} keys: right"
+            else:
+                verdict = f"{read.keys} keys: {read.keys - keys:+d}"
+        else:
+            verdict = "rejected: invalid value"
+        ax.set_title(f"{read.convention}: wants {read.wanted!r}\ngiven {read.passed!r} -> {verdict}", fontsize=9,
+                     color="black" if read.keys == keys else EDGE)
+        ax.set_xlabel("key position (columns near the window edge)" if len(cols) < spec.kv_len else "key position",
+                      fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="lower left", fontsize=7, framealpha=0.9)
+    held = from_keys(held_in, keys)
+    fig.suptitle(f"W = {keys} keys meant; you hold {held!r} ({held_in}) and pass it to every API unconverted")
+    return fig
+
+
+def block_view_figure(view: BlockView, title: str | None = None) -> Figure:
+    """Tile map of a :class:`BlockView` (not read / partial / full) and attended keys per query block."""
+    state = np.where(view.full, 2, np.where(view.needed, 1, 0))
+    fig = Figure(figsize=(11, 5), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    left.imshow(state, cmap=TILE_CMAP, vmin=0, vmax=2, interpolation="nearest", aspect="auto")
+    left.set_xlabel(f"KV block ({view.block_kv} keys)")
+    left.set_ylabel(f"query block ({view.block_q} queries)")
+    left.legend(handles=[Patch(color=TILE_CMAP(i), label=n, ec="grey") for i, n in enumerate(TILE_NAMES)],
+                loc="upper right", fontsize=7)
+    left.set_title(title or f"{view.q_len} x {view.kv_len} mask in {view.block_q} x {view.block_kv} tiles", fontsize=9)
+    right.plot(np.arange(len(view.keys_per_q_block)), view.keys_per_q_block, color="#2b8cbe")
+    right.set_xlabel("query block")
+    right.set_ylabel("attended (query, key) pairs")
+    right.set_title(f"{int(view.needed.sum()):,} of {view.counts.size:,} tiles read; "
+                    f"{view.total_pairs:,} pairs", fontsize=9)
+    return fig
