@@ -33,6 +33,7 @@ _PATH_MODULES = (
     "swa_kit.attention.aiter_triton",
     "swa_kit.attention.aiter_emulated",
     "swa_kit.attention.aiter_native",
+    "swa_kit.attention.kit_triton",
 )
 
 

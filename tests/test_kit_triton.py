@@ -1,0 +1,135 @@
+"""The kit's Triton decode kernel in Triton's CPU interpreter, against the float64 reference.
+
+The interpreter is chosen when ``triton`` is first imported (Triton decorates its own
+``tl.zeros``/``tl.max`` at that moment; see ``kit_triton.interpreter_active``), and this
+test process may already have imported triton compiled-mode. So the kernel runs in one
+child process started with ``TRITON_INTERPRET=1``: the parent draws fresh random batches,
+saves them, the child runs the kernel on each (output poisoned with NaN first), and the
+parent compares with the reference, which never ran in the child.
+
+Every slot no query attends holds NaN: a kernel that reads one key outside the window
+fails loudly. bf16 is checked on the GPU only (tests/gpu): Triton 3.9's interpreter
+computes ``tl.dot`` of bf16 tiles wrongly (errors ~1e10 on a plain 16x16 product).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from swa_kit.attention import kit_triton
+from swa_kit.attention.backends import get_backend, run_path
+from swa_kit.attention.reference import reference_attention
+from swa_kit.bench import poison_unattended, random_decode_batch
+from swa_kit.errors import BackendUnavailableError
+
+pytestmark = pytest.mark.skipif(kit_triton.triton is None, reason="Triton is not installed")
+
+# (seq_lens, Hq, Hkv, head_dim, page_size, keys, forced splits, block_n)
+CASES = [
+    ([37, 5, 64], 4, 2, 16, 1, 7, None, 16),  # GQA 2, windows shorter than most requests
+    ([37, 5, 64], 4, 2, 16, 4, 7, 3, 16),  # page size 4, three splits (one empty for the short request)
+    ([90, 1, 33], 8, 1, 32, 16, 40, 2, 16),  # page size 16, GQA 8, a one-token request
+    ([90, 70], 8, 8, 32, 16, None, 4, 16),  # no window (full causal), MHA
+    ([50, 64], 4, 4, 64, 1, 1, None, 16),  # window of one key: the query's own
+    ([100, 17, 64], 16, 2, 16, 16, 200, 5, 32),  # window wider than every request, GQA 8
+    ([128, 96], 4, 1, 32, 1, 64, 2, 32),  # GQA 4, window a whole tile, two splits
+]
+
+
+def _worker(path: str) -> None:
+    """Child process: run the kernel on every saved batch; the parent checks the outputs."""
+    from swa_kit.attention import kit_triton as kt
+
+    assert kt.interpreter_active(), "the child must be started with TRITON_INTERPRET=1"
+    payload = torch.load(path, weights_only=False)  # our own file: AttentionBatch objects
+    outputs = []
+    for batch, keys, splits, block_n in payload["cases"]:
+        plan = kt.plan_batch(batch, keys, splits=splits, block_n=block_n)
+        out = torch.full_like(batch.q, float("nan"))
+        plan.run(batch.q, out)
+        outputs.append((out, plan.splits, plan.chunk))
+    torch.save(outputs, path + ".out")
+
+
+@pytest.fixture(scope="module")
+def interpreted_runs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple]:
+    gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    cases = []
+    for seq_lens, hq, hkv, dim, page, keys, splits, block_n in CASES:
+        batch = random_decode_batch(seq_lens, hq, hkv, dim, page, torch.float16, "cpu", gen)
+        poison_unattended(batch, keys)
+        cases.append((batch, keys, splits, block_n))
+    path = str(tmp_path_factory.mktemp("kit_triton") / "cases.pt")
+    torch.save({"cases": cases}, path)
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    child = subprocess.run([sys.executable, __file__, path], env=env, capture_output=True, text=True, timeout=600)
+    assert child.returncode == 0, child.stderr[-3000:]
+    outputs = torch.load(path + ".out")
+    return [(case, out) for case, out in zip(cases, outputs)]
+
+
+@pytest.mark.parametrize("index", range(len(CASES)))
+def test_interpreted_kernel_matches_reference(interpreted_runs: list[tuple], index: int) -> None:
+    (batch, keys, splits, _), (out, used_splits, chunk) = interpreted_runs[index]
+    ref = reference_attention(batch, keys).out
+    assert not torch.isnan(out).any(), "an output element was never written, or a poisoned slot leaked in"
+    error = float((out.double() - ref).norm() / ref.norm())
+    assert error < 2e-3, f"case {CASES[index]}: relative error {error:.2e}"
+    if splits is not None:
+        assert used_splits == splits
+
+
+def test_split_count_follows_the_window_not_the_context() -> None:
+    for window in (128, 1024, 4096):
+        counts = {kit_triton.choose_splits(32 * 8, min(window, ctx), 132) for ctx in (8192, 32768, 131072)}
+        assert len(counts) == 1, f"window {window}: splits change with the context: {counts}"
+    splits, chunk = kit_triton.choose_splits(1 * 8, 4096, 132)
+    assert splits > 1 and splits * chunk >= 4096 and (splits - 1) * chunk < 4096 and chunk % kit_triton.BLOCK_N == 0
+
+
+def test_chunks_cover_the_window_exactly_once() -> None:
+    gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    for _ in range(200):
+        pairs, window = int(torch.randint(1, 600, (1,), generator=gen)), int(torch.randint(1, 9000, (1,), generator=gen))
+        splits, chunk = kit_triton.choose_splits(pairs, window, 132)
+        assert (splits - 1) * chunk < window <= splits * chunk
+
+
+def _batch(**overrides):
+    gen = torch.Generator().manual_seed(1)
+    args = dict(seq_lens=[20, 9], hq=4, hkv=2, head_dim=16, page_size=1, dtype=torch.float16, device="cpu",
+                generator=gen)
+    args.update(overrides)
+    return random_decode_batch(**args)
+
+
+def test_refuses_what_it_cannot_compute() -> None:
+    with pytest.raises(BackendUnavailableError, match="decode only"):
+        kit_triton.plan_batch(_batch(q_lens=[2, 1]), 4)
+    with pytest.raises(BackendUnavailableError, match="dtype"):
+        kit_triton.plan_batch(_batch(dtype=torch.float32), 4)
+    with pytest.raises(BackendUnavailableError, match="head_dim 24"):
+        kit_triton.plan_batch(_batch(head_dim=24), 4)
+    with pytest.raises(ValueError, match="keys"):
+        kit_triton.plan_batch(_batch(), 0)
+
+
+def test_backend_declares_itself_and_is_unavailable_on_plain_cpu() -> None:
+    backend = get_backend("kit_triton_swa")
+    assert backend.tier == "kit-triton" and backend.modes == frozenset({"decode"}) and backend.honours_window
+    if not torch.cuda.is_available() and not kit_triton.interpreter_active():
+        ok, reason = backend.available()
+        assert not ok and "TRITON_INTERPRET" in reason
+        with pytest.raises(BackendUnavailableError, match="cannot run here"):
+            run_path("kit_triton_swa", _batch(), 4)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    _worker(sys.argv[1])
