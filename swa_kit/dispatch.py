@@ -443,11 +443,12 @@ def plan(
     unknown = sorted(set(env) - set(ENV_DEFAULTS))
     if unknown:
         raise ValueError(f"environment {unknown} does not affect aiter routing; known: {', '.join(ENV_DEFAULTS)}")
+    flags = {name: env_flag(env, name) for name in ENV_DEFAULTS}  # every value checked, read or not
     swa_resolved, reads_target = resolve_pool(spec_model, worker, spec, resolver)
-    unified = swa_resolved or env_flag(env, "SGLANG_USE_AITER_UNIFIED_ATTN")
-    unified_verify = unified and topk == 1 and env_flag(env, "SGLANG_AITER_UNIFIED_VERIFY")
+    unified = swa_resolved or flags["SGLANG_USE_AITER_UNIFIED_ATTN"]
+    unified_verify = unified and topk == 1 and flags["SGLANG_AITER_UNIFIED_VERIFY"]
     pool = PoolView(worker, spec, resolver, swa_resolved, reads_target, swa_resolved, unified, unified_verify,
-                    env_flag(env, "SGLANG_AITER_UNIFIED_DRAFT_EXTEND"))
+                    flags["SGLANG_AITER_UNIFIED_DRAFT_EXTEND"])
     site = _choose_site(pool, mode)
     backend = site_path(site)
     result = Plan(spec_model.name, mode, spec, topk, env, pool)

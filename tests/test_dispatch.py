@@ -1,0 +1,174 @@
+"""plan(): SGLang aiter routing per mode, layer kind, pool resolution, environment and topk; guards; explain."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from swa_kit import dispatch
+from swa_kit.cli import main
+from swa_kit.configs import load_model
+from swa_kit.errors import DispatchGuardError
+from swa_kit.probe import synthetic_batch
+from swa_kit.window import to_keys
+
+GEMMA4 = load_model("gemma4-31b")
+SWS = 1023  # Gemma-4: sliding_window 1024 keys -> sliding_window_size 1023
+
+
+def by_kind(p: dispatch.Plan, kind: str) -> list[dispatch.LayerPlan]:
+    return [e for e in p.layers if e.kind == kind]
+
+
+@pytest.mark.parametrize("mode,spec", [("prefill", "none"), ("extend", "none"), ("decode", "none"),
+                                       ("verify", "frozen_kv_mtp"), ("verify", "eagle")])
+def test_gemma4_target_routes_everything_through_unified(mode, spec):
+    p = dispatch.plan(GEMMA4, mode, spec=spec)
+    assert p.pool.use_sliding_window_kv_pool and p.pool.use_triton_unified_attention
+    assert len(p.layers) == 60 and len(by_kind(p, "sliding")) == 50
+    for e in by_kind(p, "sliding"):
+        assert e.kernel == "unified_attention" and e.window_arg == (SWS - 1, 0)
+        assert e.page_table == "swa" == e.buffer and e.guard is None
+        assert e.effective_keys == to_keys("aiter_unified", (SWS - 1, 0)) == 1023 and "1 short" in e.note
+    for e in by_kind(p, "full"):
+        assert e.window_arg == (-1, -1) and e.page_table == "full" and e.effective_keys is None
+
+
+def test_gemma3_default_decode_fires_the_seed_guard():
+    with pytest.raises(DispatchGuardError) as info:
+        dispatch.plan("gemma3-27b", "decode")
+    message = str(info.value)
+    assert isinstance(info.value, ValueError)
+    assert "layer 0" in message and "sliding_window_size=1023" in message
+    assert "SGLANG_USE_AITER_UNIFIED_ATTN=1" in message and "different attention backend" in message
+    loose = dispatch.plan("gemma3-27b", "decode", strict=False)
+    assert {e.path for e in loose.layers} == {"aiter_emulated_paged_ragged"}
+    assert all(e.guard for e in by_kind(loose, "sliding")) and not any(e.guard for e in by_kind(loose, "full"))
+
+
+def test_gemma3_way_out_unified_env():
+    p = dispatch.plan("gemma3-27b", "decode", env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"})
+    assert not p.pool.use_sliding_window_kv_pool and p.pool.use_triton_unified_attention
+    for e in by_kind(p, "sliding"):
+        assert e.site == "decode.unified" and e.page_table == "full" == e.buffer and e.window_arg == (1022, 0)
+
+
+def test_gemma3_prefill_uses_ck_with_sws_minus_one():
+    p = dispatch.plan("gemma3-27b", "prefill")
+    e = by_kind(p, "sliding")[0]
+    assert e.kernel == "mha_batch_prefill_func" and e.window_arg == (SWS, -1) and e.effective_keys == 1024
+    assert e.note is None
+
+
+@pytest.mark.parametrize("topk,env", [(4, {}), (1, {"SGLANG_AITER_UNIFIED_VERIFY": "0"})])
+def test_legacy_verify_on_swa_pool_is_refused(topk, env):
+    p = dispatch.plan(GEMMA4, "verify", spec="eagle", topk=topk, env=env, strict=False)
+    assert not p.pool.use_unified_verify
+    for e in by_kind(p, "sliding"):
+        assert e.site == "verify.legacy" and e.page_table == "full" and e.buffer == "swa"
+        assert "takes no window" in e.guard and "untranslated full-pool slot ids" in e.guard
+    assert not any(e.guard for e in by_kind(p, "full"))
+    with pytest.raises(DispatchGuardError, match="topk=1"):
+        p.check()
+
+
+def test_frozen_kv_draft_resolvers():
+    fixed = dispatch.plan(GEMMA4, "draft_decode", spec="frozen_kv_mtp")
+    assert [e.layer for e in fixed.layers] == [58, 59] and fixed.pool.use_sliding_window_kv_pool
+    legacy = dispatch.plan(GEMMA4, "draft_decode", spec="frozen_kv_mtp", resolver="legacy", strict=False)
+    guard = legacy.layer(58).guard
+    assert "paged decode" in guard and "untranslated full-pool slot ids" in guard
+    forced = dispatch.plan(GEMMA4, "draft_decode", spec="frozen_kv_mtp", resolver="legacy", strict=False,
+                           env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"})
+    assert "untranslated" in forced.layer(58).guard and "takes no window" not in forced.layer(58).guard
+
+
+def test_eagle_draft_naive_resolver_is_the_25103_bug():
+    naive = dispatch.plan(GEMMA4, "draft_decode", spec="eagle", resolver="naive", strict=False)
+    assert "#25103" in naive.layer(0).guard and naive.layer(0).buffer == "full"
+    fixed = dispatch.plan(GEMMA4, "draft_decode", spec="eagle", strict=False)
+    assert "paged decode" in fixed.layer(0).guard  # an EAGLE draft with a sliding layer on default decode
+    ok = dispatch.plan(GEMMA4, "draft_decode", spec="eagle", env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"})
+    assert ok.layer(0).page_table == "full" == ok.layer(0).buffer
+
+
+def test_draft_extend_site_and_env():
+    p = dispatch.plan(GEMMA4, "draft_extend", spec="frozen_kv_mtp")
+    assert p.layers[0].site == "draft_extend.unified"
+    off = dispatch.plan(GEMMA4, "draft_extend", spec="frozen_kv_mtp", env={"SGLANG_AITER_UNIFIED_DRAFT_EXTEND": "0"})
+    assert off.layers[0].site == "extend.unified"
+
+
+def test_chunked_layers_are_refused():
+    p = dispatch.plan("llama4-scout", "decode", strict=False)
+    assert all("chunked" in e.guard for e in by_kind(p, "chunked"))
+
+
+def test_window_of_one_key_is_dropped_by_unified():
+    spec = load_model("gemma4-31b")
+    sliding = spec.kinds["sliding"]
+    object.__setattr__(sliding, "window", type(sliding.window)(1))  # sws = 0 -> unified (-1, 0) = off
+    try:
+        p = dispatch.plan(spec, "decode", strict=False)
+        assert "reads as 'no window'" in p.layers[0].guard and p.layers[0].window_arg == (-1, 0)
+        ck = dispatch.plan(spec, "prefill", env={}, strict=False)
+        assert ck.layers[0].site == "extend.unified" and ck.layers[0].guard
+    finally:
+        object.__setattr__(sliding, "window", type(sliding.window)(1024))
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(mode="bogus"), "unknown mode"), (dict(mode="decode", spec="medusa"), "speculative algorithm"),
+    (dict(mode="verify"), "speculative decoding"), (dict(mode="decode", topk=0), "topk"),
+    (dict(mode="decode", env={"FOO": "1"}), "does not affect"),
+    (dict(mode="decode", env={"SGLANG_USE_AITER_UNIFIED_ATTN": "yes"}), "booleans"),
+    (dict(mode="verify", spec="frozen_kv_mtp", topk=2), "single chain"),
+    (dict(mode="decode", resolver="x"), "resolver"),
+])
+def test_bad_inputs(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        dispatch.plan(GEMMA4, **kwargs)
+
+
+def test_run_layer_uses_sglang_argument_and_refuses_guarded_routes():
+    entry = dispatch.plan(GEMMA4, "decode").layer(0)
+    made = synthetic_batch([1], [8], num_q_heads=4, num_kv_heads=2, head_dim=16, page_size=16)
+    small = dispatch.LayerPlan(**{**entry.__dict__, "window_arg": (3, 0), "intended_keys": 5})
+    result = dispatch.run_layer(small, made.batch)
+    assert result.path == "aiter_triton_unified" and "window_arg=(3, 0)" in result.notes[-1]
+    from swa_kit.attention.reference import reference_attention
+    torch.testing.assert_close(result.out.double(), reference_attention(made.batch, 4).out, rtol=2e-4, atol=2e-4)
+    guarded = dispatch.plan("gemma3-27b", "decode", strict=False).layer(0)
+    with pytest.raises(DispatchGuardError):
+        dispatch.run_layer(guarded, made.batch)
+
+
+def test_explain_table_and_json(capsys):
+    p = dispatch.plan("gemma3-27b", "decode", strict=False)
+    text = dispatch.explain(p)
+    assert "REFUSED" in text and "0-4,6-10,12-16" in text and "paged_ragged" in text
+    data = json.loads(dispatch.explain(p, as_json=True))
+    assert data["error"] and len(data["layers"]) == 62
+    assert dispatch.layer_ranges([0, 1, 2, 4]) == "0-2,4 (4 layers)"
+
+
+def test_cli_explain(capsys):
+    assert main(["explain", "--model", "gemma4-31b", "--mode", "decode", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    layer = data["layers"][0]
+    assert data["error"] is None
+    assert {k: layer[k] for k in ("layer", "kind", "path", "window_arg", "page_table", "guard")} == {
+        "layer": 0, "kind": "sliding", "path": "aiter_triton_unified", "window_arg": [1022, 0],
+        "page_table": "swa", "guard": None}
+    assert main(["explain", "--model", "gemma3-27b", "--mode", "decode", "--json"]) == 3
+    refused = json.loads(capsys.readouterr().out)
+    assert "SGLANG_USE_AITER_UNIFIED_ATTN=1" in refused["error"] and refused["layers"][0]["guard"]
+    assert main(["explain", "--model", "gemma3-27b", "--mode", "decode",
+                 "--env", "SGLANG_USE_AITER_UNIFIED_ATTN=1"]) == 0
+    assert "decode" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as bad:
+        main(["explain", "--model", "gemma3-27b", "--mode", "decode", "--env", "NOPE"])
+    assert bad.value.code == 2
+    assert main(["explain", "--model", "gemma3-27b", "--mode", "verify"]) == 2
