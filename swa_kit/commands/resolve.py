@@ -1,0 +1,28 @@
+"""``swa-kit resolve [--json]``: which SWA pool each resolver picks for every worker, and what breaks."""
+
+from __future__ import annotations
+
+import argparse
+
+from swa_kit.commands._output import print_json, print_table
+
+NAME = "resolve"
+HELP = "print the SWA-pool resolver decision table (legacy / naive / fixed x role x algorithm x model kind)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print a JSON list of rows")
+    parser.add_argument("--wrong", action="store_true", help="only the rows where a resolver picks the wrong pool")
+
+
+def run(args: argparse.Namespace) -> int:
+    from swa_kit.resolver import decision_table  # builds real pools: import only when asked
+
+    rows = [r for r in decision_table() if not (args.wrong and r["correct"])]
+    if args.json:
+        print_json(rows)
+        return 0
+    for row in rows:
+        row["consequence"] = row["consequence"].split(":")[0]  # the long form is in --json
+    print_table(rows, ["model", "role", "algorithm", "resolver", "returns", "wanted", "correct", "consequence"])
+    return 0
