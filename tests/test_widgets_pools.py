@@ -1,0 +1,43 @@
+"""The decode-stepping widget's callback over its whole range."""
+
+from __future__ import annotations
+
+import pytest
+
+from swa_kit.errors import ModelConfigError
+from swa_kit.widgets.pools import decode_step_state, decode_stepper
+
+
+@pytest.mark.parametrize("model", ["hybrid_swa", "windowed_one_pool", "no_window"])
+def test_every_step(model):
+    prompt, steps = 6, 12
+    previous = None
+    for step in range(steps + 1):
+        state = decode_step_state(step, prompt, steps, model)
+        assert state["seq_len"] == prompt + step and len(state["history"]) == step + 1
+        counts = state["counts"]
+        assert counts["full_live"] == prompt + step
+        if model == "hybrid_swa":
+            assert counts["swa_live"] == min(prompt + step, 4)
+            assert counts["swa_freed"] == max(prompt + step - 4, 0)
+            assert "window 4 keys" in state["text"]
+        else:
+            assert counts["swa_live"] == counts["swa_freed"] == 0 and "one pool" in state["text"]
+        if previous is not None:  # a step only appends one token: earlier full slots never move
+            old = previous["snapshot"].full_ids[0]
+            assert state["snapshot"].full_ids[0][: len(old)].tolist() == old.tolist()
+        previous = state
+
+
+@pytest.mark.parametrize("step", [-1, 13, 2.0, True, None])
+def test_out_of_range(step):
+    with pytest.raises(ModelConfigError, match="outside 0..12"):
+        decode_step_state(step, 6, 12)
+
+
+def test_widget_builds():
+    box = decode_stepper(4, 3)
+    slider, out = box.children
+    assert (slider.min, slider.max, slider.value) == (0, 3, 0)
+    slider.value = 3  # fires the callback; must not raise
+    assert slider.value == 3
