@@ -1,0 +1,137 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 03 · Draft and target: who reads which KV pool
+#
+# In speculative decoding a small **draft** proposes tokens and the **target** verifies them. In SGLang both
+# share the request table (`req_to_token_pool`) and the token allocator, so a draft token gets a
+# **full-pool slot id** from the target's allocator. What the draft does with that id depends on the
+# algorithm:
+#
+# | algorithm | draft's own pool | draft reads | its sliding layers must translate against |
+# | --- | --- | --- | --- |
+# | EAGLE / EAGLE3 / STANDALONE | a plain `MHATokenToKVPool`, indexed by full ids | its own pool | nothing |
+# | FROZEN_KV_MTP (Gemma-4) | a 64-token dummy, never written | the target's pool | the target's SWA pool |
+#
+# The attention backend asks a **resolver** which SWA pool to translate against. This notebook wires both
+# kinds of draft on real pools, runs three resolvers, and reproduces each failure.
+
+# %%
+# %matplotlib inline
+import torch
+
+from swa_kit.commands._output import print_table
+from swa_kit.errors import SlotError
+from swa_kit.resolver import RESOLVERS, decision_table, read_keys, slots_read
+from swa_kit.viz.pools import plot_slots_read
+from swa_kit.workers import FROZEN_KV_DUMMY_POOL_SIZE, SpeculativeAlgorithm, build_workers
+
+# %% [markdown]
+# ## 1. The wiring
+# Both drafts share the target's `req_to_token_pool` and allocator; only the pool differs. Note that SGLang's
+# `is_eagle()` is true for FROZEN_KV_MTP too (and false for STANDALONE), so memory decisions must ask
+# `is_frozen_kv_mtp()`, not `is_eagle()`.
+
+# %%
+for algo in (SpeculativeAlgorithm.EAGLE, SpeculativeAlgorithm.FROZEN_KV_MTP):
+    w = build_workers("hybrid_swa", algo, size=64, size_swa=16)
+    t, d = w.target, w.draft
+    print(f"{algo.name}: is_eagle()={algo.is_eagle()} is_frozen_kv_mtp()={algo.is_frozen_kv_mtp()}")
+    print("  shares req_to_token_pool:", d.req_to_token_pool is t.req_to_token_pool,
+          "| shares allocator:", d.token_to_kv_pool_allocator is t.token_to_kv_pool_allocator)
+    print("  draft's own pool:", type(d.token_to_kv_pool).__name__,
+          "rows", d.token_to_kv_pool.get_key_buffer(0).shape[0], "| writes KV:", d.writes_kv,
+          "| reads:", w.pool_name(d, d.kv_pool_read), "| layer 0 reads target layer", d.source_layer(0))
+print("FROZEN_KV dummy pool size:", FROZEN_KV_DUMMY_POOL_SIZE)
+
+# %% [markdown]
+# ## 2. Three resolvers
+# * **legacy** (before SGLang PR #38756): the active pool if it is an SWA pool, else nothing.
+# * **naive**: always the pool the shared allocator serves.
+# * **fixed** (SGLang 0.5.23): active SWA pool → it; EAGLE-family draft → nothing; else the allocator's pool
+#   if it is an SWA pool.
+#
+# ## 3. The decision table
+# Every resolver for every (role, algorithm, model kind), computed on real pools. `wanted` is derived from
+# what each worker actually reads, independently of the rules.
+
+# %%
+rows = decision_table()
+print_table([{k: v for k, v in r.items() if k != "consequence"} for r in rows if r["model"] == "hybrid_swa"])
+print()
+print("wrong picks anywhere:")
+for r in rows:
+    if not r["correct"]:
+        print(f"  {r['model']} {r['role']} {r['algorithm']} under {r['resolver']}: {r['consequence']}")
+
+# %% [markdown]
+# One-pool models (Gemma-3's layout, or no window at all) never translate, so all three resolvers agree there.
+# The same table prints with `swa-kit resolve` (`--json` for machines).
+#
+# ## 4. Failure 1: a FROZEN_KV draft under the legacy resolver
+# Request 0 fills most of the SWA pool and leaves its window; request 1 then gets full-pool ids beyond the
+# 17-row SWA buffer. The draft's active pool is the dummy, so the legacy resolver says "no SWA", and the
+# draft's sliding layer indexes the target's SWA buffer with untranslated full ids.
+
+# %%
+frozen = build_workers("hybrid_swa", SpeculativeAlgorithm.FROZEN_KV_MTP, size=64, size_swa=16)
+alloc = frozen.target.token_to_kv_pool_allocator
+first = alloc.alloc(14)
+alloc.free_swa(first[:10])  # request 0 leaves its window
+ids = alloc.alloc(10)
+frozen.target.req_to_token_pool.req_to_token[1, :10] = ids.to(torch.int32)
+
+legacy = slots_read(frozen, "draft", "legacy", 0, 1, 10)
+fixed = slots_read(frozen, "draft", "fixed", 0, 1, 10)
+print("full ids of the window:   ", legacy.full_ids[legacy.attended].tolist())
+print("legacy reads (untranslated):", legacy.read_ids[legacy.attended].tolist(), "of", legacy.buffer_rows, "rows")
+print("fixed reads (translated):   ", fixed.read_ids[fixed.attended].tolist())
+try:
+    read_keys(frozen, legacy)
+except SlotError as error:
+    print("SlotError:", error)
+plot_slots_read(frozen, "draft", 0, 1, 10)
+
+# %% [markdown]
+# On a GPU there is no bounds check: this is the illegal memory access of SGLang #26957, or, while the ids
+# happen to stay below the SWA pool size, silently wrong keys. Before the SWA pool wraps, full and SWA ids
+# often coincide and the bug hides.
+#
+# ## 5. Failure 2: an EAGLE draft under the naive resolver
+# The EAGLE draft writes its KV into its own pool at the **full** ids. The naive resolver hands it the target's
+# SWA pool, so the backend translates those ids and reads other rows of the draft's pool: no error, just
+# wrong keys, and acceptance drops (SGLang #25103).
+
+# %%
+eagle = build_workers("hybrid_swa", SpeculativeAlgorithm.EAGLE, size=64, size_swa=16)
+alloc = eagle.target.token_to_kv_pool_allocator
+first = alloc.alloc(14)
+alloc.free_swa(first[:10])
+ids = alloc.alloc(10)
+eagle.target.req_to_token_pool.req_to_token[1, :10] = ids.to(torch.int32)
+own = eagle.draft.token_to_kv_pool.get_key_buffer(0)
+own.copy_(torch.randn_like(own))  # the draft's keys, written at full ids
+
+for name in RESOLVERS:
+    read = slots_read(eagle, "draft", name, 0, 1, 10)
+    keys = read_keys(eagle, read)
+    same = torch.equal(keys, own[read.full_ids[read.attended]])
+    print(f"{name:6s} reads rows {read.read_ids[read.attended].tolist()}  keys the draft wrote: {same}")
+plot_slots_read(eagle, "draft", 0, 1, 10)
+
+# %% [markdown]
+# The fixed resolver is right in every row of the table: it translates exactly when the pool a worker reads
+# is an SWA pool. A later notebook runs speculative decoding end to end over these pools.
