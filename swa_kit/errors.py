@@ -24,6 +24,10 @@ class PoolExhaustedError(SwaKitError, RuntimeError):
     """A KV pool could not serve an allocation."""
 
 
+class PoolUsageError(SwaKitError, ValueError):
+    """A pool call whose arguments do not fit the pool (page alignment, lengths, missing SWA loc)."""
+
+
 class SlotError(SwaKitError, IndexError):
     """A slot id that is not allocated, out of range, or the reserved dummy slot."""
 
