@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -10,6 +11,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from swa_kit.cli import main
 from swa_kit.errors import MaskError, WindowConventionError
 from swa_kit.masks import (
     MODES,
@@ -302,3 +304,92 @@ def test_block_mask_and_flex_attention_match_dense(case):
         pytest.skip(f"flex_attention does not run on CPU in torch {torch.__version__}: {error}")
     want = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=spec.dense())
     assert torch.allclose(got, want, atol=1e-5, rtol=1e-5)
+
+
+# ---- swa-kit mask ----
+
+def _json(capsys, argv):
+    assert main(["mask", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("argv, mode, q_len, kv_len, keys, extra", [
+    (["--mode", "prefill", "--kv-len", "9", "--window", "3"], "prefill", 9, 9, 3, {}),
+    (["--mode", "extend", "--q-len", "4", "--kv-len", "11", "--window", "none"], "extend", 4, 11, None, {}),
+    (["--mode", "decode", "--kv-len", "7", "--window", "2"], "decode", 1, 7, 2, {}),
+    (["--mode", "verify", "--q-len", "3", "--kv-len", "8", "--window", "4"], "verify", 3, 8, 4, {}),
+    (["--mode", "tree", "--q-len", "7", "--kv-len", "12", "--window", "4"], "tree", 7, 12, 4, {}),
+    (["--mode", "tree", "--kv-len", "9", "--parents=-1,0,0,1", "--window", "3"], "tree", 4, 9, 3,
+     {"parents": [-1, 0, 0, 1]}),
+    (["--mode", "chunked", "--q-len", "5", "--kv-len", "13", "--chunk", "4"], "chunked", 5, 13, None, {"chunk": 4}),
+    (["--mode", "prefill", "--kv-len", "8", "--window", "2", "--convention", "sglang"], "prefill", 8, 8, 3, {}),
+    (["--mode", "prefill", "--kv-len", "8", "--window", "2,0", "--convention", "flash_attn"], "prefill", 8, 8, 3, {}),
+    (["--mode", "prefill", "--kv-len", "8", "--window", "0", "--convention", "aiter_v1"], "prefill", 8, 8, None, {}),
+])
+def test_cli_json_is_the_dense_mask(capsys, argv, mode, q_len, kv_len, keys, extra):
+    out = _json(capsys, argv)
+    want = mask_for(mode, q_len, kv_len, keys, **extra)
+    assert out["mask"] == want.int().tolist() and out["window_keys"] == keys
+    assert set(v for row in out["mask"] for v in row) <= {0, 1}
+    spec = mask_spec(mode, q_len, kv_len, keys, **extra)
+    assert out["q_positions"] == spec.q_positions().tolist() and out["k_positions"] == spec.k_positions().tolist()
+
+
+def test_cli_text_grid(capsys):
+    assert main(["mask", "--mode", "extend", "--q-len", "3", "--kv-len", "6", "--window", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == mask_spec("extend", 3, 6, 2).describe()
+    assert lines[1:] == ["q 3 ..##..", "q 4 ...##.", "q 5 ....##"]
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_cli_block_view_at_128k(capsys, as_json):
+    argv = ["mask", "--mode", "prefill", "--kv-len", "131072", "--window", "1024", "--block", "128"]
+    assert main(argv + (["--json"] if as_json else [])) == 0
+    out = capsys.readouterr().out
+    view = mask_spec("prefill", 131072, 131072, 1024).block_view(128)
+    if as_json:
+        rows = json.loads(out)["q_blocks"]
+        assert len(rows) == 1024
+        assert rows[100] == {"q_block": 100, "kv_blocks": view.kv_blocks(100).tolist(),
+                             "pairs": int(view.keys_per_q_block[100])}
+    else:
+        assert view.summary() in out and "q block 100: kv blocks 92..100 (9 blocks" in out
+
+
+@pytest.mark.parametrize("kv_len, picture", [(20, "mask"), (2048, "blocks")])
+def test_cli_png(tmp_path, capsys, kv_len, picture):
+    import matplotlib.image
+
+    path = tmp_path / "mask.png"
+    assert main(["mask", "--mode", "prefill", "--kv-len", str(kv_len), "--window", "5", "--png", str(path)]) == 0
+    assert f"wrote {path}" in capsys.readouterr().out
+    image = matplotlib.image.imread(path)
+    assert image.ndim == 3 and image.shape[0] > 100
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--mode", "prefill", "--kv-len", "100", "--window", "3", "--json"], "--block 128"),
+    (["--mode", "prefill", "--kv-len", "9"], "give --window"),
+    (["--mode", "extend", "--kv-len", "9", "--window", "3"], "needs --q-len"),
+    (["--mode", "extend", "--q-len", "10", "--kv-len", "9", "--window", "3"], "q_len 10 > kv_len 9"),
+    (["--mode", "extend", "--q-len", "-2", "--kv-len", "9", "--window", "3"], "-2"),
+    (["--mode", "prefill", "--kv-len", "9", "--window", "0"], "invalid window value 0"),
+    (["--mode", "prefill", "--kv-len", "9", "--window", "1.5"], "1.5"),
+    (["--mode", "prefill", "--kv-len", "9", "--window", "3,1", "--convention", "flash_attn"], "right = 1"),
+    (["--mode", "chunked", "--kv-len", "9", "--q-len", "2", "--chunk", "4", "--window", "3"], "window=None"),
+    (["--mode", "chunked", "--kv-len", "9", "--q-len", "2"], "chunk size"),
+    (["--mode", "tree", "--kv-len", "9", "--parents", "a,b", "--window", "3"], "'a,b'"),
+    (["--mode", "tree", "--kv-len", "9", "--parents=-1,2", "--window", "3"], "parents[1] = 2"),
+])
+def test_cli_bad_input_exits_2_with_one_line(capsys, argv, needle):
+    assert main(["mask", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and needle in captured.err and captured.err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [["--mode", "sideways", "--kv-len", "4"], ["--mode", "decode", "--kv-len", "x"]])
+def test_cli_argparse_errors_exit_2(capsys, argv):
+    with pytest.raises(SystemExit) as info:
+        main(["mask", *argv, "--window", "2"])
+    assert info.value.code == 2 and capsys.readouterr().err.count("\n") == 1
