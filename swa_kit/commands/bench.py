@@ -1,0 +1,60 @@
+"""``swa-kit bench [--json] [--quick]``: time every sliding-window path side by side on this GPU.
+
+Without a GPU nothing can be timed: the command says so, prints the recorded run from
+``data/bench/`` (labelled RECORDED, with its machine, date and command) and exits 0, so a
+CPU-only tour still shows real numbers. ``--require-gpu`` makes that case exit 3 instead,
+for scripts that must not mistake a recorded run for a fresh one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from swa_kit import bench
+from swa_kit.commands._output import print_json, print_table
+
+NAME = "bench"
+HELP = "benchmark sliding-window decode/prefill paths on this GPU (or show the recorded run)"
+EXIT_NO_GPU = 3
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="the headline shape only (about a minute)")
+    parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    parser.add_argument("--out", metavar="PATH", help="also write the result JSON to PATH")
+    parser.add_argument("--require-gpu", action="store_true",
+                        help=f"exit {EXIT_NO_GPU} without a GPU instead of showing the recorded run")
+    parser.add_argument("--recorded", metavar="PATH", help="show this recorded JSON instead of the newest one")
+
+
+def _show(result: dict, as_json: bool) -> None:
+    if as_json:
+        print_json(result)
+        return
+    print("\n".join(bench.summary_lines(result)))
+    rows = bench.headline_table(result)
+    if rows:
+        print(f"\nheadline shape {bench.HEADLINE}:")
+        print_table(rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    ok, reason = bench.gpu_available()
+    if args.recorded or not ok:
+        if not ok and args.require_gpu:
+            print(f"swa-kit bench: no GPU ({reason}); --require-gpu set, nothing timed", file=sys.stderr)
+            return EXIT_NO_GPU
+        result = bench.load_recorded(args.recorded)
+        if not ok:
+            print(f"swa-kit bench: no GPU here ({reason}); showing the RECORDED run {result['recorded_file']} "
+                  f"(not measured on this machine)", file=sys.stderr)
+        _show(result, args.json)
+        return 0
+    command = "swa-kit " + bench.command_line(sys.argv[1:]) if sys.argv[1:2] == [NAME] else None
+    result = bench.run_benchmark(quick=args.quick, command=command or f"swa-kit bench{' --quick' if args.quick else ''}",
+                                 progress=not args.json)
+    if args.out:
+        bench.save(result, args.out)
+    _show(result, args.json)
+    return 0

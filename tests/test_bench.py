@@ -1,0 +1,175 @@
+"""Benchmark plumbing on CPU: byte/FLOP counts, rows, ratios, targets, schema, recorded runs, CLI, pictures."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import pytest
+import torch
+
+from swa_kit import bench
+from swa_kit.attention.reference import reference_attention
+from swa_kit.cli import main
+from swa_kit.viz import bench as viz
+from swa_kit.window import Window
+
+RECORDED = bench.recorded_files()
+rng = random.Random(int.from_bytes(os.urandom(4), "little"))
+
+
+def test_decode_bytes_count_the_window_of_every_request_and_kv_head() -> None:
+    for _ in range(50):
+        b, hkv, d = rng.choice([1, 32, 128]), rng.choice([1, 8, 16]), rng.choice([64, 128, 256])
+        ctx, w = rng.randint(1, 200_000), rng.randint(1, 10_000)
+        case = bench.DecodeCase(b, 32, hkv, d, ctx, w, "float16")
+        per_token = 2 * hkv * d * 2  # K and V, 2-byte elements
+        assert case.window_bytes == b * min(ctx, w) * per_token
+        assert case.kv_bytes(None) == b * ctx * per_token
+
+
+def test_prefill_flops_count_attended_pairs() -> None:
+    for _ in range(20):
+        t, w = rng.randint(1, 300), rng.randint(1, 400)
+        case = bench.PrefillCase(t, 4, 2, 8, w)
+        pos = torch.arange(t)
+        pairs = int(Window(w).attends(pos[:, None], pos[None, :]).sum())
+        causal = t * (t + 1) // 2
+        assert case.flops(w) == 4 * 4 * 8 * pairs
+        assert case.flops(None) == 4 * 4 * 8 * causal
+
+
+def _synthetic(kit16_us: float = 140.0, kit1_us: float = 160.0, flat: float = 1.02) -> dict:
+    """A result with the headline shape at two contexts, times in microseconds, copy 4.0 TB/s."""
+    copy = 4.0
+    times = {"kit_triton_swa@p16": kit16_us, "kit_triton_swa@p1": kit1_us, "aiter_triton_unified@p16": 400.0,
+             "flex_attention": 200.0, "sdpa_window": 150.0}
+    rows = []
+    for ctx, scale in ((8192, 1.0), (131072, flat)):
+        case = bench.DecodeCase(32, 32, 8, 128, ctx, 4096)
+        for label, us in times.items():
+            path, _, ps = label.partition("@p")
+            rows.append(bench.make_row("decode", case, path, int(ps) if ps else None, us * 1e-3 * scale, copy, True))
+    other = bench.DecodeCase(1, 32, 8, 128, 8192, 4096)  # another shape: must not mix into the ratios
+    rows.append(bench.make_row("decode", other, "kit_triton_swa", 16, 0.05, copy, True))
+    pcase = bench.PrefillCase(8192, 32, 8, 128, 1024)
+    prefill = [bench.make_row("prefill", pcase, "flex_attention", None, 2.0, None, True),
+               bench.make_row("prefill", pcase, "sdpa_dense_mask", None, 9.0, None, True),
+               bench.make_row("prefill", pcase, "sdpa_full", None, 1.5, None, True)]
+    bench.add_ratios(rows)
+    bench.add_ratios(prefill)
+    result = {"schema": bench.SCHEMA, "date": "2026-11-29T00:00:00+00:00", "command": "test", "copy_tbs": copy,
+              "machine": {"gpu": "Test GPU", "sms": 1}, "versions": {"torch": torch.__version__},
+              "decode": rows, "prefill": prefill, "checks": [], "skipped": []}
+    result["targets"] = bench.evaluate_targets(result)
+    return result
+
+
+def test_rows_report_bandwidth_and_tflops() -> None:
+    case = bench.DecodeCase(32, 32, 8, 128, 8192, 4096)
+    row = bench.make_row("decode", case, "kit_triton_swa", 16, 0.125, 4.0, True)
+    assert row["window_tbs"] == pytest.approx(case.window_bytes / 0.125e-3 / 1e12)
+    assert row["copy_fraction"] == pytest.approx(row["window_tbs"] / 4.0)
+    pcase = bench.PrefillCase(8192, 32, 8, 128, 1024)
+    prow = bench.make_row("prefill", pcase, "flex_attention", None, 2.0, None, True)
+    assert prow["tflops"] == pytest.approx(pcase.flops(1024) / 2e-3 / 1e12)
+    full = bench.make_row("prefill", pcase, "sdpa_full", None, 2.0, None, True)
+    assert full["tflops"] > full["window_tflops"]  # full attention does more work than the window needs
+
+
+def test_ratios_compare_every_path_of_the_same_case_only() -> None:
+    result = _synthetic()
+    for row in result["decode"]:
+        same = [r for r in result["decode"] if r["case"] == row["case"] and r is not row]
+        assert set(row.get("ratios", {})) == {r["label"] for r in same}
+        for r in same:
+            assert row["ratios"][r["label"]] == pytest.approx(r["time_ms"] / row["time_ms"])
+            assert row["ratios"][r["label"]] * r["ratios"][row["label"]] == pytest.approx(1.0)
+
+
+def _verdicts(result: dict) -> dict:
+    return {(t["target"], t["label"]): t["met"] for t in result["targets"]}
+
+
+def test_targets_met_and_missed() -> None:
+    good = _verdicts(_synthetic())
+    # 512 MiB in 140 us is 3.83 TB/s = 96% of 4.0; 160 us at p1 = 84%; 200/140 = 1.43x flex; 400/140 = 2.9x aiter
+    assert good[("bandwidth_p16", "kit_triton_swa@p16")] and good[("bandwidth_p1", "kit_triton_swa@p1")]
+    assert good[("vs_flex", "kit_triton_swa@p16")] and good[("vs_aiter", "kit_triton_swa@p16")]
+    assert good[("context_flatness", "kit_triton_swa@p16")]
+    assert good[("vs_aiter", "kit_triton_swa@p1")] is None  # aiter has no page-size-1 row: not applicable
+    bad = _verdicts(_synthetic(kit16_us=170.0, kit1_us=190.0, flat=1.2))
+    assert not bad[("bandwidth_p16", "kit_triton_swa@p16")]  # 79%
+    assert not bad[("bandwidth_p1", "kit_triton_swa@p1")]  # 70%
+    assert not bad[("vs_flex", "kit_triton_swa@p16")]  # 200/170 = 1.18x
+    assert not bad[("context_flatness", "kit_triton_swa@p1")]
+    prefill = next(t for t in _synthetic()["targets"] if t["target"] == "prefill_fastest")
+    assert "flex_attention" in next(iter(prefill["by_context"].values()))  # sdpa_full is not windowed: excluded
+
+
+def test_schema_check_names_what_is_missing(tmp_path) -> None:
+    result = _synthetic()
+    path = bench.save(result, tmp_path / "run.json")
+    loaded = bench.load_recorded(path)
+    assert loaded["recorded"] is True and loaded["decode"] == json.loads(json.dumps(result["decode"]))
+    del result["copy_tbs"]
+    with pytest.raises(ValueError, match="copy_tbs"):
+        bench.check_schema(result)
+    result = _synthetic()
+    del result["decode"][0]["time_ms"]
+    with pytest.raises(ValueError, match="time_ms"):
+        bench.check_schema(result)
+
+
+@pytest.mark.skipif(not RECORDED, reason="no recorded run in data/bench")
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.name)
+def test_recorded_runs_load_and_their_numbers_add_up(path) -> None:
+    result = bench.load_recorded(path)
+    assert result["recorded"] and result["machine"]["gpu"] and result["command"] and result["versions"]["torch"]
+    assert 1.0 < result["copy_tbs"] < 20.0
+    for row in result["decode"]:
+        if row.get("time_ms"):
+            case = bench.DecodeCase(**row["case"])
+            assert row["window_tbs"] == pytest.approx(case.window_bytes / (row["time_ms"] * 1e-3) / 1e12)
+            for label, ratio in row.get("ratios", {}).items():
+                other = next(r for r in result["decode"] if r["label"] == label and r["case"] == row["case"])
+                assert ratio == pytest.approx(other["time_ms"] / row["time_ms"])
+    recomputed = bench.evaluate_targets(result)
+    assert [t["met"] for t in recomputed] == [t["met"] for t in result["targets"]]
+
+
+def test_pictures_render_and_say_recorded() -> None:
+    result = _synthetic()
+    result["recorded"] = True
+    for make in (viz.time_vs_context, viz.bandwidth_roofline, viz.ratios, viz.prefill_tflops):
+        fig = make(result)
+        titles = " ".join(ax.get_title() for ax in fig.axes)
+        assert "RECORDED on Test GPU" in titles, make.__name__
+    labels, matrix = viz.ratio_matrix(result)
+    assert matrix.shape == (len(labels), len(labels)) and matrix.diagonal() == pytest.approx(1.0)
+    assert labels[0] == "kit_triton_swa@p16"  # fastest first
+
+
+def test_random_batch_pages_are_disjoint_and_poison_spares_the_window() -> None:
+    gen = torch.Generator().manual_seed(rng.randrange(2**31))
+    batch = bench.random_decode_batch([40, 3, 17], 4, 2, 16, 4, torch.float32, "cpu", gen)
+    slots = batch.kv_indices.tolist()
+    assert len(set(slots)) == len(slots) and 0 not in slots  # slot 0 stays the dummy
+    assert batch.block_table().shape == (3, 10)  # whole aligned pages, or block_table() would raise
+    bench.poison_unattended(batch, 5)
+    out = reference_attention(batch, 5).out
+    assert torch.isfinite(out).all()
+    assert torch.isnan(batch.k_buffer).any()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU behaviour")
+def test_cli_without_gpu(capsys) -> None:
+    assert main(["bench", "--require-gpu"]) == 3
+    assert "--require-gpu" in capsys.readouterr().err
+    if RECORDED:
+        assert main(["bench"]) == 0
+        captured = capsys.readouterr()
+        assert "RECORDED" in captured.out and "no GPU here" in captured.err
+        assert main(["bench", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["recorded"] is True
