@@ -1,0 +1,85 @@
+"""Mask explorer: pick a mode, window and lengths, see the mask and what it means.
+
+:func:`explore` is the whole behaviour (inputs -> figure + summary, never a traceback for a bad
+combination); :func:`mask_explorer` only wires ipywidgets controls to it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from swa_kit.errors import SwaKitError
+from swa_kit.masks import MODES, mask_spec
+from swa_kit.viz.masks import mask_figure
+
+SUMMARY_CONVENTIONS = ("sglang", "flash_attn", "aiter_unified", "aiter_v1", "flash_attn_4")
+
+
+def explore(mode: str, window: int | None, q_len: int, kv_len: int, chunk: int = 4,
+            block: int | None = None) -> tuple[Figure | None, str]:
+    """The explorer's callback: ``(figure, summary)``, or ``(None, message)`` for a bad combination.
+
+    Convenience over strictness, as sliders cannot express "not applicable": prefill uses
+    ``kv_len`` queries, decode one query, chunked ignores ``window`` and tree verifies a complete
+    binary tree of ``q_len`` draft tokens; each such choice is said in the summary.
+    """
+    notes = []
+    if mode == "prefill" and q_len != kv_len:
+        q_len, notes = kv_len, notes + [f"prefill: q_len = kv_len = {kv_len}"]
+    if mode == "decode" and q_len != 1:
+        q_len, notes = 1, notes + ["decode: one query"]
+    if mode == "chunked":
+        if window is not None:
+            notes.append(f"chunked local attention has no sliding window (window {window} ignored)")
+        window = None
+    try:
+        spec = mask_spec(mode, q_len, kv_len, window, chunk=chunk if mode == "chunked" else None)
+        fig = mask_figure(spec, block=block)
+    except (SwaKitError, ValueError) as error:
+        return None, f"Cannot draw this combination: {error}"
+    mask = spec.dense()
+    per_query = mask.sum(dim=1)
+    lines = [spec.describe()]
+    lines += notes
+    lines.append(f"each query attends {int(per_query.min())} to {int(per_query.max())} keys; "
+                 f"{int(mask.sum())} of {mask.numel()} (query, key) pairs")
+    if spec.window.keys is not None:
+        written = ", ".join(f"{name} {spec.window.to(name)!r}" for name in SUMMARY_CONVENTIONS)
+        lines.append(f"window {spec.window.keys} keys = {written}")
+    return fig, "\n".join(lines)
+
+
+def mask_explorer(mode: str = "extend", window: int | None = 4, q_len: int = 6, kv_len: int = 16,
+                  chunk: int = 4) -> Any:
+    """An ipywidgets box: mode, window (or none), lengths and chunk, wired to :func:`explore`."""
+    import ipywidgets as widgets
+    from IPython.display import display
+
+    controls = {
+        "mode": widgets.Dropdown(options=list(MODES), value=mode, description="mode"),
+        "window": widgets.IntSlider(value=window or 4, min=1, max=64, description="window (keys)"),
+        "no_window": widgets.Checkbox(value=window is None, description="no window"),
+        "q_len": widgets.IntSlider(value=q_len, min=1, max=64, description="q_len"),
+        "kv_len": widgets.IntSlider(value=kv_len, min=1, max=96, description="kv_len"),
+        "chunk": widgets.IntSlider(value=chunk, min=1, max=32, description="chunk"),
+    }
+    out = widgets.Output()
+    summary = widgets.HTML()
+
+    def redraw(_: Any = None) -> None:
+        c = {name: w.value for name, w in controls.items()}
+        fig, text = explore(c["mode"], None if c["no_window"] else c["window"], c["q_len"], c["kv_len"], c["chunk"])
+        summary.value = "<pre>" + text + "</pre>"
+        out.clear_output(wait=True)
+        if fig is not None:
+            with out:
+                display(fig)
+
+    for w in controls.values():
+        w.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([widgets.HBox([controls["mode"], controls["no_window"]]),
+                         widgets.HBox([controls["window"], controls["chunk"]]),
+                         widgets.HBox([controls["q_len"], controls["kv_len"]]), summary, out])

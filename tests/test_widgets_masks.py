@@ -1,0 +1,82 @@
+"""The mask explorer's callback over its whole range, and the widget wiring."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from swa_kit.masks import MODES, mask_for
+from swa_kit.widgets.masks import explore, mask_explorer
+
+WINDOWS = [None, 1, 3, 64]
+LENGTHS = [(1, 1), (1, 20), (5, 20), (20, 20), (30, 7)]
+
+
+def _expected(mode, window, q_len, kv_len, chunk):
+    """What the explorer promises to draw, or None when the combination is invalid."""
+    if mode == "prefill":
+        q_len = kv_len
+    if mode == "decode":
+        q_len = 1
+    if mode == "chunked":
+        window = None
+    if q_len > kv_len:
+        return None
+    return mask_for(mode, q_len, kv_len, window, chunk=chunk if mode == "chunked" else None)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_explore_over_its_range(mode):
+    for window, (q_len, kv_len), chunk in itertools.product(WINDOWS, LENGTHS, [1, 4]):
+        fig, text = explore(mode, window, q_len, kv_len, chunk)
+        want = _expected(mode, window, q_len, kv_len, chunk)
+        if want is None:
+            assert fig is None and text.startswith("Cannot draw this combination") and f"q_len {q_len}" in text
+            continue
+        image = np.asarray(fig.axes[0].images[0].get_array())
+        assert np.array_equal(image, want.int().numpy())
+        assert text.splitlines()[0].startswith(f"{mode}: {want.shape[0]} queries x {kv_len} keys")
+        per_query = want.sum(dim=1)
+        assert f"attends {int(per_query.min())} to {int(per_query.max())} keys" in text
+        if window is not None and mode != "chunked":
+            assert f"sglang {window - 1}" in text and f"flash_attn ({window - 1}, 0)" in text
+            assert f"aiter_v1 {window}" in text
+        if mode == "chunked" and window is not None:
+            assert "no sliding window" in text
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("extend", 0, 3, 5), "invalid window value 0"),
+    (("extend", -4, 3, 5), "-4"),
+    (("verify", 2, 6, 5), "q_len 6 > kv_len 5"),
+    (("tree", 2, 0, 5), "q_len must be >= 1, got 0"),
+    (("chunked", None, 2, 5, 0), "chunk must be >= 1, got 0"),
+    (("sideways", 2, 2, 5), "'sideways'"),
+    (("extend", 2.5, 2, 5), "2.5"),
+])
+def test_bad_combinations_give_a_message_not_a_traceback(args, needle):
+    fig, text = explore(*args)
+    assert fig is None and needle in text and "Traceback" not in text
+
+
+def test_prefill_and_decode_notes():
+    assert "prefill: q_len = kv_len = 9" in explore("prefill", 3, 4, 9)[1]
+    assert "decode: one query" in explore("decode", 3, 4, 9)[1]
+    assert "q_len = kv_len" not in explore("prefill", 3, 9, 9)[1]
+
+
+def test_widget_wires_controls_to_explore():
+    pytest.importorskip("ipywidgets")
+    box = mask_explorer(mode="extend", window=4, q_len=6, kv_len=16)
+    summary = box.children[3]
+    assert explore("extend", 4, 6, 16)[1] in summary.value
+    mode, no_window = box.children[0].children
+    no_window.value = True
+    assert explore("extend", None, 6, 16)[1] in summary.value
+    q_len, kv_len = box.children[2].children
+    q_len.value = 40  # > kv_len: the friendly message, no exception out of the observer
+    assert "Cannot draw this combination" in summary.value
+    mode.value = "decode"
+    assert summary.value.startswith("<pre>decode: 1 queries x 16 keys")
