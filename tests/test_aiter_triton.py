@@ -14,9 +14,8 @@ from swa_kit.attention.reference import reference_attention
 from swa_kit.errors import BackendUnavailableError, WindowConventionError
 from swa_kit.window import from_keys
 
-pytestmark = pytest.mark.skipif(
-    not get_backend("aiter_triton_unified").available()[0], reason="aiter's Triton kernels do not load here"
-)
+_INTERPRETER = aiter_triton.interpreter_status()
+pytestmark = pytest.mark.skipif(not _INTERPRETER[0], reason=_INTERPRETER[1])
 
 
 def paged_batch(q_lens, seq_lens, *, hq=4, hkv=2, d=64, page_size=16, dtype=torch.float32, seed=None):
@@ -162,7 +161,21 @@ def test_launch_plan_follows_aiter_wrapper():
     assert gqa32["BLOCK_M"] == 32 and gqa32["BLOCK_Q"] == 1
 
 
+def test_interpreter_status_names_versions():
+    ok, reason = aiter_triton.interpreter_status()
+    assert ok and "CPU interpreter" in reason and "numpy" in reason
+
+
 def test_backend_declaration():
     backend = get_backend("aiter_triton_unified")
     assert backend.convention == "aiter_unified" and backend.honours_window
     assert backend.kv_layout == "block_table" and "tree" not in backend.modes
+
+
+def test_interpreter_status_reports_a_broken_interpreter(monkeypatch):
+    def broken(*args, **kwargs):
+        raise TypeError("only 0-dimensional arrays can be converted to Python scalars")
+
+    monkeypatch.setattr(aiter_triton, "unified_attention", broken)
+    ok, reason = aiter_triton.interpreter_status.__wrapped__()
+    assert not ok and "0-dimensional" in reason and "numpy" in reason and "GPU" in reason

@@ -27,6 +27,7 @@ Two hazards this path does *not* hide, measured in ``tests/test_aiter_triton.py`
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from typing import Any
 
@@ -279,6 +280,46 @@ def _launch(mod, plan, q, out, common, seqused_k, cu_seqlens_q, table, head_size
     )
 
 
+@functools.lru_cache(maxsize=1)
+def interpreter_status() -> tuple[bool, str]:
+    """Whether Triton's CPU interpreter runs aiter's kernel here: one tiny launch, once per process.
+
+    Measured on the H200 image (triton 3.6.0, numpy 2.5.2): it does not. Triton 3.6's interpreter
+    converts loaded scalars with ``int(array)``, which NumPy 2.5 refuses for one-element 1-D
+    arrays; triton 3.9 squeezes first. A version table would guess; the launch settles it.
+    """
+    import triton
+
+    ok, reason = aiter_loader.aiter_triton_status()
+    if not ok:
+        return ok, reason
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(n, 1, 16, generator=g) for n in (1, 16, 16))
+    out = torch.empty_like(q)
+    try:
+        unified_attention(
+            q, k.view(1, 16, 1, 16), v.view(1, 16, 1, 16), out, torch.tensor([0, 1], dtype=torch.int32), 1,
+            torch.tensor([5], dtype=torch.int32), 16, 0.25, (-1, -1), torch.zeros(1, 1, dtype=torch.int32),
+        )
+    except Exception as exc:  # the interpreter's failure modes are not a stable API
+        return False, (
+            f"Triton {triton.__version__}'s CPU interpreter cannot run aiter's kernel with numpy {np.__version__}: "
+            f"{type(exc).__name__}: {exc}"[:400] + " (use a GPU, or triton >= 3.9 for the interpreter)"
+        )
+    weights = torch.softmax((q[0, 0] @ k[:5, 0].T) * 0.25, dim=-1)
+    if not torch.allclose(out[0, 0], weights @ v[:5, 0], atol=1e-4):
+        return False, f"Triton {triton.__version__}'s CPU interpreter runs aiter's kernel but gives wrong numbers"
+    return True, f"Triton {triton.__version__} CPU interpreter, numpy {np.__version__}"
+
+
+def available() -> tuple[bool, str]:
+    """Runs where aiter's kernels load and either a GPU or a working CPU interpreter is present."""
+    ok, reason = aiter_loader.aiter_triton_status()
+    if not ok or torch.cuda.is_available():
+        return ok, reason
+    return interpreter_status()
+
+
 def _tier(device: torch.device) -> str:
     return "aiter-triton-interpreter" if device.type == "cpu" else "aiter-triton-gpu"
 
@@ -291,6 +332,10 @@ def run_unified(batch: AttentionBatch, window_arg: Any, *, kernel: str = "auto")
             "custom mask (the reference, or SGLang's extend_attention_fwd route)"
         )
     to_keys("aiter_unified", window_arg)  # validates: (left >= 0, 0|-1) or (-1, -1)
+    if batch.device.type == "cpu":
+        ok, reason = interpreter_status()
+        if not ok:
+            raise BackendUnavailableError(f"aiter_triton_unified on CPU: {reason}")
     q = batch.q.contiguous()
     k, v = batch.paged_kv()
     out = torch.empty_like(q)
@@ -327,7 +372,7 @@ register(
         convention="aiter_unified",
         kv_layout="block_table",
         devices=frozenset({"cpu", "cuda", "rocm"}),
-        available=aiter_loader.aiter_triton_status,
+        available=available,
         run=run_unified,
     )
 )
