@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +88,47 @@ def test_python_dash_m_entry_point_rejects_bad_input_without_traceback():
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == EXIT_BAD_INPUT
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+# --- the README's CLI reference, generated from the parser ----------------------------------------------------
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+BEGIN, END = "<!-- cli-reference:begin -->", "<!-- cli-reference:end -->"
+
+
+def cli_reference() -> str:
+    """Markdown for every subcommand: its --help at a fixed width, so the text is the same on every machine."""
+    parts = [BEGIN, "<!-- generated from the parser: SWA_KIT_WRITE_README=1 python -m pytest tests/test_cli.py "
+                    "-k readme -->"]
+    for module in _command_modules():
+        parser = argparse.ArgumentParser(prog=f"swa-kit {module.NAME}", description=module.HELP,
+                                         formatter_class=lambda prog: argparse.HelpFormatter(prog, width=100))
+        module.add_arguments(parser)
+        parts += [f"### `swa-kit {module.NAME}`", "", "```text", parser.format_help().rstrip(), "```", ""]
+    parts.append(END)
+    return "\n".join(parts)
+
+
+def test_readme_cli_reference_matches_the_parser():
+    text = README.read_text()
+    assert BEGIN in text and END in text, f"README.md lacks the {BEGIN} ... {END} block"
+    head, rest = text.split(BEGIN, 1)
+    current, tail = rest.split(END, 1)
+    generated = cli_reference()
+    if os.environ.get("SWA_KIT_WRITE_README") == "1":
+        README.write_text(head + generated + tail)
+        current = generated[len(BEGIN):-len(END)]
+    assert BEGIN + current + END == generated, (
+        "README.md's CLI reference is out of date: SWA_KIT_WRITE_README=1 python -m pytest tests/test_cli.py -k readme")
+    for name in COMMANDS:
+        assert f"### `swa-kit {name}`" in text
+
+
+def test_readme_setup_commands_and_ci_agree():
+    text = README.read_text()
+    main_job, test_job = 'pip install -e ".[aiter]" && swa-kit tour', 'pip install -e ".[dev]" && python -m pytest -n 2'
+    assert f"```bash\n{main_job}\n```" in text and f"```bash\n{test_job}\n```" in text
+    ci = (README.parent / ".ci" / "run").read_text().splitlines()
+    assert 'python -m pip install -q -e ".[dev]"' in ci
+    assert "python -m pytest -n 2" in ci  # exactly the README's test command, on a line of its own
+    assert not any("|| true" in line for line in ci)

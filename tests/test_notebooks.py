@@ -30,3 +30,9 @@ def test_executes_headless(notebook):
     _, run = run_notebook(notebook, cell_timeout=LIMIT_S)
     assert run.status == "ok", f"{notebook.name}: cell index {run.failed_cell}: {run.error}"
     assert run.seconds <= LIMIT_S, f"{notebook.name} took {run.seconds:.0f} s (limit {LIMIT_S:.0f} s)"
+
+
+def test_readme_lists_every_notebook():
+    readme = (find_notebooks_dir().parent / "README.md").read_text()
+    missing = [p.name for p in NOTEBOOKS if f"(notebooks/{p.name})" not in readme]
+    assert not missing, f"README.md's notebooks table lacks {missing}"
