@@ -284,3 +284,39 @@ def probe_sglang_sites(keys: int, *, device: str | torch.device = "cpu", head_di
         rows.append(_probe(backend, window_arg, keys, modes, site.name, device, head_dim))
     return rows
 
+
+
+def agreement(keys: int | None = 5, *, device: str | torch.device = "cpu", head_dim: int = 64,
+              seed: int = 0) -> list[dict[str, Any]]:
+    """Every runnable path against the reference on one fresh random batch per declared mode.
+
+    The window argument is the kit's converter's for ``keys``; a path that declares no window
+    runs without one and is compared with the reference without one (it cannot mean otherwise).
+    Freed slots hold finite garbage (aiter's tiles load them; FACTS.md section 6). Returns rows
+    ``path, tier, device, mode, window_arg, max_abs_err``.
+    """
+    from swa_kit.attention.reference import reference_attention
+
+    gen = torch.Generator().manual_seed(seed)
+    rows = []
+    shapes = {"prefill": ([9, 6], [9, 6]), "extend": ([3, 4], [14, 21]), "decode": ([1, 1], [17, 30]),
+              "verify": ([3, 3], [12, 25])}
+    for backend in runnable_paths(device):
+        used = keys if backend.honours_window else None
+        window_arg = from_keys(backend.convention, used) if backend.convention else None
+        page = BLOCK_TABLE_PAGE if backend.kv_layout == "block_table" else 1
+        for mode, (q_lens, seq_lens) in shapes.items():
+            if mode not in backend.modes:
+                continue
+            made = synthetic_batch(q_lens, seq_lens, head_dim=head_dim, page_size=page, window_keys=used,
+                                   garbage=1e4, device=device, generator=gen)
+            try:
+                result = backend.run(made.batch, window_arg)
+            except BackendUnavailableError as error:
+                rows.append({"path": backend.name, "tier": backend.tier, "device": str(device), "mode": mode,
+                             "window_arg": window_arg, "max_abs_err": f"skipped: {error}"})
+                continue
+            err = (result.out.double() - reference_attention(made.batch, used).out).abs().max().item()
+            rows.append({"path": backend.name, "tier": result.tier, "device": result.device, "mode": mode,
+                         "window_arg": window_arg, "max_abs_err": float(f"{err:.2e}")})
+    return rows

@@ -79,3 +79,12 @@ def test_cli_probe(capsys, tmp_path):
     sites = {r["site"]: r for r in json.loads(capsys.readouterr().out)}
     assert sites["decode.unified"]["attended_keys"] == 3 and sites["decode.unified"]["window_arg"] == [2, 0]
     assert main(["probe", "--path", "torch_sdpa", "--keys", "0"]) == 2
+
+
+def test_agreement_covers_every_runnable_path_and_is_small():
+    from swa_kit.probe import agreement
+
+    rows = agreement(4, head_dim=16)
+    assert {r["path"] for r in rows} == {b.name for b in runnable_paths("cpu")}
+    errors = [r["max_abs_err"] for r in rows if not isinstance(r["max_abs_err"], str)]
+    assert errors and max(errors) < 1e-4
