@@ -179,20 +179,23 @@ def conventions_figure(keys: int, held_in: str = "hf", q_len: int = 4, pad: int 
     return fig
 
 
-def block_view_figure(view: BlockView, title: str | None = None) -> Figure:
-    """Tile map of a :class:`BlockView` (not read / partial / full) and attended keys per query block."""
+def block_view_figure(view: BlockView, title: str | None = None, zoom: int = 24) -> Figure:
+    """Tile map of a :class:`BlockView` (not read / partial / full), its top-left ``zoom`` x ``zoom``
+    tiles enlarged (a thin band is invisible at 1024 x 1024), and attended pairs per query block."""
     state = np.where(view.full, 2, np.where(view.needed, 1, 0))
-    fig = Figure(figsize=(11, 5), layout="constrained")
-    left, right = fig.subplots(1, 2)
-    left.imshow(state, cmap=TILE_CMAP, vmin=0, vmax=2, interpolation="nearest", aspect="auto")
-    left.set_xlabel(f"KV block ({view.block_kv} keys)")
-    left.set_ylabel(f"query block ({view.block_q} queries)")
-    left.legend(handles=[Patch(color=TILE_CMAP(i), label=n, ec="grey") for i, n in enumerate(TILE_NAMES)],
-                loc="upper right", fontsize=7)
-    left.set_title(title or f"{view.q_len} x {view.kv_len} mask in {view.block_q} x {view.block_kv} tiles", fontsize=9)
-    right.plot(np.arange(len(view.keys_per_q_block)), view.keys_per_q_block, color="#2b8cbe")
-    right.set_xlabel("query block")
-    right.set_ylabel("attended (query, key) pairs")
-    right.set_title(f"{int(view.needed.sum()):,} of {view.counts.size:,} tiles read; "
-                    f"{view.total_pairs:,} pairs", fontsize=9)
+    fig = Figure(figsize=(15, 5), layout="constrained")
+    overview, close, keys = fig.subplots(1, 3)
+    for ax, image, name in ((overview, state, "all tiles"), (close, state[:zoom, :zoom], f"first {zoom} x {zoom}")):
+        ax.imshow(image, cmap=TILE_CMAP, vmin=0, vmax=2, interpolation="nearest", aspect="auto")
+        ax.set_xlabel(f"KV block ({view.block_kv} keys)")
+        ax.set_ylabel(f"query block ({view.block_q} queries)")
+        ax.set_title(name, fontsize=9)
+    close.legend(handles=[Patch(color=TILE_CMAP(i), label=n, ec="grey") for i, n in enumerate(TILE_NAMES)],
+                 loc="upper right", fontsize=7)
+    keys.plot(np.arange(len(view.keys_per_q_block)), view.keys_per_q_block, color="#2b8cbe")
+    keys.set_xlabel("query block")
+    keys.set_ylabel("attended (query, key) pairs")
+    keys.set_title(f"{int(view.needed.sum()):,} of {view.counts.size:,} tiles read; {view.total_pairs:,} pairs",
+                   fontsize=9)
+    fig.suptitle(title or f"{view.q_len} x {view.kv_len} mask in {view.block_q} x {view.block_kv} tiles")
     return fig
