@@ -41,66 +41,80 @@ def stage_env() -> None:
 def stage_tests() -> None:
     log = OUT / "pytest_gpu.log"
     start = time.time()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "tests/gpu", "-q", "-x", "-p", "no:cacheprovider"],
-                          cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
+    proc = subprocess.run([sys.executable, "-m", "pytest", "tests/gpu/test_kit_triton_gpu.py", "-q",
+                           "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
     log.write_text(proc.stdout + proc.stderr)
-    SUMMARY.append(f"tests/gpu: rc={proc.returncode} in {time.time() - start:.0f}s: "
+    SUMMARY.append(f"tests/gpu/test_kit_triton_gpu.py: rc={proc.returncode} in {time.time() - start:.0f}s: "
                    + (proc.stdout.strip().splitlines() or ["?"])[-1])
 
 
-def stage_tune() -> None:
-    """Split counts and tile configs of the kit's kernel at the headline shape (and B 1 / 128 for splits)."""
+def _sweep(case, configs, gen, copy, rows) -> None:
     import torch
 
     from swa_kit import bench
     from swa_kit.attention import kit_triton
 
-    device = torch.device("cuda")
-    gen = torch.Generator(device=device).manual_seed(1)
-    copy = bench.copy_bandwidth_tbs(device)
-    rows = []
-    for batch, ctx in ((32, 32 * 1024), (1, 8 * 1024), (128, 8 * 1024)):
-        case = bench.DecodeCase(batch, 32, 8, 128, ctx, 4096)
-        data = bench._DecodeData(case, device, gen)
-        auto = {ps: kit_triton.plan_decode(data.k, data.v, *data.tables[ps], data.seq_lens, ps, 4096, data.sm_scale,
-                                           32).splits for ps in (1, 16)}
-        configs = [(s, 64, 4, 3) for s in (1, 2, 3, 4, 6, 8, 16, 32, 64) if batch * 8 * s <= 8192]
-        if batch == 32:
-            configs += [(None, bn, w, st) for bn in (32, 64, 128) for w in (2, 4, 8) for st in (2, 3, 4)]
-        for splits, bn, warps, stages in configs:
-            for ps in (1, 16):
-                table, row_start = data.tables[ps]
-                try:
-                    plan = kit_triton.plan_decode(data.k, data.v, table, row_start, data.seq_lens, ps, 4096,
-                                                  data.sm_scale, 32, splits=splits, block_n=bn, num_warps=warps,
-                                                  num_stages=stages)
-                    out = torch.empty_like(data.q)
-                    ms = bench.time_ms(lambda: plan.run(data.q, out), 10, 60)
-                    rows.append({"batch": batch, "context": ctx, "page_size": ps, "splits": plan.splits,
-                                 "auto_splits": auto[ps], "block_n": bn, "warps": warps, "stages": stages,
-                                 "us": ms * 1e3, "copy_fraction": case.window_bytes / (ms * 1e-3) / 1e12 / copy})
-                except Exception as exc:
-                    rows.append({"batch": batch, "page_size": ps, "splits": splits, "block_n": bn, "warps": warps,
-                                 "stages": stages, "error": f"{type(exc).__name__}: {exc}"[:200]})
-        del data
-        torch.cuda.empty_cache()
-    (OUT / "tune.json").write_text(json.dumps({"copy_tbs": copy, "rows": rows}, indent=1))
-    for batch in (32, 1, 128):
+    data = bench._DecodeData(case, torch.device("cuda"), gen)
+    for splits, bn, warps, stages, ppsm in configs:
         for ps in (1, 16):
-            ok = [r for r in rows if r.get("batch") == batch and r.get("page_size") == ps and "us" in r]
-            if ok:
-                best = min(ok, key=lambda r: r["us"])
-                SUMMARY.append(f"tune B={batch} p{ps}: best {best['us']:.1f}us {best['copy_fraction']:.0%} "
-                               f"splits={best['splits']} bn={best['block_n']} w={best['warps']} st={best['stages']} "
-                               f"(auto splits {best['auto_splits']})")
+            table, row_start = data.tables[ps]
+            row = {"batch": case.batch, "hkv": case.hkv, "head_dim": case.head_dim, "context": case.context,
+                   "page_size": ps, "block_n": bn, "warps": warps, "stages": stages, "ppsm": ppsm}
+            try:
+                plan = kit_triton.plan_decode(data.k, data.v, table, row_start, data.seq_lens, ps, case.window,
+                                              data.sm_scale, case.hq, splits=splits, block_n=bn, num_warps=warps,
+                                              num_stages=stages, programs_per_sm=ppsm)
+                out = torch.empty_like(data.q)
+                ms = bench.time_ms(lambda: plan.run(data.q, out), 10, 60)
+                row.update(splits=plan.splits, block_n=plan.block_n, us=ms * 1e3,
+                           copy_fraction=case.window_bytes / (ms * 1e-3) / 1e12 / copy)
+            except Exception as exc:
+                row["error"] = f"{type(exc).__name__}: {exc}"[:200]
+            rows.append(row)
+    del data
+    torch.cuda.empty_cache()
+
+
+def stage_tune() -> None:
+    """v2 sweep: tile size, warps, stages, programs per SM around the defaults, at several shapes.
+
+    ``None`` means the kernel's default; the first config of each shape is the default itself.
+    """
+    import torch
+
+    from swa_kit import bench
+
+    device = torch.device("cuda")
+    gen = torch.Generator(device=device).manual_seed(2)
+    copy = bench.copy_bandwidth_tbs(device)
+    rows: list[dict] = []
+    default = (None, None, 4, 3, 4)
+    head = [default] + [(None, bn, w, st, pp) for bn in (16, 32, 64) for w in (2, 4) for st in (3, 4)
+                        for pp in (2, 4, 8) if (bn, w, st, pp) != (32, 4, 3, 4)]
+    _sweep(bench.DecodeCase(32, 32, 8, 128, 32 * 1024, 4096), head, gen, copy, rows)
+    d256 = [default] + [(None, bn, w, st, 4) for bn in (16, 32) for w in (4, 8) for st in (2, 3)]
+    _sweep(bench.DecodeCase(32, 32, 8, 256, 8 * 1024, 4096), d256, gen, copy, rows)
+    for batch in (1, 128):
+        _sweep(bench.DecodeCase(batch, 32, 8, 128, 8 * 1024, 4096), [default, (None, None, 4, 3, 2),
+                                                                      (None, None, 4, 3, 8)], gen, copy, rows)
+    (OUT / "tune2.json").write_text(json.dumps({"copy_tbs": copy, "rows": rows}, indent=1))
+    for key in sorted({(r["batch"], r["head_dim"], r["page_size"]) for r in rows}):
+        ok = [r for r in rows if (r["batch"], r["head_dim"], r["page_size"]) == key and "us" in r]
+        if ok:
+            best, first = min(ok, key=lambda r: r["us"]), ok[0]
+            SUMMARY.append(f"tune B={key[0]} D={key[1]} p{key[2]}: default {first['us']:.1f}us "
+                           f"{first['copy_fraction']:.0%} (splits {first['splits']}, bn {first['block_n']}); best "
+                           f"{best['us']:.1f}us {best['copy_fraction']:.0%} splits={best['splits']} "
+                           f"bn={best['block_n']} w={best['warps']} st={best['stages']} ppsm={best['ppsm']}")
 
 
 def stage_bench(quick: bool) -> None:
     from swa_kit import bench
 
     cmd = "PYTHONPATH=. python3 benchmarks/gpu_run.py " + ("quick" if quick else "full")
-    result = bench.run_benchmark(quick=quick, command=cmd, progress=True)
     name = "h200_quick.json" if quick else "h200_full.json"
+    result = bench.run_benchmark(quick=quick, command=cmd, progress=True, checkpoint=OUT / f"partial_{name}")
     bench.save(result, OUT / name)
     SUMMARY.extend(bench.summary_lines(result))
     for c in result["checks"]:

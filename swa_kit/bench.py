@@ -254,7 +254,8 @@ def _headline_rows(decode: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def evaluate_targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     """Each target of issue #6 §3 at the headline shape: the measured value at every context, and the verdict.
 
-    A target is met only if it holds at every context measured.
+    A target is met only if it holds at every context where both sides were measured;
+    ``missing_contexts`` lists where one side has no time (failed or not run).
     """
     rows = _headline_rows(result.get("decode", []))
     by = {(r["label"], r["case"]["context"]): r for r in rows}
@@ -263,10 +264,10 @@ def evaluate_targets(result: dict[str, Any]) -> list[dict[str, Any]]:
 
     def add(name: str, target: float, label: str, values: dict[int, float | None], how: str) -> None:
         present = {c: v for c, v in values.items() if v is not None}
-        met = bool(present) and len(present) == len(values) and all(v >= target for v in present.values())
         out.append({"target": name, "label": label, "threshold": target, "how": how,
                     "by_context": present, "worst": min(present.values()) if present else None,
-                    "met": met if present else None})
+                    "missing_contexts": [c for c, v in values.items() if v is None],
+                    "met": all(v >= target for v in present.values()) if present else None})
 
     for ps, key in ((16, "bandwidth_p16"), (1, "bandwidth_p1")):
         label = row_label("kit_triton_swa", ps)
@@ -530,8 +531,16 @@ def _check(path: str, page_size: int | None, fn: Callable[[], Any], ref: torch.T
         error = float((out.double() - ref).norm() / ref.norm())
         row.update(rel_error=error, correct=bool(error < 2e-2))
     except Exception as exc:  # a path that cannot run here is reported, not fatal
-        row.update(rel_error=None, correct=False, error=f"{type(exc).__name__}: {exc}"[:300])
+        row.update(rel_error=None, correct=False, error=error_note(exc))
     return row
+
+
+def error_note(exc: Exception, limit: int = 600) -> str:
+    """An exception as one bounded string: its type, its first line and its last lines (where the cause is)."""
+    text = f"{type(exc).__name__}: {exc}"
+    if len(text) <= limit:
+        return text
+    return text[: limit // 3] + " ... " + text[-(2 * limit) // 3:]
 
 
 def _prefill_data(case: PrefillCase, device: torch.device) -> dict[str, Any]:
@@ -600,9 +609,21 @@ def check_prefill_paths(device: torch.device) -> list[dict[str, Any]]:
     return rows
 
 
+def kernel_settings() -> dict[str, Any]:
+    """The kit kernel's launch defaults, recorded with every run."""
+    from swa_kit.attention import kit_triton as kt
+
+    return {"tile_bytes": kt.TILE_BYTES, "block_n_at_d128": kt.block_n_for(128), "num_warps": kt.NUM_WARPS,
+            "num_stages": kt.NUM_STAGES, "programs_per_sm": kt.PROGRAMS_PER_SM, "min_chunk": kt.MIN_CHUNK}
+
+
 def run_benchmark(quick: bool = False, warmup_ms: int = 10, rep_ms: int = 50, command: str | None = None,
-                  progress: bool = True, seed: int = 0) -> dict[str, Any]:
-    """Check every path, then time the decode and prefill grids on this GPU; returns the result dict."""
+                  progress: bool = True, seed: int = 0, checkpoint: Path | str | None = None) -> dict[str, Any]:
+    """Check every path, then time the decode and prefill grids on this GPU; returns the result dict.
+
+    With ``checkpoint``, the partial result is saved there after each group of cases, so a
+    run stopped by a time limit still leaves its numbers.
+    """
     from tqdm.auto import tqdm
 
     ok, reason = gpu_available()
@@ -616,7 +637,7 @@ def run_benchmark(quick: bool = False, warmup_ms: int = 10, rep_ms: int = 50, co
         "command": command or "python -c 'swa_kit.bench.run_benchmark(...)'",
         "machine": _machine(device), "versions": _versions(),
         "settings": {"quick": quick, "warmup_ms": warmup_ms, "rep_ms": rep_ms, "timer": "triton.testing.do_bench median",
-                     "seed": seed},
+                     "seed": seed, "kit_kernel": kernel_settings()},
         "paths": {"decode": DECODE_PATHS, "prefill": PREFILL_PATHS},
         "decode": [], "prefill": [], "skipped": [],
     }
@@ -661,7 +682,7 @@ def run_benchmark(quick: bool = False, warmup_ms: int = 10, rep_ms: int = 50, co
                     try:
                         ms = time_ms(build(), warmup_ms, rep_ms)
                     except Exception as exc:  # report, keep going
-                        note = f"{type(exc).__name__}: {exc}"[:300]
+                        note = error_note(exc)
                     if window_free:
                         shared[path] = ms
                 result["decode"].append(make_row("decode", case, path, ps, ms, result["copy_tbs"],
@@ -669,6 +690,8 @@ def run_benchmark(quick: bool = False, warmup_ms: int = 10, rep_ms: int = 50, co
             bar.update()
         del data
         torch.cuda.empty_cache()
+        if checkpoint:
+            save(result, checkpoint)
     for case in pcases:
         data = _prefill_data(case, device)
         for path, fn in prefill_paths(case, data, device).items():
@@ -676,7 +699,7 @@ def run_benchmark(quick: bool = False, warmup_ms: int = 10, rep_ms: int = 50, co
             try:
                 ms = time_ms(fn, warmup_ms, rep_ms)
             except Exception as exc:
-                note = f"{type(exc).__name__}: {exc}"[:300]
+                note = error_note(exc)
             result["prefill"].append(make_row("prefill", case, path, None, ms, None, correct_prefill.get(path), note))
         bar.update()
         del data

@@ -51,12 +51,22 @@ NO_WINDOW = 2**31 - 1
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
 
-# Tuned on an H200 (docs/kernel-notes.md): 64 keys per tile, 4 warps, 3 pipeline stages,
-# and about four programs per multiprocessor before the window is split further.
-BLOCK_N = 64
+# Tuned on an H200 (docs/kernel-notes.md): K tiles of 8 KiB (32 keys at head_dim 128 in
+# bf16), 4 warps, 3 pipeline stages; about four programs per multiprocessor before the window
+# is split further, but never chunks under 256 keys (shorter chunks cost more than they hide).
+TILE_BYTES = 8 * 1024
 NUM_WARPS = 4
 NUM_STAGES = 3
 PROGRAMS_PER_SM = 4
+MIN_CHUNK = 256
+
+
+def block_n_for(head_dim: int, itemsize: int = 2) -> int:
+    """Keys per tile: a constant 8 KiB of K (and of V) per pipeline stage, at least 16 (tl.dot's minimum)."""
+    return max(16, TILE_BYTES // (head_dim * itemsize))
+
+
+BLOCK_N = block_n_for(128)
 
 
 if triton is not None:
@@ -148,14 +158,16 @@ def _unsupported(what: str) -> BackendUnavailableError:
 
 
 def choose_splits(pairs: int, window_tokens: int, num_sms: int, block_n: int = BLOCK_N,
-                  programs_per_sm: int = PROGRAMS_PER_SM) -> tuple[int, int]:
+                  programs_per_sm: int = PROGRAMS_PER_SM, min_chunk: int = MIN_CHUNK) -> tuple[int, int]:
     """``(splits, chunk)``: cut a window of ``window_tokens`` keys so the grid fills the GPU.
 
     ``pairs`` = requests x KV heads, one program each without splitting. Chunks are whole
-    tiles of ``block_n`` keys; the split count depends on the window, never the context.
+    tiles of ``block_n`` keys, at least ``min_chunk`` keys where the window allows; the
+    split count depends on the window, never the context.
     """
     tiles = max(1, math.ceil(window_tokens / block_n))
     wanted = max(1, math.ceil(programs_per_sm * num_sms / max(pairs, 1)))
+    wanted = min(wanted, max(1, window_tokens // min_chunk))
     chunk = math.ceil(tiles / min(tiles, wanted)) * block_n
     return math.ceil(tiles * block_n / chunk), chunk
 
@@ -214,13 +226,14 @@ def _num_sms(device: torch.device) -> int:
 
 def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Tensor, row_start: torch.Tensor,
                 seq_lens: torch.Tensor, page_size: int, keys: Any, sm_scale: float, num_heads_q: int,
-                splits: int | None = None, block_n: int = BLOCK_N, num_warps: int = NUM_WARPS,
-                num_stages: int = NUM_STAGES) -> DecodePlan:
+                splits: int | None = None, block_n: int | None = None, num_warps: int = NUM_WARPS,
+                num_stages: int = NUM_STAGES, programs_per_sm: int = PROGRAMS_PER_SM) -> DecodePlan:
     """Check a decode batch against what the kernel supports and plan its launch.
 
     ``table``/``row_start`` are ``kv_indices``/``kv_indptr[:-1]`` at page size 1, or the
     flattened block table and ``b * max_pages`` at larger page sizes. ``splits`` forces a
-    split count (the tuning sweep uses it); by default :func:`choose_splits` picks one.
+    split count, ``block_n`` keys per tile (the tuning sweep uses both); by default
+    :func:`choose_splits` and :func:`block_n_for` pick them.
     """
     if triton is None:
         raise _unsupported("Triton is not installed")
@@ -238,7 +251,9 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
         raise _unsupported(f"{num_heads_q} query heads over {hkv} KV heads (GQA needs a whole group per KV head)")
     longest = int(seq_lens.max()) if seq_lens.numel() else 0
     span = longest if window.keys is None else min(window.keys, longest)
-    auto_splits, chunk = choose_splits(seq_lens.numel() * hkv, span, _num_sms(k_buffer.device), block_n)
+    block_n = block_n or block_n_for(dim, k_buffer.element_size())
+    auto_splits, chunk = choose_splits(seq_lens.numel() * hkv, span, _num_sms(k_buffer.device), block_n,
+                                       programs_per_sm)
     if splits is not None:
         chunk = math.ceil(math.ceil(span / block_n) / splits) * block_n
         auto_splits = splits
