@@ -40,7 +40,7 @@ def test_unknown_option_is_one_line_and_exit_2(name, capsys):
         main([name, "--no-such-option-anywhere"])
     assert exit_info.value.code == EXIT_BAD_INPUT
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("swa-kit ") and ": error:" in err, err
+    assert err.count("\n") == 1 and err.startswith("swa-kit") and ": error:" in err, err
 
 
 def test_no_or_unknown_command(capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import re
 
 from swa_kit.commands._output import print_json, print_table
 from swa_kit.errors import WindowConventionError
@@ -28,6 +29,9 @@ def parse_value(text: str) -> object:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # Let "-1" and "-1,-1" (off sentinels) through as the positional VALUE rather than as
+    # unknown options; this parser has no option that looks like a number.
+    parser._negative_number_matcher = re.compile(r"^-\d+(,\s*-?\d+)?$")  # noqa: SLF001
     parser.add_argument("--from", dest="convention", required=True, choices=list(CONVENTIONS), metavar="CONVENTION",
                         help="convention VALUE is written in: " + ", ".join(CONVENTIONS))
     parser.add_argument("value", help="the window as that convention writes it, e.g. 1023, -1, none, 1023,0")
