@@ -47,15 +47,15 @@ from swa_kit.attention.batch import AttentionBatch, AttentionResult
 from swa_kit.attention.reference import reference_attention
 from swa_kit.configs import ModelSpec, load_model
 from swa_kit.errors import DispatchGuardError
+from swa_kit.resolver import RESOLVERS, uses_sliding_window_kv_pool
 from swa_kit.window import Window, from_keys, to_keys
+from swa_kit.workers import SpeculativeAlgorithm, build_workers
 
 #: Forward modes the planner knows: SGLang's EXTEND (without / with a cached prefix), DECODE,
 #: TARGET_VERIFY, DRAFT_EXTEND_V2 and the draft worker's multi-step DECODE.
 MODES = ("prefill", "extend", "decode", "verify", "draft_extend", "draft_decode")
 #: Speculative algorithms (SGLang's names, lower case); "none" is plain decoding.
 SPEC_ALGOS = ("none", "eagle", "eagle3", "standalone", "frozen_kv_mtp")
-#: Pool resolvers (FACTS.md section 2): SGLang's fixed one and the two broken ones it replaced.
-RESOLVERS = ("fixed", "legacy", "naive")
 #: Environment variables the routing reads, with SGLang's defaults.
 ENV_DEFAULTS = {
     "SGLANG_USE_AITER_UNIFIED_ATTN": "0",
@@ -186,22 +186,17 @@ class PoolView:
 
 
 def resolve_pool(model: ModelSpec, worker: str, spec: str, resolver: str) -> tuple[bool, bool]:
-    """``(swa_pool_resolved, reads_target_kv)`` for a worker, by FACTS.md section 2's table.
+    """``(swa_pool_resolved, reads_target_kv)`` for a worker, by running the resolver itself.
 
-    The active pool is the target's pool for the target worker, the draft's own pool for an
-    EAGLE-family draft, and a dummy pool for a FROZEN_KV MTP draft (which reads the target's KV).
-    The allocator's pool is always the target's. Mirrors :mod:`swa_kit.resolver` for the kit's
-    model specs without building pools.
+    Builds the model's target and draft with tiny real pools, wired as SGLang wires them
+    (:func:`swa_kit.workers.build_workers`), and asks the named resolver of
+    :mod:`swa_kit.resolver` which pool the worker translates against: the decision table
+    lives there alone.
     """
-    hybrid = model.sglang_hybrid_swa_pool and bool(model.swa_attention_layer_ids)
-    if worker == "target":
-        return hybrid, True
-    frozen = spec == "frozen_kv_mtp"
-    if resolver == "legacy":  # isinstance on the active pool: a draft's active pool is never SWA
-        return False, frozen
-    if resolver == "naive":  # always the allocator's pool
-        return hybrid, frozen
-    return (hybrid if frozen else False), frozen  # fixed: EAGLE drafts own their pool -> None
+    workers = build_workers(model, SpeculativeAlgorithm.from_string(spec))
+    runner = workers.runner(worker)
+    pool = RESOLVERS[resolver](runner)
+    return uses_sliding_window_kv_pool(pool), runner.kv_pool_read is workers.target.token_to_kv_pool
 
 
 @dataclass(frozen=True)
