@@ -24,9 +24,8 @@ from swa_kit.probe import runnable_paths, synthetic_batch
 from swa_kit.window import from_keys
 
 # Paths that multiply masked weights by every gathered V row, so NaN (0 x NaN) would poison them:
-# aiter's unified kernel loads whole tiles (FACTS.md section 6); the kit's CK emulation gathers every
-# slot of the request before masking (found by this file; the emulation, not aiter, is at fault).
-NAN_UNSAFE = {"aiter_triton_unified", "aiter_native_unified", "aiter_emulated_mha_batch_prefill"}
+# aiter's unified kernel loads whole tiles (FACTS.md section 6).
+NAN_UNSAFE = {"aiter_triton_unified", "aiter_native_unified"}
 WINDOWS = ["one", "small", "wide", None]
 GQA = [(4, 4), (8, 2), (8, 1)]
 HEAD_DIMS = [64, 128, 256]

@@ -153,7 +153,9 @@ def mha_batch_prefill_func(
             allowed &= k_pos >= q_pos - left
         if right >= 0:
             allowed &= k_pos <= q_pos + right
-        o, lse = _attend(q_b, k[slots], v[slots], allowed, scale, float(logits_soft_cap))
+        # Like the kernel, never load keys outside every query's window: a freed slot may hold NaN.
+        needed = allowed.any(dim=0)
+        o, lse = _attend(q_b, k[slots[needed]], v[slots[needed]], allowed[:, needed], scale, float(logits_soft_cap))
         result[qo[b] : qo[b + 1]] = o.to(result.dtype)
         lse_all[qo[b] : qo[b + 1]] = lse
     return (result, lse_all) if return_lse else result
