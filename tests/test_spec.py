@@ -1,0 +1,116 @@
+"""Speculative decoding over the pools: exact with the fixed resolver, the measured failure of each wrong one."""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stdout
+
+import pytest
+
+from swa_kit import cli
+from swa_kit.errors import DispatchGuardError
+from swa_kit.model import load_models
+from swa_kit.spec import agreement, first_divergence, greedy_decode, guard_experiment, speculative_decode
+
+PROMPTS = ("story 8. ", "story 52. lena")
+NEW = 48
+
+
+@pytest.fixture(scope="module")
+def setup():
+    models = load_models()
+    ids = [models.cfg.encode(p) for p in PROMPTS]
+    plain = greedy_decode(models, ids, NEW)
+    assert plain.error is None and all(len(o) == NEW for o in plain.outputs)
+    runs = {(a, r): speculative_decode(models, ids, NEW, a, r)
+            for a, r in [("eagle", "fixed"), ("eagle", "naive"), ("eagle", "legacy"),
+                         ("frozen_kv_mtp", "fixed"), ("frozen_kv_mtp", "legacy")]}
+    return models, ids, plain, runs
+
+
+@pytest.mark.parametrize("algorithm", ["eagle", "frozen_kv_mtp"])
+def test_fixed_resolver_reproduces_plain_greedy_exactly(setup, algorithm: str) -> None:
+    _, _, plain, runs = setup
+    run = runs[(algorithm, "fixed")]
+    assert run.error is None and run.guards == []
+    assert run.outputs == plain.outputs
+    assert run.acceptance_rate > 0.4, "trained drafts should get real acceptance"
+    assert run.mean_accepted_length > 1.8
+
+
+def test_naive_resolver_silently_costs_eagle_acceptance(setup) -> None:
+    _, _, plain, runs = setup
+    naive, fixed = runs[("eagle", "naive")], runs[("eagle", "fixed")]
+    assert naive.error is None and naive.outputs == plain.outputs  # the target still verifies correctly
+    assert naive.acceptance_rate < fixed.acceptance_rate - 0.05
+    assert any("#25103" in g for g in naive.guards)  # the kit's dispatch would have refused the route
+
+
+def test_legacy_resolver_keeps_eagle_intact(setup) -> None:
+    _, _, plain, runs = setup
+    legacy, fixed = runs[("eagle", "legacy")], runs[("eagle", "fixed")]
+    assert legacy.outputs == plain.outputs and legacy.acceptance_rate == fixed.acceptance_rate
+
+
+def test_legacy_resolver_breaks_frozen_kv_mtp_with_a_clear_slot_error(setup) -> None:
+    _, _, plain, runs = setup
+    legacy = runs[("frozen_kv_mtp", "legacy")]
+    assert legacy.error is not None and legacy.error.startswith("SlotError")
+    assert "translate" in legacy.error
+    assert agreement(legacy.outputs, plain.outputs) < 1.0
+
+
+def test_legacy_frozen_kv_mtp_bug_hides_while_full_and_swa_ids_coincide(setup) -> None:
+    # Measured, not assumed: with an SWA pool as large as the full one, both allocators hand out the same
+    # ids in the same order, so reading the SWA buffer with full ids reads the right rows - no error, same
+    # acceptance. The bug shows only once the id spaces drift apart (a smaller SWA pool, see above).
+    models, ids, plain, runs = setup
+    big = speculative_decode(models, ids, NEW, "frozen_kv_mtp", "legacy", size_swa=len(ids) * 200)
+    assert big.error is None and big.outputs == plain.outputs
+    assert big.acceptance_rate == runs[("frozen_kv_mtp", "fixed")].acceptance_rate
+
+
+def test_enforced_guards_refuse_the_wrong_resolvers(setup) -> None:
+    models, ids, _, _ = setup
+    for algorithm, resolver in [("eagle", "naive"), ("frozen_kv_mtp", "legacy")]:
+        run = speculative_decode(models, ids, 8, algorithm, resolver, enforce_guards=True)
+        assert run.error is not None and run.error.startswith("DispatchGuardError")
+
+
+def test_tree_verify_is_refused_on_the_swa_model(setup) -> None:
+    models, ids, _, _ = setup
+    with pytest.raises(DispatchGuardError, match="takes no window"):
+        speculative_decode(models, ids, 8, "eagle", "fixed", topk=2)
+
+
+def test_window_ignoring_kernel_diverges_only_after_the_window_fills(setup) -> None:
+    models, ids, plain, _ = setup
+    report = guard_experiment(models, ids, NEW, plain)
+    assert report["agreement_with_plain"] < 1.0
+    assert report["error_with_guard"].startswith("DispatchGuardError")
+    for first, fills in zip(report["first_divergence"], report["window_fills_at"]):
+        assert first is None or first >= fills
+
+
+def test_first_divergence_and_agreement() -> None:
+    assert first_divergence([1, 2, 3], [1, 2, 3]) is None
+    assert first_divergence([1, 5, 3], [1, 2, 3]) == 1
+    assert first_divergence([1], [1, 2]) == 1
+    assert agreement([[1, 2], [3]], [[1, 2], [3, 4]]) == 0.75
+
+
+def test_cli_json_schema() -> None:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert cli.main(["spec-demo", "--json", "--max-new-tokens", "6"]) == 0
+    result = json.loads(out.getvalue())
+    assert isinstance(result["seconds"], float)
+    assert [(r["algorithm"], r["resolver"]) for r in result["rows"]] == [
+        (a, r) for a in ("eagle", "frozen_kv_mtp") for r in ("legacy", "naive", "fixed")]
+    for row in result["rows"]:
+        assert {"algorithm", "resolver", "acceptance_rate", "mean_accepted_length", "agreement_with_plain",
+                "error"} <= set(row)
+        assert row["error"] is None or isinstance(row["error"], str)
+    assert {"agreement_with_plain", "first_divergence", "error_with_guard"} <= set(result["guard_experiment"])
+    assert cli.main(["spec-demo", "--max-new-tokens", "1"]) == 2
