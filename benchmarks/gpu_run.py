@@ -41,8 +41,9 @@ def stage_env() -> None:
 def stage_tests() -> None:
     log = OUT / "pytest_gpu.log"
     start = time.time()
+    select = os.environ.get("GPU_TESTS_K")  # e.g. "256 and bfloat16" to re-check one slice of the grid
     proc = subprocess.run([sys.executable, "-m", "pytest", "tests/gpu/test_kit_triton_gpu.py", "-q",
-                           "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True,
+                           "-p", "no:cacheprovider", *(["-k", select] if select else [])], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
     log.write_text(proc.stdout + proc.stderr)
     SUMMARY.append(f"tests/gpu/test_kit_triton_gpu.py: rc={proc.returncode} in {time.time() - start:.0f}s: "

@@ -614,7 +614,7 @@ def kernel_settings() -> dict[str, Any]:
     from swa_kit.attention import kit_triton as kt
 
     return {"tile_bytes": kt.TILE_BYTES, "block_n_at_d128": kt.block_n_for(128), "num_warps": kt.NUM_WARPS,
-            "num_stages": kt.NUM_STAGES, "programs_per_sm": kt.PROGRAMS_PER_SM, "min_chunk": kt.MIN_CHUNK}
+            "num_stages": kt.NUM_STAGES, "num_stages_head_dim_256": kt.NUM_STAGES_WIDE_HEADS, "programs_per_sm": kt.PROGRAMS_PER_SM, "min_chunk": kt.MIN_CHUNK}
 
 
 def run_benchmark(quick: bool = False, warmup_ms: int = 10, rep_ms: int = 50, command: str | None = None,

@@ -52,11 +52,13 @@ NO_WINDOW = 2**31 - 1
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
 
 # Tuned on an H200 (docs/kernel-notes.md): K tiles of 8 KiB (32 keys at head_dim 128 in
-# bf16), 4 warps, 3 pipeline stages; about four programs per multiprocessor before the window
-# is split further, but never chunks under 256 keys (shorter chunks cost more than they hide).
+# bf16), 4 warps, 3 pipeline stages (2 from head_dim 256 on: 3 ran at 65% of copy there, 2 at
+# 91-93%); about four programs per multiprocessor before the window is split further, but
+# never chunks under 256 keys (shorter chunks cost more than they hide).
 TILE_BYTES = 8 * 1024
 NUM_WARPS = 4
 NUM_STAGES = 3
+NUM_STAGES_WIDE_HEADS = 2  # head_dim >= 256
 PROGRAMS_PER_SM = 4
 MIN_CHUNK = 256
 
@@ -227,7 +229,7 @@ def _num_sms(device: torch.device) -> int:
 def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Tensor, row_start: torch.Tensor,
                 seq_lens: torch.Tensor, page_size: int, keys: Any, sm_scale: float, num_heads_q: int,
                 splits: int | None = None, block_n: int | None = None, num_warps: int = NUM_WARPS,
-                num_stages: int = NUM_STAGES, programs_per_sm: int = PROGRAMS_PER_SM) -> DecodePlan:
+                num_stages: int | None = None, programs_per_sm: int = PROGRAMS_PER_SM) -> DecodePlan:
     """Check a decode batch against what the kernel supports and plan its launch.
 
     ``table``/``row_start`` are ``kv_indices``/``kv_indptr[:-1]`` at page size 1, or the
@@ -252,6 +254,7 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
     longest = int(seq_lens.max()) if seq_lens.numel() else 0
     span = longest if window.keys is None else min(window.keys, longest)
     block_n = block_n or block_n_for(dim, k_buffer.element_size())
+    num_stages = num_stages or (NUM_STAGES if dim < 256 else NUM_STAGES_WIDE_HEADS)
     auto_splits, chunk = choose_splits(seq_lens.numel() * hkv, span, _num_sms(k_buffer.device), block_n,
                                        programs_per_sm)
     if splits is not None:
