@@ -135,3 +135,61 @@ plot_slots_read(eagle, "draft", 0, 1, 10)
 # %% [markdown]
 # The fixed resolver is right in every row of the table: it translates exactly when the pool a worker reads
 # is an SWA pool. A later notebook runs speculative decoding end to end over these pools.
+
+# %% [markdown]
+# ## 6. End to end: speculative decoding on a tiny hybrid-SWA model
+# `swa_kit.model` holds a small character-level decoder (sliding and full layers, GQA, RoPE, window 16 keys)
+# trained by `scripts/train_tiny_model.py` on a generated story corpus shipped in `data/tiny_model/`, with
+# two trained drafts: an EAGLE-style draft (one sliding layer, its own KV pool) and a FROZEN_KV MTP-style head
+# (query-only, reads the target's last sliding and last full layer caches). Every attention call of the
+# target and of both drafts runs over the pools above: KV written at the allocator's slots, sliding layers at
+# translated slots, out-of-window SWA slots freed as generation runs, each layer routed by the dispatch.
+#
+# Plain greedy decoding is the baseline. Each speculative run drafts 3 tokens per round and lets the target
+# verify them; we run both drafts under all three resolvers.
+
+# %%
+from swa_kit.model import load_models
+from swa_kit.spec import DEMO_PROMPTS, greedy_decode, guard_experiment, resolver_rows
+from swa_kit.viz.spec import acceptance_curve, guard_divergence
+
+models = load_models()
+prompts = [models.cfg.encode(p) for p in DEMO_PROMPTS[:2]]
+plain = greedy_decode(models, prompts, 64)
+for p, out in zip(DEMO_PROMPTS, plain.outputs):
+    print(repr(p + models.cfg.decode(out)))
+rows, runs = resolver_rows(models, prompts, 64, plain)
+print_table(rows, ["algorithm", "resolver", "acceptance_rate", "mean_accepted_length", "agreement_with_plain",
+                   "error"])
+
+# %% [markdown]
+# Acceptance over the generated length. The dotted line is where the 16-key window is full (the prompts are
+# shorter than the window); from there on the sliding layers read only translated slots of recent tokens,
+# and older tokens' SWA slots have been freed.
+
+# %%
+fills = sum(max(0, models.cfg.max_window - len(p)) for p in prompts) / len(prompts)
+acceptance_curve(runs, window_fills_at=fills)
+
+# %% [markdown]
+# ## 7. The guard experiment
+# Now route one sliding layer of the *target* to `paged_attention_ragged` (the kit's emulation of its
+# documented semantics: no window argument) with the guard off, as SGLang did before the seed's fix.
+
+# %%
+report = guard_experiment(models, prompts, 64, plain)
+print("agreement with plain decoding:", report["agreement_with_plain"])
+print("window full at generated token:", report["window_fills_at"], " first divergence:", report["first_divergence"])
+print("with the guard on:", report["error_with_guard"][:160], "...")
+guard_divergence(report)
+
+# %% [markdown]
+# ## What to take away
+# * With the **fixed** resolver both drafts reproduce plain greedy decoding exactly and keep their acceptance.
+# * The wrong resolvers never change the output here: the target verifies every token through the right
+#   pool, so a draft reading wrong KV costs **acceptance** (speed), silently: the **naive** resolver makes the
+#   EAGLE draft read its own pool through the target's SWA mapping (SGLang #25103). The **legacy** resolver
+#   makes the FROZEN_KV MTP draft read the SWA buffer with full ids: out of bounds as soon as the ids pass the
+#   SWA pool's size (a `SlotError` here, an illegal memory access on a GPU: SGLang #26957).
+# * A kernel that ignores the window changes the **output** itself, and only once the window is full, which is
+#   why short tests miss it; the seed's guard turns it into an error.
