@@ -566,22 +566,29 @@ class MHATokenToKVPool:
         if cache_k.shape[0] != loc.numel() or cache_v.shape[0] != loc.numel():
             raise PoolUsageError(f"set_kv_buffer layer {layer_id}: {loc.numel()} slots but cache_k has "
                                  f"{cache_k.shape[0]} rows and cache_v {cache_v.shape[0]}")
+        if tuple(cache_k.shape[1:]) != (self.head_num, self.head_dim) or \
+                tuple(cache_v.shape[1:]) != (self.head_num, self.v_head_dim):
+            raise PoolUsageError(f"set_kv_buffer layer {layer_id}: this pool holds K [n, {self.head_num}, "
+                                 f"{self.head_dim}] and V [n, {self.head_num}, {self.v_head_dim}], got "
+                                 f"{list(cache_k.shape)} and {list(cache_v.shape)}")
         if cache_k.dtype != self.dtype:
             if k_scale is not None:
                 cache_k = cache_k / k_scale
             if v_scale is not None:
                 cache_v = cache_v / v_scale
             cache_k, cache_v = cache_k.to(self.dtype), cache_v.to(self.dtype)
-        self.k_buffer[local][loc] = cache_k.reshape(-1, self.head_num, self.head_dim)
-        self.v_buffer[local][loc] = cache_v.reshape(-1, self.head_num, self.v_head_dim)
+        self.k_buffer[local][loc] = cache_k
+        self.v_buffer[local][loc] = cache_v
 
 
 class SWAKVPool:
-    """Hybrid pool: full-attention layers in ``full_kv_pool`` (``size``), sliding layers in ``swa_kv_pool`` (``size_swa``).
+    """Hybrid pool: full-attention layers in ``full_kv_pool`` (``size``), sliding ones in ``swa_kv_pool`` (``size_swa``).
 
     ``head_num`` / ``head_dim`` / ``v_head_dim`` shape both sub-pools; ``swa_head_num`` /
     ``swa_head_dim`` / ``swa_v_head_dim`` (keyword) override the sliding side, as in SGLang
-    (Gemma-4's full layers use head_dim 512, its sliding layers 256).
+    (Gemma-4's full layers use head_dim 512, its sliding layers 256). As in SGLang, the sliding
+    side's V head dim falls back to ``v_head_dim`` / ``head_dim``, not to ``swa_head_dim``: pass
+    ``swa_v_head_dim`` too.
     """
 
     def __init__(self, size: int, size_swa: int, page_size: int, dtype: torch.dtype, head_num: int, head_dim: int,

@@ -179,6 +179,8 @@ def test_mha_pool_shapes_and_writes():
         pool.get_key_buffer(2)
     with pytest.raises(SlotError, match="out of range"):
         pool.set_kv_buffer(0, T(12), k[:1], v[:1])
+    with pytest.raises(PoolUsageError, match=r"V \[n, 2, 5\]"):
+        pool.set_kv_buffer(0, T(4, 9), k, k)
 
 
 def test_swa_pool_layers_mapping_and_head_shapes():
@@ -188,6 +190,7 @@ def test_swa_pool_layers_mapping_and_head_shapes():
     assert (pool.swa_layer_nums, pool.full_layer_nums) == (3, 2)
     assert pool.get_key_buffer(2).shape == (36, 4, 16)  # full side: head_num / head_dim
     assert pool.get_key_buffer(3).shape == (12, 2, 8)  # sliding side: swa_head_num / swa_head_dim
+    assert pool.get_value_buffer(3).shape == (12, 2, 16)  # V falls back to head_dim, as SGLang's does
     assert pool.get_key_buffer(3) is pool.swa_kv_pool.get_key_buffer(2)
     with pytest.raises(LayerMappingError, match="layer 4 is not in"):
         pool.get_value_buffer(4)
