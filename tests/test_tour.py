@@ -177,6 +177,7 @@ def test_lab_dry_run_prints_the_command(tmp_path, capsys):
     assert f"{sys.executable} -m jupyterlab" in out[0]
     assert f"--ServerApp.root_dir={tmp_path.resolve()}" in out[0]
     assert "--ServerApp.port=8899" in out[0] and "--no-browser" in out[0]
+    assert ("--allow-root" in out[0]) == (os.geteuid() == 0)  # Jupyter refuses root without it
 
 
 def test_lab_kernel_spec_wins_on_jupyter_path(tmp_path, monkeypatch):

@@ -43,6 +43,8 @@ def lab_command(notebooks: Path, port: int | None, browser: bool) -> list[str]:
         command.append(f"--ServerApp.port={port}")
     if not browser:
         command.append("--no-browser")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        command.append("--allow-root")  # containers and workshop VMs often run as root; Jupyter refuses without it
     return command
 
 
