@@ -136,5 +136,5 @@ class PoolTraffic(RuleBasedStateMachine):
         assert alloc.available_size() == min(alloc.full_available_size(), alloc.swa_available_size())
 
 
-PoolTraffic.TestCase.settings = settings(max_examples=40, stateful_step_count=40, deadline=None)
+PoolTraffic.TestCase.settings = settings(max_examples=100, stateful_step_count=50, deadline=None)
 TestPoolTraffic = PoolTraffic.TestCase
