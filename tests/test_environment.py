@@ -51,13 +51,16 @@ def test_torch_facts_match_torch(env):
     assert env.gpu_vendor == gpu_vendor() == expected_vendor
 
 
-def test_versions_come_from_metadata(env):
+def _version(name: str) -> str | None:
     try:
-        expected = importlib.metadata.version("amd-aiter")
+        return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
-        expected = None
-    assert env.aiter_version == expected
-    assert env.jupyter["nbclient"] == importlib.metadata.version("nbclient")
+        return None
+
+
+def test_versions_come_from_metadata(env):
+    assert env.aiter_version == _version("amd-aiter")
+    assert env.jupyter == {name: _version(name) for name in envmod.JUPYTER_PACKAGES}
     assert env.python == ".".join(map(str, sys.version_info[:3]))
 
 
