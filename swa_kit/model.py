@@ -41,6 +41,7 @@ from swa_kit.attention.backends import get_backend, run_path
 from swa_kit.attention.batch import AttentionBatch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.configs import ModelSpec, parse_model
+from swa_kit.eviction import ReqKV, free_swa_out_of_window_slots
 from swa_kit.dispatch import LayerPlan, Plan, plan
 from swa_kit.errors import DispatchGuardError, ModelConfigError, PoolExhaustedError
 from swa_kit.masks import tree_depths, verify_tree_mask
@@ -519,12 +520,19 @@ class Server:
             self.workers.target.token_to_kv_pool_allocator.free(self.req_to_token[req.row, start:end].to(torch.int64))
 
     def evict(self, req: Request) -> None:
-        """Out-of-window eviction: free the SWA slots no future query of this request attends."""
-        boundary = req.kv_len - self.window
-        if boundary > req.evicted_upto:
-            ids = self.req_to_token[req.row, req.evicted_upto:boundary].to(torch.int64)
-            self.workers.target.token_to_kv_pool_allocator.free_swa(ids)
-            req.evicted_upto = boundary
+        """Out-of-window eviction by the kit's one rule (:mod:`swa_kit.eviction`).
+
+        The oldest query still to come sits at ``kv_len - 1`` (the FROZEN_KV MTP head queries
+        at the last KV position), so one position counts as pending.
+        """
+        state = ReqKV(rid=req.row, req_pool_idx=req.row, kv_allocated_len=req.kv_len,
+                      swa_evicted_seqlen=req.evicted_upto)
+        free_swa_out_of_window_slots(
+            state, req.kv_len, window=self.window, page_size=1, num_draft_tokens=min(1, req.kv_len),
+            req_to_token_pool=self.workers.target.req_to_token_pool,
+            token_to_kv_pool_allocator=self.workers.target.token_to_kv_pool_allocator,
+        )
+        req.evicted_upto = state.swa_evicted_seqlen
 
     # -- forwards ----------------------------------------------------------------------------------------
 
