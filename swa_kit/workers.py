@@ -27,6 +27,7 @@ import torch
 
 from swa_kit.configs import ModelSpec
 from swa_kit.errors import ModelConfigError, PoolExhaustedError
+from swa_kit.eviction import ReqKV, free_swa_out_of_window_slots
 from swa_kit.pools import (
     MHATokenToKVPool,
     PagedTokenToKVPoolAllocator,
@@ -342,15 +343,18 @@ def run_decode(workers: Workers, prompt_len: int, decode_steps: int, req: int = 
     window = target.layout.window_keys if target.layout.hybrid_pool else None
     req_to_token = target.req_to_token_pool.req_to_token
     req_to_token[req, :prompt_len] = _alloc(workers, prompt_len).to(req_to_token.dtype)
-    seq_len, evicted_upto = prompt_len, 0
+    seq_len = prompt_len
+    state = ReqKV(rid=req, req_pool_idx=req, kv_allocated_len=seq_len)
     snapshots = []
     for step in range(decode_steps + 1):
         if step:
             req_to_token[req, seq_len] = _alloc(workers, 1).to(req_to_token.dtype)[0]
             seq_len += 1
-        if window is not None and seq_len - window > evicted_upto:
-            old = req_to_token[req, evicted_upto: seq_len - window].to(torch.int64)
-            target.token_to_kv_pool_allocator.free_swa(old)
-            evicted_upto = seq_len - window
+            state.kv_allocated_len = seq_len
+        if window is not None:
+            # The snapshot shows the step's own query (the token just added): it reads its window.
+            free_swa_out_of_window_slots(state, seq_len, window=window, page_size=target.token_to_kv_pool_allocator.page_size,
+                                         num_draft_tokens=1, req_to_token_pool=target.req_to_token_pool,
+                                         token_to_kv_pool_allocator=target.token_to_kv_pool_allocator)
         snapshots.append(snapshot(workers, {req: seq_len}, step))
     return snapshots
