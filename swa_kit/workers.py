@@ -353,8 +353,9 @@ def run_decode(workers: Workers, prompt_len: int, decode_steps: int, req: int = 
             state.kv_allocated_len = seq_len
         if window is not None:
             # The snapshot shows the step's own query (the token just added): it reads its window.
-            free_swa_out_of_window_slots(state, seq_len, window=window, page_size=target.token_to_kv_pool_allocator.page_size,
+            allocator = target.token_to_kv_pool_allocator
+            free_swa_out_of_window_slots(state, seq_len, window=window, page_size=allocator.page_size,
                                          num_draft_tokens=1, req_to_token_pool=target.req_to_token_pool,
-                                         token_to_kv_pool_allocator=target.token_to_kv_pool_allocator)
+                                         token_to_kv_pool_allocator=allocator)
         snapshots.append(snapshot(workers, {req: seq_len}, step))
     return snapshots
