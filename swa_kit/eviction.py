@@ -73,7 +73,7 @@ def swa_keep_from(kv_len: int, window: Window | Keys, page_size: int = 1, *, pag
 
     ``kv_len`` tokens are in the row; the last ``num_draft_tokens`` of them are drafts
     awaiting verification. Exact: the first key the oldest pending query sees. With
-    ``page_slack``: ``q - ceil_to_page(max(keys - 1, page_size))``, SGLang's rule when a radix
+    ``page_slack``: ``q - ceil_to_page(max(sliding_window_size, page_size))``, SGLang's rule when a radix
     cache shares prefixes (a key ending on a page boundary keeps a full window of SWA).
     """
     w = _window(window)
@@ -84,7 +84,8 @@ def swa_keep_from(kv_len: int, window: Window | Keys, page_size: int = 1, *, pag
     q = kv_len - num_draft_tokens
     if not page_slack:
         return w.first_key(q)
-    back = -(-max(w.keys - 1, page_size) // page_size) * page_size
+    # SGLang writes this rule in its own unit, sliding_window_size; convert at the edge, not by hand.
+    back = -(-max(w.to("sglang"), page_size) // page_size) * page_size
     return max(0, q - back)
 
 
