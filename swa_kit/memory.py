@@ -81,6 +81,10 @@ class Savings:
         return self.one_pool_bytes - self.hybrid_bytes
 
     @property
+    def saved_gib(self) -> float:
+        return self.saved_bytes / GIB
+
+    @property
     def saved_fraction(self) -> float:
         return self.saved_bytes / self.one_pool_bytes
 

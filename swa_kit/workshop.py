@@ -7,14 +7,13 @@ notebook cell; ``tests/test_workshop.py`` checks every answer against an indepen
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from swa_kit import dispatch, probe
 from swa_kit.bench import HEADLINE, DecodeCase, math_floor_us
 from swa_kit.configs import load_model
 from swa_kit.errors import DispatchGuardError
-from swa_kit.memory import GIB, full_pool_bytes_per_token, request_bytes
+from swa_kit.memory import Savings, full_pool_bytes_per_token, request_bytes, savings
 from swa_kit.resolver import decision_table
 from swa_kit.viz.masks import naive_reads
 from swa_kit.window import Window
@@ -43,33 +42,9 @@ def keys_if_passed_unconverted(keys: int, held_in: str = "hf") -> dict[str, int 
 # -- 02: pools ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PoolSaving:
-    """KV bytes one request holds with one pool vs a hybrid full + SWA pool."""
-
-    model: str
-    context: int
-    one_pool_bytes: int
-    hybrid_bytes: int
-
-    @property
-    def saved_bytes(self) -> int:
-        return self.one_pool_bytes - self.hybrid_bytes
-
-    @property
-    def saved_gib(self) -> float:
-        return self.saved_bytes / GIB
-
-    @property
-    def saved_fraction(self) -> float:
-        return self.saved_bytes / self.one_pool_bytes
-
-
-def swa_pool_saving(model: str = "gpt-oss-20b", context: int = 128 * 1024) -> PoolSaving:
+def swa_pool_saving(model: str = "gpt-oss-20b", context: int = 128 * 1024) -> Savings:
     """Exercise 2.1: what the SWA pool saves for one request of ``context`` tokens (perfect eviction)."""
-    spec = load_model(model)
-    return PoolSaving(model, context, request_bytes(spec, context, hybrid=False),
-                      request_bytes(spec, context, hybrid=True))
+    return savings(load_model(model), (context,))[0]
 
 
 # -- 03: resolvers -----------------------------------------------------------------------------------
