@@ -12,12 +12,23 @@ from swa_kit.probe import PROBE_MODES, measure, probe_path, probe_sglang_sites, 
 from swa_kit.attention.backends import get_backend
 
 
+def hand_mask(q_len, kv_len, keys):
+    """Queries aligned to the end of the KV; key k is seen when it is among the `keys` most recent (or all)."""
+    rows = []
+    for q in range(kv_len - q_len, kv_len):
+        lo = 0 if keys is None else max(0, q - keys + 1)
+        rows.append([lo <= k <= q for k in range(kv_len)])
+    return torch.tensor(rows, dtype=torch.bool)
+
+
 @pytest.mark.parametrize("keys", [1, 3, 7])
 def test_reference_probe_recovers_the_window_exactly(keys):
     row = probe_path("reference", keys)
     assert row.ok and row.attended_keys == keys and set(row.masks) == set(PROBE_MODES)
     for mask in row.masks.values():
-        assert torch.equal(mask.measured, mask.intended) and mask.heads_agree
+        # `intended` comes from the same Window rule the reference applies: check both against a hand mask.
+        expected = hand_mask(mask.q_len, mask.kv_len, keys)
+        assert torch.equal(mask.measured, expected) and torch.equal(mask.intended, expected) and mask.heads_agree
 
 
 def test_probe_detects_a_path_that_ignores_the_window():
@@ -55,6 +66,8 @@ def test_kit_converter_argument_is_exact_for_every_runnable_path():
             continue
         row = probe_path(backend.name, 3)
         assert row.ok, (backend.name, {m: mm.attended_keys for m, mm in row.masks.items()}, row.skipped)
+        for mask in row.masks.values():
+            assert torch.equal(mask.measured, hand_mask(mask.q_len, mask.kv_len, 3)), (backend.name, mask.mode)
 
 
 def test_synthetic_batch_layout():
