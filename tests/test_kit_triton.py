@@ -99,6 +99,7 @@ def test_chunks_cover_the_window_exactly_once() -> None:
         pairs, window = int(torch.randint(1, 600, (1,), generator=gen)), int(torch.randint(1, 9000, (1,), generator=gen))
         splits, chunk = kit_triton.choose_splits(pairs, window, 132)
         assert (splits - 1) * chunk < window <= splits * chunk
+        assert splits == 1 or chunk >= kit_triton.MIN_CHUNK  # no chunk shorter than the floor
 
 
 def _batch(**overrides):

@@ -27,7 +27,8 @@ GRID = list(itertools.product(
 ))
 
 
-@pytest.mark.parametrize("page_size,heads,head_dim,dtype", GRID)
+@pytest.mark.parametrize("page_size,heads,head_dim,dtype", GRID,
+                         ids=[f"p{p}-{h[0]}x{h[1]}-d{d}-{str(t).split('.')[-1]}" for p, h, d, t in GRID])
 def test_kernel_matches_reference(page_size: int, heads: tuple[int, int], head_dim: int, dtype: torch.dtype) -> None:
     from swa_kit.attention import kit_triton
 
