@@ -52,7 +52,8 @@ allocator = workers.target.token_to_kv_pool_allocator
 print("layer kinds:          ", MODEL_KINDS["hybrid_swa"].layer_types)
 print("layers_mapping:       ", pool.layers_mapping, "  # layer -> (index in its sub-pool, is_swa)")
 print("swa / full layer nums:", pool.swa_layer_nums, pool.full_layer_nums)
-print("full K buffer (one layer):", tuple(pool.full_kv_pool.get_key_buffer(0).shape), "= [size + page_size, heads, dim]")
+print("full K buffer (one layer):", tuple(pool.full_kv_pool.get_key_buffer(0).shape),
+      "= [size + page_size, heads, dim]")
 print("SWA  K buffer (one layer):", tuple(pool.swa_kv_pool.get_key_buffer(0).shape))
 
 # %% [markdown]

@@ -141,7 +141,8 @@ def _parse_kind(where: str, name: str, raw: Any) -> LayerKind:
         spec = raw.get("window")
         if not isinstance(spec, dict) or not {"field", "convention", "value"} <= set(spec):
             raise _fail(where, "a sliding kind needs window = {field, convention, value} as the model config "
-                               "writes it, e.g. {\"field\": \"sliding_window\", \"convention\": \"hf\", \"value\": 1024}")
+                               "writes it, e.g. "
+                               "{\"field\": \"sliding_window\", \"convention\": \"hf\", \"value\": 1024}")
         try:
             window = Window.from_convention(spec["convention"], spec["value"])
         except WindowConventionError as error:

@@ -42,7 +42,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
-from swa_kit.attention.backends import Backend, all_backends, get_backend, register, run_path
+from swa_kit.attention.backends import Backend, all_backends, register, run_path
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
 from swa_kit.attention.reference import reference_attention
 from swa_kit.configs import ModelSpec, load_model
@@ -337,7 +337,8 @@ def _ways_out(pool: PoolView) -> str:
 
 
 def _guard(pool: PoolView, mode: str, topk: int, layer: int, kind: str, sws: int, intended: int | None,
-           site: CallSite, backend: Backend, window_arg: Any, buffer: str, page_table: str) -> tuple[str | None, int | None]:
+           site: CallSite, backend: Backend, window_arg: Any, buffer: str,
+           page_table: str) -> tuple[str | None, int | None]:
     """The guard message for one route (None when safe) and the keys the path is declared to attend."""
     meant = f"chunk {intended}" if kind == "chunked" else f"meant to attend {intended} keys"
     who = f"layer {layer} ({kind}, sliding_window_size={sws}, {meant})"

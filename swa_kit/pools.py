@@ -582,7 +582,7 @@ class MHATokenToKVPool:
 
 
 class SWAKVPool:
-    """Hybrid pool: full-attention layers in ``full_kv_pool`` (``size``), sliding ones in ``swa_kv_pool`` (``size_swa``).
+    """Hybrid pool: full-attention layers in ``full_kv_pool`` (``size``), sliding in ``swa_kv_pool`` (``size_swa``).
 
     ``head_num`` / ``head_dim`` / ``v_head_dim`` shape both sub-pools; ``swa_head_num`` /
     ``swa_head_dim`` / ``swa_v_head_dim`` (keyword) override the sliding side, as in SGLang

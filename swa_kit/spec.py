@@ -263,7 +263,8 @@ def resolver_rows(models: TinyModels, prompts: list[list[int]], max_new_tokens: 
             runs.append(run)
             rows.append({
                 "algorithm": algorithm, "resolver": resolver,
-                "acceptance_rate": _round(run.acceptance_rate), "mean_accepted_length": _round(run.mean_accepted_length),
+                "acceptance_rate": _round(run.acceptance_rate),
+                "mean_accepted_length": _round(run.mean_accepted_length),
                 "agreement_with_plain": _round(agreement(run.outputs, plain.outputs)), "error": run.error,
                 "dispatch_guard": run.guards[0] if run.guards else None,
             })

@@ -11,7 +11,6 @@ A path that declares no window only runs cases where the window does not bind.
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import pytest

@@ -84,7 +84,8 @@ def paged_attention_ragged(
     if alibi_slopes is not None:
         raise _unsupported(name, "alibi_slopes")
     if key_cache.shape[1] != block_size:
-        raise BackendUnavailableError(f"{name}: key_cache {tuple(key_cache.shape)} is not [pages, {block_size}, Hkv, D]")
+        raise BackendUnavailableError(
+            f"{name}: key_cache {tuple(key_cache.shape)} is not [pages, {block_size}, Hkv, D]")
     indptr = kv_indptr.tolist()
     last = kv_last_page_lens.tolist()
     for b in range(len(indptr) - 1):
@@ -172,7 +173,8 @@ def run_paged_ragged(batch: AttentionBatch, window_arg: Any) -> AttentionResult:
         )
     args = paged_attention_ragged_args(batch)
     out = paged_attention_ragged(*args)
-    return AttentionResult(out, path="aiter_emulated_paged_ragged", tier="emulated", device=str(out.device), notes=notes)
+    return AttentionResult(out, path="aiter_emulated_paged_ragged", tier="emulated", device=str(out.device),
+                           notes=notes)
 
 
 def run_mha_batch_prefill(batch: AttentionBatch, window_arg: Any) -> AttentionResult:
@@ -186,7 +188,8 @@ def run_mha_batch_prefill(batch: AttentionBatch, window_arg: Any) -> AttentionRe
         "emulated: the kit's implementation of mha_batch_prefill_func's semantics, not aiter's CK kernel",
         f"window_size={tuple(window_arg)} with causal=True: {keys if keys is not None else 'all'} keys per query",
     ]
-    return AttentionResult(out, path="aiter_emulated_mha_batch_prefill", tier="emulated", device=str(out.device), notes=notes)
+    return AttentionResult(out, path="aiter_emulated_mha_batch_prefill", tier="emulated", device=str(out.device),
+                           notes=notes)
 
 
 def _available() -> tuple[bool, str]:

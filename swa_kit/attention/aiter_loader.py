@@ -100,7 +100,8 @@ def native_aiter_status() -> tuple[bool, str]:
 
     if getattr(torch.version, "hip", None) is None:
         build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU-only"
-        return False, f"needs ROCm: torch {torch.__version__} is a {build} build, and aiter's import needs hipcc/rocminfo"
+        return False, (f"needs ROCm: torch {torch.__version__} is a {build} build, "
+                       "and aiter's import needs hipcc/rocminfo")
     if aiter_version() is None:
         return False, f"needs ROCm aiter: {DISTRIBUTION} is not installed (pip install 'swa_kit[aiter]' or build aiter)"
     existing = sys.modules.get("aiter")
