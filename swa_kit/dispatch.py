@@ -46,7 +46,7 @@ from swa_kit.attention.backends import Backend, all_backends, register, run_path
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
 from swa_kit.attention.reference import reference_attention
 from swa_kit.configs import ModelSpec, load_model
-from swa_kit.errors import DispatchGuardError
+from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.resolver import RESOLVERS, uses_sliding_window_kv_pool
 from swa_kit.window import Window, from_keys, to_keys
 from swa_kit.workers import SpeculativeAlgorithm, build_workers
@@ -69,7 +69,7 @@ def env_flag(env: Mapping[str, str], name: str) -> bool:
     """An SGLang boolean environment variable: "1"/"true" or "0"/"false" (case-insensitive)."""
     value = str(env.get(name, ENV_DEFAULTS[name])).strip().lower()
     if value not in _TRUE + _FALSE:
-        raise ValueError(f"{name}={value!r}: SGLang reads booleans as one of {_TRUE + _FALSE}")
+        raise UsageError(f"{name}={value!r}: SGLang reads booleans as one of {_TRUE + _FALSE}")
     return value in _TRUE
 
 
@@ -392,25 +392,25 @@ def _note(intended: int | None, effective: int | None, backend: Backend) -> str 
 
 def _check_args(mode: str, spec: str, topk: int, worker: str, resolver: str) -> None:
     if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
+        raise UsageError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
     if spec not in SPEC_ALGOS:
-        raise ValueError(f"unknown speculative algorithm {spec!r}; one of {', '.join(SPEC_ALGOS)}")
+        raise UsageError(f"unknown speculative algorithm {spec!r}; one of {', '.join(SPEC_ALGOS)}")
     if resolver not in RESOLVERS:
-        raise ValueError(f"unknown resolver {resolver!r}; one of {', '.join(RESOLVERS)}")
+        raise UsageError(f"unknown resolver {resolver!r}; one of {', '.join(RESOLVERS)}")
     if worker not in ("target", "draft"):
-        raise ValueError(f"worker {worker!r}: 'target' or 'draft'")
+        raise UsageError(f"worker {worker!r}: 'target' or 'draft'")
     if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
-        raise ValueError(f"topk {topk!r}: speculative topk is an int >= 1")
+        raise UsageError(f"topk {topk!r}: speculative topk is an int >= 1")
     needs_spec = mode in ("verify", "draft_extend", "draft_decode") or worker == "draft"
     if needs_spec and spec == "none":
-        raise ValueError(f"mode {mode!r} / worker {worker!r} happens only with speculative decoding: pass a spec "
+        raise UsageError(f"mode {mode!r} / worker {worker!r} happens only with speculative decoding: pass a spec "
                          f"algorithm ({', '.join(SPEC_ALGOS[1:])})")
     if mode.startswith("draft_") and worker != "draft":
-        raise ValueError(f"mode {mode!r} runs on the draft worker: pass worker='draft'")
+        raise UsageError(f"mode {mode!r} runs on the draft worker: pass worker='draft'")
     if mode == "verify" and worker != "target":
-        raise ValueError("target verify runs on the target worker: pass worker='target'")
+        raise UsageError("target verify runs on the target worker: pass worker='target'")
     if spec == "frozen_kv_mtp" and topk != 1:
-        raise ValueError(f"FROZEN_KV MTP drafts a single chain: topk must be 1, got {topk}")
+        raise UsageError(f"FROZEN_KV MTP drafts a single chain: topk must be 1, got {topk}")
 
 
 def plan(
@@ -438,7 +438,7 @@ def plan(
     env = {k: str(v) for k, v in (env or {}).items()}
     unknown = sorted(set(env) - set(ENV_DEFAULTS))
     if unknown:
-        raise ValueError(f"environment {unknown} does not affect aiter routing; known: {', '.join(ENV_DEFAULTS)}")
+        raise UsageError(f"environment {unknown} does not affect aiter routing; known: {', '.join(ENV_DEFAULTS)}")
     flags = {name: env_flag(env, name) for name in ENV_DEFAULTS}  # every value checked, read or not
     swa_resolved, reads_target = resolve_pool(spec_model, worker, spec, resolver)
     unified = swa_resolved or flags["SGLANG_USE_AITER_UNIFIED_ATTN"]

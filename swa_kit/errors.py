@@ -49,3 +49,7 @@ class BackendUnavailableError(SwaKitError, RuntimeError):
 
 class ModelConfigError(SwaKitError, ValueError):
     """A model spec in data/models that is missing, malformed or inconsistent."""
+
+
+class UsageError(SwaKitError, ValueError):
+    """An argument a kit function does not accept (unknown name, out-of-range count, mismatched lengths)."""

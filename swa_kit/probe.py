@@ -29,7 +29,7 @@ from swa_kit.attention.backends import Backend, all_backends, get_backend
 from swa_kit.attention.batch import AttentionBatch
 from swa_kit.attention.reference import attended_mask
 from swa_kit.dispatch import SITES, CallSite, site_path
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.errors import BackendUnavailableError, UsageError
 from swa_kit.window import Window, check_keys, from_keys
 
 #: Forward modes the probe measures, with (q_len, prefix beyond the window) shapes.
@@ -78,7 +78,7 @@ def synthetic_batch(
     gen = generator or torch.Generator().manual_seed(0)
     window = Window(window_keys)
     if len(q_lens) != len(seq_lens):
-        raise ValueError(f"q_lens has {len(q_lens)} requests, seq_lens {len(seq_lens)}")
+        raise UsageError(f"q_lens has {len(q_lens)} requests, seq_lens {len(seq_lens)}")
     pages = [-(-int(s) // page_size) for s in seq_lens]
     total_pages = 2 + sum(pages)  # + dummy page 0 + one spare page
     order = (torch.randperm(total_pages - 1, generator=gen) + 1).tolist()
@@ -271,7 +271,7 @@ def sglang_site_rows(keys: int) -> list[tuple[CallSite, Backend, Any]]:
     """``(site, path, window_arg)`` for each aiter call site, for a layer meant to attend ``keys`` keys."""
     keys = check_keys(keys)
     if keys is None:
-        raise ValueError("--sglang-sites probes a sliding layer: give --keys W >= 1")
+        raise UsageError("--sglang-sites probes a sliding layer: give --keys W >= 1")
     sws = from_keys("sglang", keys)
     return [(site, site_path(site), site.window_arg(sws)) for site in SITES.values()]
 

@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import torch
 
-from swa_kit.errors import DispatchGuardError, SwaKitError
+from swa_kit.errors import DispatchGuardError, SwaKitError, UsageError
 from swa_kit.model import Request, Server, TinyModels
 
 ALGORITHMS = ("eagle", "frozen_kv_mtp")
@@ -197,9 +197,9 @@ def speculative_decode(models: TinyModels, prompts: list[list[int]], max_new_tok
     in :attr:`Generation.error`; tokens generated until then are kept.
     """
     if algorithm not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {algorithm!r}; one of {', '.join(ALGORITHMS)}")
+        raise UsageError(f"unknown algorithm {algorithm!r}; one of {', '.join(ALGORITHMS)}")
     if num_draft < 1:
-        raise ValueError(f"num_draft {num_draft!r}: draft at least one token per round")
+        raise UsageError(f"num_draft {num_draft!r}: draft at least one token per round")
     start = time.perf_counter()
     max_len = max(map(len, prompts)) + max_new_tokens + num_draft + 2
     server = Server(models, algorithm, resolver, max_requests=len(prompts), max_context_len=max_len, topk=topk,

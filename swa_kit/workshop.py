@@ -12,7 +12,7 @@ from typing import Any
 from swa_kit import dispatch, probe
 from swa_kit.bench import HEADLINE, DecodeCase, math_floor_us
 from swa_kit.configs import load_model
-from swa_kit.errors import DispatchGuardError
+from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.memory import Savings, full_pool_bytes_per_token, request_bytes, savings
 from swa_kit.resolver import decision_table
 from swa_kit.viz.masks import naive_reads
@@ -114,7 +114,7 @@ def headline_floor_us(context: int, copy_tbs: float = 4.27) -> float:
     4096, bf16); ``copy_tbs`` is the device-to-device copy bandwidth measured in the same run.
     """
     if not copy_tbs > 0:
-        raise ValueError(f"copy_tbs {copy_tbs!r}: give the measured copy bandwidth in TB/s (> 0)")
+        raise UsageError(f"copy_tbs {copy_tbs!r}: give the measured copy bandwidth in TB/s (> 0)")
     h = HEADLINE
     case = DecodeCase(h["batch"], h["hq"], h["hkv"], h["head_dim"], context, h["window"], h["dtype"])
     return math_floor_us(case, copy_tbs)

@@ -10,7 +10,7 @@ import torch
 from swa_kit import dispatch
 from swa_kit.cli import main
 from swa_kit.configs import load_model
-from swa_kit.errors import DispatchGuardError
+from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.probe import synthetic_batch
 from swa_kit.window import to_keys
 
@@ -128,7 +128,7 @@ def test_window_of_one_key_is_dropped_by_unified():
     (dict(mode="decode", resolver="x"), "resolver"),
 ])
 def test_bad_inputs(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(UsageError, match=match):  # a kit error that is also a ValueError
         dispatch.plan(GEMMA4, **kwargs)
 
 

@@ -10,6 +10,7 @@ import torch
 from swa_kit.cli import main
 from swa_kit.probe import PROBE_MODES, measure, probe_path, probe_sglang_sites, runnable_paths, synthetic_batch
 from swa_kit.attention.backends import get_backend
+from swa_kit.errors import UsageError
 
 
 def hand_mask(q_len, kv_len, keys):
@@ -77,8 +78,10 @@ def test_synthetic_batch_layout():
     assert made.freed[1].sum() == 31
     slots = made.batch.request_slots(1)[made.freed[1]].long()
     assert (made.batch.k_buffer[slots] == -7.0).all()
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError, match="q_lens has 1 requests, seq_lens 2"):
         synthetic_batch([1], [2, 3])
+    with pytest.raises(UsageError, match="--keys W >= 1"):
+        probe_sglang_sites(None)
 
 
 def test_cli_probe(capsys, tmp_path):

@@ -9,7 +9,7 @@ from contextlib import redirect_stdout
 import pytest
 
 from swa_kit import cli
-from swa_kit.errors import DispatchGuardError
+from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.model import load_models
 from swa_kit.spec import agreement, first_divergence, greedy_decode, guard_experiment, speculative_decode
 
@@ -114,3 +114,12 @@ def test_cli_json_schema() -> None:
         assert row["error"] is None or isinstance(row["error"], str)
     assert {"agreement_with_plain", "first_divergence", "error_with_guard"} <= set(result["guard_experiment"])
     assert cli.main(["spec-demo", "--max-new-tokens", "1"]) == 2
+
+
+def test_bad_arguments_name_the_value():
+    models = load_models()
+    ids = [models.cfg.encode(PROMPTS[0])]
+    with pytest.raises(UsageError, match="unknown algorithm 'medusa'"):
+        speculative_decode(models, ids, 4, "medusa")
+    with pytest.raises(UsageError, match="num_draft 0"):
+        speculative_decode(models, ids, 4, "eagle", num_draft=0)

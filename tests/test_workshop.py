@@ -17,7 +17,7 @@ import torch
 from swa_kit import workshop
 from swa_kit.configs import MODELS_DIR
 from swa_kit.dispatch import SITES, site_path
-from swa_kit.errors import SlotError
+from swa_kit.errors import SlotError, UsageError
 from swa_kit.pools import KVWriteLoc
 from swa_kit.probe import synthetic_batch
 from swa_kit.resolver import RESOLVERS, read_keys, slots_read
@@ -292,5 +292,5 @@ def test_headline_floor_follows_the_window_not_the_context():
     for ctx in (2048, 8192, 131072):
         assert workshop.headline_floor_us(ctx, tbs) == pytest.approx(by_hand(ctx), rel=1e-12)
     assert workshop.headline_floor_us(8192, tbs) == workshop.headline_floor_us(131072, tbs)
-    with pytest.raises(ValueError, match="copy bandwidth"):
+    with pytest.raises(UsageError, match="copy bandwidth"):
         workshop.headline_floor_us(8192, 0.0)
