@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import torch
 
-from swa_kit.errors import SlotError
+from swa_kit.errors import SlotError, UsageError
 from swa_kit.window import Window
 from swa_kit.workers import MODEL_KINDS, ModelRunner, SpeculativeAlgorithm, Workers, build_workers
 
@@ -175,7 +175,7 @@ def slots_read(workers: Workers, role: str, resolver: str, layer_id: int, req_po
     has SWA layers, then indexes the buffer of the pool the runner reads.
     """
     if resolver not in RESOLVERS:
-        raise SlotError(f"unknown resolver {resolver!r}; known: {', '.join(RESOLVERS)}")
+        raise UsageError(f"unknown resolver {resolver!r}; known: {', '.join(RESOLVERS)}")
     runner = workers.runner(role)
     source = runner.source_layer(layer_id)
     sliding = runner.layer_is_sliding(layer_id)

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from swa_kit.cli import main
-from swa_kit.errors import SlotError
+from swa_kit.errors import SlotError, UsageError
 from swa_kit.resolver import (
     NO_TRANSLATION, RESOLVERS, WRONG_TRANSLATION, decision_table, is_swa_pool, legacy_resolve_swa_kv_pool,
     naive_resolve_swa_kv_pool, read_keys, resolve_swa_kv_pool, slots_read, uses_sliding_window_kv_pool,
@@ -231,5 +231,5 @@ def test_window_limits_what_counts():
 
 def test_bad_resolver_name():
     w = build_workers("hybrid_swa", A.EAGLE)
-    with pytest.raises(SlotError, match="unknown resolver 'smart'"):
+    with pytest.raises(UsageError, match="unknown resolver 'smart'"):
         slots_read(w, "draft", "smart", 0, 0, 1)
