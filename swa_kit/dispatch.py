@@ -48,7 +48,7 @@ from swa_kit.attention.reference import reference_attention
 from swa_kit.configs import ModelSpec, load_model
 from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.resolver import RESOLVERS, uses_sliding_window_kv_pool
-from swa_kit.window import Window, from_keys, to_keys
+from swa_kit.window import from_keys, to_keys
 from swa_kit.workers import SpeculativeAlgorithm, build_workers
 
 #: Forward modes the planner knows: SGLang's EXTEND (without / with a cached prefix), DECODE,
@@ -479,11 +479,6 @@ def run_layer(entry: LayerPlan, batch: AttentionBatch) -> AttentionResult:
     result = run_path(entry.path, batch, entry.window_arg)
     result.notes.append(f"dispatched: layer {entry.layer} {entry.site} window_arg={entry.window_arg}")
     return result
-
-
-def intended_attention(entry: LayerPlan, batch: AttentionBatch) -> AttentionResult:
-    """What the layer means: the reference with the layer's own window (to compare with :func:`run_layer`)."""
-    return reference_attention(batch, Window(entry.intended_keys if entry.kind == "sliding" else None).keys)
 
 
 # -- explain -------------------------------------------------------------------------------------
