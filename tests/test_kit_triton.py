@@ -14,6 +14,7 @@ computes ``tl.dot`` of bf16 tiles wrongly (errors ~1e10 on a plain 16x16 product
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -22,13 +23,21 @@ from pathlib import Path
 import pytest
 import torch
 
-from swa_kit.attention import kit_triton
 from swa_kit.attention.backends import get_backend, run_path
 from swa_kit.attention.reference import reference_attention
 from swa_kit.bench import poison_unattended, random_decode_batch
 from swa_kit.errors import BackendUnavailableError
 
-pytestmark = pytest.mark.skipif(kit_triton.triton is None, reason="Triton is not installed")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
+
+
+@pytest.fixture(scope="module")
+def kit_triton():
+    """The kernel module, imported when a test needs it: importing it registers the path, and the
+    CLI's generated help lists paths in registration order, so collection must not change that order."""
+    from swa_kit.attention import kit_triton as module
+
+    return module
 
 # (seq_lens, Hq, Hkv, head_dim, page_size, keys, forced splits, block_n)
 CASES = [
@@ -85,7 +94,7 @@ def test_interpreted_kernel_matches_reference(interpreted_runs: list[tuple], ind
         assert used_splits == splits
 
 
-def test_split_count_follows_the_window_not_the_context() -> None:
+def test_split_count_follows_the_window_not_the_context(kit_triton) -> None:
     for window in (128, 1024, 4096):
         counts = {kit_triton.choose_splits(32 * 8, min(window, ctx), 132) for ctx in (8192, 32768, 131072)}
         assert len(counts) == 1, f"window {window}: splits change with the context: {counts}"
@@ -93,7 +102,7 @@ def test_split_count_follows_the_window_not_the_context() -> None:
     assert splits > 1 and splits * chunk >= 4096 and (splits - 1) * chunk < 4096 and chunk % kit_triton.BLOCK_N == 0
 
 
-def test_chunks_cover_the_window_exactly_once() -> None:
+def test_chunks_cover_the_window_exactly_once(kit_triton) -> None:
     gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
     for _ in range(200):
         pairs, window = int(torch.randint(1, 600, (1,), generator=gen)), int(torch.randint(1, 9000, (1,), generator=gen))
@@ -110,7 +119,7 @@ def _batch(**overrides):
     return random_decode_batch(**args)
 
 
-def test_refuses_what_it_cannot_compute() -> None:
+def test_refuses_what_it_cannot_compute(kit_triton) -> None:
     with pytest.raises(BackendUnavailableError, match="decode only"):
         kit_triton.plan_batch(_batch(q_lens=[2, 1]), 4)
     with pytest.raises(BackendUnavailableError, match="dtype"):
@@ -121,7 +130,7 @@ def test_refuses_what_it_cannot_compute() -> None:
         kit_triton.plan_batch(_batch(), 0)
 
 
-def test_backend_declares_itself_and_is_unavailable_on_plain_cpu() -> None:
+def test_backend_declares_itself_and_is_unavailable_on_plain_cpu(kit_triton) -> None:
     backend = get_backend("kit_triton_swa")
     assert backend.tier == "kit-triton" and backend.modes == frozenset({"decode"}) and backend.honours_window
     if not torch.cuda.is_available() and not kit_triton.interpreter_active():
