@@ -73,8 +73,9 @@ def _load() -> dict[str, Backend]:
 
 
 def all_backends() -> list[Backend]:
-    """Every registered path, in registration order."""
-    return list(_load().values())
+    """Every registered path, by name (stable whichever module happened to be imported first)."""
+    registry = _load()
+    return [registry[name] for name in sorted(registry)]
 
 
 def get_backend(name: str) -> Backend:
