@@ -14,6 +14,7 @@ import base64
 import contextlib
 import html
 import json
+import os
 import sys
 import tempfile
 import time
@@ -131,11 +132,14 @@ def extract_figures(nb: Any, stem: str, directory: Path) -> list[Path]:
 
 
 def run_notebook(path: Path, *, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
-                 on_cell: Callable[[int], None] | None = None) -> tuple[Any, NotebookRun]:
+                 on_cell: Callable[[int], None] | None = None,
+                 threads: int | None = None) -> tuple[Any, NotebookRun]:
     """Execute the notebook at ``path`` headless; returns the executed notebook and its run record.
 
     A failing cell does not raise: the run record says ``failed`` with the error, and the
     notebook holds every output up to the failure. ``on_cell(index)`` is called after each cell.
+    ``threads`` caps the kernel's OpenMP/MKL threads: give 1 when other processes share the
+    cores (pytest -n): oversubscribed OpenMP spin-waits made one notebook 40x slower here.
     """
     import nbformat
     from jupyter_client.manager import AsyncKernelManager
@@ -164,7 +168,8 @@ def run_notebook(path: Path, *, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
         )
         start = time.perf_counter()
         try:
-            client.execute(cleanup_kc=True)
+            limits = {} if threads is None else {name: str(threads) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+            client.execute(cleanup_kc=True, env={**os.environ, **limits})
         except Exception as error:  # the record carries it; the caller decides what a failure means
             return nb, NotebookRun(path.stem, FAILED, round(time.perf_counter() - start, 2), _error_text(error),
                                    current[0] if current else None, compute_paths(nb))

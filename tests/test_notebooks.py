@@ -28,7 +28,8 @@ def test_twin_in_sync(notebook):
 @pytest.mark.notebook
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_executes_headless(notebook):
-    _, run = run_notebook(notebook, cell_timeout=LIMIT_S)
+    # one thread: the kernel shares the cores with the other pytest workers (see run_notebook)
+    _, run = run_notebook(notebook, cell_timeout=LIMIT_S, threads=1)
     assert run.status == "ok", f"{notebook.name}: cell index {run.failed_cell}: {run.error}"
     assert run.seconds <= LIMIT_S, f"{notebook.name} took {run.seconds:.0f} s (limit {LIMIT_S:.0f} s)"
 

@@ -23,6 +23,7 @@ from swa_kit.tour import (
     list_notebooks,
     render_summary,
     repo_root,
+    run_notebook,
     run_tour,
     twin_drift,
 )
@@ -210,3 +211,11 @@ def test_twin_drift_without_a_twin(tmp_path):
     notebook = _write(tmp_path / "02_alone.ipynb", ["x = 1"])
     with pytest.raises(FileNotFoundError, match="jupytext --set-formats"):
         twin_drift(notebook)
+
+
+def test_thread_cap_reaches_the_kernel(tmp_path):
+    notebook = _write(tmp_path / "01_threads.ipynb", ["import os, torch\nprint(os.environ.get('OMP_NUM_THREADS'), "
+                                                      "torch.get_num_threads())"])
+    nb, run = run_notebook(notebook, cell_timeout=120, threads=1)
+    assert run.status == "ok", run.error
+    assert nb.cells[1].outputs[0].text.split() == ["1", "1"]
