@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import html
 import itertools
 
 import numpy as np
+
 import pytest
 
 from swa_kit.masks import MODES, mask_for
@@ -70,13 +72,21 @@ def test_prefill_and_decode_notes():
 def test_widget_wires_controls_to_explore():
     pytest.importorskip("ipywidgets")
     box = mask_explorer(mode="extend", window=4, q_len=6, kv_len=16)
-    summary = box.children[3]
-    assert explore("extend", 4, 6, 16)[1] in summary.value
+    summary, figure = box.children[3].children
+
+    def shown() -> str:
+        return html.unescape(summary.value)
+
+    assert explore("extend", 4, 6, 16)[1] in shown()
+    first = bytes(figure.value)
+    assert first.startswith(b"\x89PNG") and figure.layout.display is None
     mode, no_window = box.children[0].children
     no_window.value = True
-    assert explore("extend", None, 6, 16)[1] in summary.value
+    assert explore("extend", None, 6, 16)[1] in shown()
+    assert bytes(figure.value).startswith(b"\x89PNG") and bytes(figure.value) != first
     q_len, kv_len = box.children[2].children
     q_len.value = 40  # > kv_len: the friendly message, no exception out of the observer
-    assert "Cannot draw this combination" in summary.value
+    assert "Cannot draw this combination" in shown()
+    assert figure.layout.display == "none"
     mode.value = "decode"
-    assert summary.value.startswith("<pre>decode: 1 queries x 16 keys")
+    assert shown().startswith("<pre>decode: 1 queries x 16 keys")

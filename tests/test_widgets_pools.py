@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import pytest
 
 from swa_kit.errors import ModelConfigError
@@ -35,9 +36,14 @@ def test_out_of_range(step):
         decode_step_state(step, 6, 12)
 
 
-def test_widget_builds():
+def test_widget_builds_and_redraws():
     box = decode_stepper(4, 3)
-    slider, out = box.children
+    slider, panel = box.children
+    text, occupancy, mapping = panel.children
     assert (slider.min, slider.max, slider.value) == (0, 3, 0)
-    slider.value = 3  # fires the callback; must not raise
-    assert slider.value == 3
+    assert html.unescape(text.value) == f"<pre>{decode_step_state(0, 4, 3)['text']}</pre>"
+    first = bytes(occupancy.value)
+    assert first.startswith(b"\x89PNG") and bytes(mapping.value).startswith(b"\x89PNG")
+    slider.value = 3  # fires the callback
+    assert html.unescape(text.value) == f"<pre>{decode_step_state(3, 4, 3)['text']}</pre>"
+    assert bytes(occupancy.value).startswith(b"\x89PNG") and bytes(occupancy.value) != first

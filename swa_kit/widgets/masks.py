@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from swa_kit.errors import SwaKitError
 from swa_kit.masks import MODES, mask_spec
 from swa_kit.viz.masks import mask_figure
+from swa_kit.widgets._panel import FigurePanel
 
 SUMMARY_CONVENTIONS = ("sglang", "flash_attn", "aiter_unified", "aiter_v1", "flash_attn_4")
 
@@ -55,31 +56,26 @@ def mask_explorer(mode: str = "extend", window: int | None = 4, q_len: int = 6, 
                   chunk: int = 4) -> Any:
     """An ipywidgets box: mode, window (or none), lengths and chunk, wired to :func:`explore`."""
     import ipywidgets as widgets
-    from IPython.display import display
 
+    wide = {"style": {"description_width": "initial"}}  # keep "window (keys)" unclipped
     controls = {
         "mode": widgets.Dropdown(options=list(MODES), value=mode, description="mode"),
-        "window": widgets.IntSlider(value=window or 4, min=1, max=64, description="window (keys)"),
+        "window": widgets.IntSlider(value=window or 4, min=1, max=64, description="window (keys)", **wide),
         "no_window": widgets.Checkbox(value=window is None, description="no window"),
         "q_len": widgets.IntSlider(value=q_len, min=1, max=64, description="q_len"),
         "kv_len": widgets.IntSlider(value=kv_len, min=1, max=96, description="kv_len"),
         "chunk": widgets.IntSlider(value=chunk, min=1, max=32, description="chunk"),
     }
-    out = widgets.Output()
-    summary = widgets.HTML()
+    panel = FigurePanel()
 
     def redraw(_: Any = None) -> None:
         c = {name: w.value for name, w in controls.items()}
         fig, text = explore(c["mode"], None if c["no_window"] else c["window"], c["q_len"], c["kv_len"], c["chunk"])
-        summary.value = "<pre>" + text + "</pre>"
-        out.clear_output(wait=True)
-        if fig is not None:
-            with out:
-                display(fig)
+        panel.show(text, fig)
 
     for w in controls.values():
         w.observe(redraw, names="value")
     redraw()
     return widgets.VBox([widgets.HBox([controls["mode"], controls["no_window"]]),
                          widgets.HBox([controls["window"], controls["chunk"]]),
-                         widgets.HBox([controls["q_len"], controls["kv_len"]]), summary, out])
+                         widgets.HBox([controls["q_len"], controls["kv_len"]]), panel.box])

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from swa_kit.errors import ModelConfigError
+from swa_kit.viz.pools import plot_mapping, plot_pool_occupancy
+from swa_kit.widgets._panel import FigurePanel
 from swa_kit.workers import build_workers, run_decode
 
 
@@ -35,22 +37,15 @@ def decode_step_state(step: int, prompt_len: int = 6, decode_steps: int = 12, mo
 def decode_stepper(prompt_len: int = 6, decode_steps: int = 12, model: str = "hybrid_swa") -> Any:
     """An ipywidgets slider over decode steps, drawing the occupancy and the mapping at each step."""
     import ipywidgets as widgets
-    from IPython.display import display
-
-    from swa_kit.viz.pools import plot_mapping, plot_pool_occupancy
 
     slider = widgets.IntSlider(value=0, min=0, max=decode_steps, description="decode step")
-    out = widgets.Output()
+    panel = FigurePanel(n_figures=2)
 
     def draw(change: Any = None) -> None:
         state = decode_step_state(slider.value, prompt_len, decode_steps, model)
-        with out:
-            out.clear_output(wait=True)
-            print(state["text"])
-            display(plot_pool_occupancy(state["history"]))
-            if state["snapshot"].swa_ids:
-                display(plot_mapping(state["snapshot"]))
+        mapping = plot_mapping(state["snapshot"]) if state["snapshot"].swa_ids else None
+        panel.show(state["text"], plot_pool_occupancy(state["history"]), mapping)
 
     slider.observe(draw, names="value")
     draw()
-    return widgets.VBox([slider, out])
+    return widgets.VBox([slider, panel.box])

@@ -1,0 +1,41 @@
+"""What every explorer shows: a text block and figures, as plain Image and HTML widgets.
+
+Why not an ``Output`` widget with ``display(fig)`` inside: executed headless (the tour, the
+notebook tests), a cell that fills an ``Output`` widget stalled until the cell timeout in about
+one run in ten when several kernels shared two busy cores (nbclient's open issue #312). Image
+and HTML widgets carry their content as widget state, so there is nothing to capture or stall.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from matplotlib.figure import Figure
+
+
+def figure_png(fig: Figure) -> bytes:
+    """The figure rendered to PNG bytes (what an Image widget shows)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", bbox_inches="tight")
+    return buffer.getvalue()
+
+
+class FigurePanel:
+    """A ``<pre>`` text block above ``n_figures`` image slots; :meth:`show` replaces all of them."""
+
+    def __init__(self, n_figures: int = 1) -> None:
+        import ipywidgets as widgets
+
+        self.text = widgets.HTML()
+        self.images = [widgets.Image(format="png") for _ in range(n_figures)]
+        self.box = widgets.VBox([self.text, *self.images])
+
+    def show(self, text: str, *figures: Figure | None) -> None:
+        """Show ``text`` and up to ``n_figures`` figures; a slot given None (or nothing) is hidden."""
+        if len(figures) > len(self.images):
+            raise ValueError(f"{len(figures)} figures for a panel with {len(self.images)} slots")
+        self.text.value = "<pre>" + html.escape(text) + "</pre>"
+        for slot, fig in zip(self.images, list(figures) + [None] * (len(self.images) - len(figures))):
+            slot.layout.display = None if fig is not None else "none"
+            slot.value = figure_png(fig) if fig is not None else b""
+
