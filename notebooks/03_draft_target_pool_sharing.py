@@ -150,6 +150,7 @@ plot_slots_read(eagle, "draft", 0, 1, 10)
 
 # %%
 from swa_kit.model import load_models
+from swa_kit.report import announce_all
 from swa_kit.spec import DEMO_PROMPTS, greedy_decode, guard_experiment, resolver_rows
 from swa_kit.viz.spec import acceptance_curve, guard_divergence
 
@@ -161,6 +162,7 @@ for p, out in zip(DEMO_PROMPTS, plain.outputs):
 rows, runs = resolver_rows(models, prompts, 64, plain)
 print_table(rows, ["algorithm", "resolver", "acceptance_rate", "mean_accepted_length", "agreement_with_plain",
                    "error"])
+announce_all(used for run in [plain, *runs] for used in run.computed_by)
 
 # %% [markdown]
 # Acceptance over the generated length. The dotted line is where the 16-key window is full (the prompts are
@@ -181,6 +183,7 @@ report = guard_experiment(models, prompts, 64, plain)
 print("agreement with plain decoding:", report["agreement_with_plain"])
 print("window full at generated token:", report["window_fills_at"], " first divergence:", report["first_divergence"])
 print("with the guard on:", report["error_with_guard"][:160], "...")
+announce_all(report["computed_by"])
 guard_divergence(report)
 
 # %% [markdown]

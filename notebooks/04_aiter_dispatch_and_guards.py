@@ -29,10 +29,12 @@
 # (`paged_attention_ragged`, `mha_batch_prefill_func`) are **emulated**. Every result names its tier.
 
 # %%
+# %matplotlib inline
 from IPython.display import display
 
 from swa_kit import dispatch, probe
 from swa_kit.commands._output import print_table
+from swa_kit.report import announce_all
 from swa_kit.viz.probe import draw_probe, draw_probe_table
 
 # %% [markdown]
@@ -96,6 +98,7 @@ print(dispatch.explain(dispatch.plan("gemma3-27b", "decode", env={"SGLANG_USE_AI
 # %%
 rows = probe.probe_sglang_sites(5)
 print_table([{k: v for k, v in r.to_json().items() if k not in ("modes", "skipped")} for r in rows])
+announce_all(r for r in rows if r.attended_keys is not None)
 
 # %% [markdown]
 # **Finding (measured on aiter's own Triton `unified_attention` kernel, in the CPU interpreter here):**
@@ -120,7 +123,9 @@ display(draw_probe(probe.probe_path("aiter_triton_unified", 5)))
 # float64 reference. Paths that take no window are compared without one.
 
 # %%
-print_table(probe.agreement(5))
+table = probe.agreement(5)
+print_table(table)
+announce_all(r for r in table if isinstance(r["max_abs_err"], float))
 
 # %% [markdown]
 # On a GPU the same table comes from the compiled kernels: `python -m pytest tests/gpu -q -s` prints each

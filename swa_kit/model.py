@@ -426,6 +426,8 @@ class Server:
         self.enforce_guards = enforce_guards
         self.layer_sites = dict(layer_sites or {})
         self.guards_seen: list[str] = []
+        # Every (path, tier, device) that computed an attention call, in first-use order.
+        self.computed_by: dict[tuple[str, str, str], None] = {}
         draft_types = ("sliding",) if algorithm != "frozen_kv_mtp" else tuple(
             self.cfg.layer_types[i] for i in self.cfg.mtp_source_layers)
         layout = WorkerLayout("swa-kit-tiny", self.cfg.layer_types, self.window, True, draft_types)
@@ -492,8 +494,11 @@ class Server:
             kv_indptr=torch.tensor([0, *torch.tensor(seq_lens).cumsum(0).tolist()]),
             kv_indices=torch.cat(ids), sm_scale=1 / math.sqrt(self.cfg.head_dim), tree_masks=tree_masks)
         if get_backend(entry.path).honours_window:
-            return reference_attention(batch, entry.intended_keys if entry.kind == "sliding" else None).out
-        return run_path(entry.path, batch, entry.window_arg).out.to(torch.float64)
+            result = reference_attention(batch, entry.intended_keys if entry.kind == "sliding" else None)
+        else:
+            result = run_path(entry.path, batch, entry.window_arg)
+        self.computed_by.setdefault((result.path, result.tier, result.device))
+        return result.out.to(torch.float64)
 
     # -- slots -------------------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ Tier names are those of :data:`swa_kit.environment.TIERS`.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Iterable
 
 PREFIX = "[swa_kit]"
 FIELDS = ("path", "tier", "device")
@@ -48,6 +48,15 @@ def announce(result: Any = None, *, path: str | None = None, tier: str | None = 
     line = format_announcement(result, path=path, tier=tier, device=device)
     print(line, flush=True)
     return line
+
+
+def announce_all(results: Iterable[Any]) -> None:
+    """Announce each distinct (path, tier, device) among ``results`` once, in first-seen order.
+
+    Returns nothing, so a notebook cell ending with it shows only the printed lines.
+    """
+    for line in dict.fromkeys(format_announcement(result) for result in results):
+        print(line, flush=True)
 
 
 def parse_announcements(text: str) -> list[dict[str, str]]:

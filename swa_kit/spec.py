@@ -66,6 +66,7 @@ class Generation:
     rounds: list[Round] = field(default_factory=list)
     error: str | None = None
     guards: list[str] = field(default_factory=list)  # dispatch refusals seen (recorded when not enforced)
+    computed_by: list[dict[str, str]] = field(default_factory=list)  # path, tier, device of every attention call
     seconds: float = 0.0
 
     @property
@@ -144,6 +145,7 @@ def greedy_decode(models: TinyModels, prompts: list[list[int]], max_new_tokens: 
         result.error = f"{type(error).__name__}: {error}"
     result.outputs = _finish(reqs, max_new_tokens)
     result.guards = list(server.guards_seen)
+    result.computed_by = [dict(zip(("path", "tier", "device"), used)) for used in server.computed_by]
     result.seconds = time.perf_counter() - start
     return result
 
@@ -242,6 +244,7 @@ def speculative_decode(models: TinyModels, prompts: list[list[int]], max_new_tok
         result.error = f"{type(error).__name__}: {error}"
     result.outputs = _finish(reqs, max_new_tokens)
     result.guards = list(server.guards_seen)
+    result.computed_by = [dict(zip(("path", "tier", "device"), used)) for used in server.computed_by]
     result.seconds = time.perf_counter() - start
     return result
 
@@ -286,6 +289,7 @@ def guard_experiment(models: TinyModels, prompts: list[list[int]], max_new_token
     entry = unguarded._entry("target", "decode", layer)
     return {
         "layer": layer, "window": cfg.windows[layer], "path": entry.path, "tier": entry.tier,
+        "computed_by": run.computed_by,
         "agreement_with_plain": _round(agreement(run.outputs, plain.outputs)),
         "window_fills_at": [max(0, cfg.windows[layer] - len(p)) for p in prompts],
         "first_divergence": [first_divergence(o, r) for o, r in zip(run.outputs, plain.outputs)],

@@ -91,6 +91,10 @@ def test_window_ignoring_kernel_diverges_only_after_the_window_fills(setup) -> N
     assert report["error_with_guard"].startswith("DispatchGuardError")
     for first, fills in zip(report["first_divergence"], report["window_fills_at"]):
         assert first is None or first >= fills
+    # The run says what computed it: the emulated window-ignoring kernel for the rerouted layer,
+    # the reference for the others.
+    used = {(c["path"], c["tier"]) for c in report["computed_by"]}
+    assert ("aiter_emulated_paged_ragged", "emulated") in used and ("reference", "reference") in used
 
 
 def test_first_divergence_and_agreement() -> None:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from swa_kit.cli import main
 from swa_kit.commands import lab
-from swa_kit.report import announce, format_announcement, parse_announcements
+from swa_kit.report import announce, announce_all, format_announcement, parse_announcements
 from swa_kit.tour import (
     compute_paths,
     find_notebooks_dir,
@@ -141,6 +141,16 @@ def test_announce_reads_results_and_overrides(capsys):
     assert announce(result, device="cpu").endswith("device=cpu")
     assert capsys.readouterr().out.splitlines() == ["[swa_kit] path=torch_sdpa tier=torch device=cuda:0",
                                                     "[swa_kit] path=torch_sdpa tier=torch device=cpu"]
+
+
+def test_announce_all_names_each_path_once_in_first_seen_order(capsys):
+    results = [{"path": "b", "tier": "t", "device": "cpu"}, {"path": "a", "tier": "t", "device": "cpu"},
+               {"path": "b", "tier": "t", "device": "cpu"}, {"path": "b", "tier": "t", "device": "cuda:0"}]
+    assert announce_all(results) is None
+    assert [d["path"] + "@" + d["device"] for d in parse_announcements(capsys.readouterr().out)] == \
+        ["b@cpu", "a@cpu", "b@cuda:0"]
+    with pytest.raises(ValueError, match="tier"):
+        announce_all([{"path": "a", "device": "cpu"}])
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"path": "a b", "tier": "t", "device": "cpu"},
