@@ -64,6 +64,7 @@ TARGETS = {
 DECODE_PATHS = {
     "kit_triton_swa": "the kit's Triton kernel, paged (page size 1 via kv_indices, 16 via a block table)",
     "aiter_triton_unified": "aiter's Triton unified_attention through the kit's launcher, paged",
+    "aiter_native_unified": "aiter's own unified_attention called as SGLang calls it (ROCm GPUs only), paged",
     "flex_attention": "FlexAttention with a sliding BlockMask over contiguous KV (torch.compile)",
     "sdpa_window": "SDPA over the window slice of contiguous KV (the ideal layout)",
     "sdpa_dense_mask": "SDPA over the whole contiguous context with a dense boolean mask (naive)",
@@ -421,6 +422,27 @@ class _DecodeData:
         out = torch.empty_like(self.q)
         return lambda: plan.run(self.q, out)
 
+    def batch(self, page_size: int) -> AttentionBatch:
+        """The paged buffer as an :class:`AttentionBatch` over the same slots the kernels read."""
+        c = self.case
+        table, _ = self.tables[page_size]
+        if page_size == 1:
+            kv_indices = table
+        else:
+            offsets = torch.arange(16, device=self.device)
+            kv_indices = (self.block_table.to(torch.int64)[:, :, None] * 16 + offsets).flatten()
+        steps = torch.arange(c.batch + 1, device=self.device)
+        return AttentionBatch(self.q, self.k, self.v, steps, steps * c.context, kv_indices, self.sm_scale,
+                              page_size=page_size)
+
+    def aiter_native(self, keys: int) -> Callable[[], Any]:
+        from swa_kit.attention import aiter_native
+
+        args = aiter_native.unified_attention_args(self.batch(16), from_keys("aiter_unified", keys),
+                                                   out=torch.empty_like(self.q))
+        op = aiter_native.native_op("unified_attention")
+        return lambda: (op(**args), args["out"])[1]
+
     def aiter(self, keys: int) -> Callable[[], Any]:
         from swa_kit.attention.aiter_triton import unified_attention
 
@@ -481,6 +503,13 @@ def _as_tokens(out: torch.Tensor) -> torch.Tensor:
     return out.reshape(out.shape[0], -1, out.shape[-1])
 
 
+def native_aiter_runs() -> bool:
+    """Whether aiter's own ops run here (a ROCm GPU where ``import aiter`` works)."""
+    from swa_kit.attention import aiter_native
+
+    return aiter_native.available()[0]
+
+
 def check_decode_paths(device: torch.device, gen: torch.Generator) -> list[dict[str, Any]]:
     """Every decode path against the float64 reference on a fresh small case (bf16, GQA 4)."""
     from swa_kit.attention.reference import reference_attention
@@ -491,19 +520,14 @@ def check_decode_paths(device: torch.device, gen: torch.Generator) -> list[dict[
     rows = []
     # The kit and aiter read the paged buffer; build the reference's batches over the same slots.
     for page_size in (1, 16):
-        table, row_start = data.tables[page_size]
-        if page_size == 1:
-            kv_indices = table
-        else:
-            kv_indices = (data.block_table.to(torch.int64)[:, :, None] * 16 + torch.arange(16, device=device)).flatten()
-        batch = AttentionBatch(data.q, data.k, data.v, torch.arange(c.batch + 1, device=device),
-                               torch.arange(c.batch + 1, device=device) * c.context, kv_indices, data.sm_scale,
-                               page_size=page_size)
+        batch = data.batch(page_size)
         ref = reference_attention(batch, c.window).out
         runs = {("kit_triton_swa", page_size): data.kit(page_size, c.window),
                 ("kit_triton_full", page_size): data.kit(page_size, None)}
         if page_size == 16:
             runs[("aiter_triton_unified", 16)] = data.aiter(c.window)
+            if native_aiter_runs():
+                runs[("aiter_native_unified", 16)] = data.aiter_native(c.window)
         full_ref = reference_attention(batch, None).out
         for (path, ps), fn in runs.items():
             rows.append(_check(path, ps, fn, full_ref if path == "kit_triton_full" else ref, lambda o: o))
@@ -668,6 +692,8 @@ def run_benchmark(quick: bool = False, warmup_ms: int = 10, rep_ms: int = 50, co
             for ps in (1, 16):
                 timings.append(("kit_triton_swa", ps, lambda ps=ps: data.kit(ps, case.window)))
             timings.append(("aiter_triton_unified", 16, lambda: data.aiter(case.window)))
+            if native_aiter_runs():  # on an AMD GPU: aiter's own op beside its Triton kernel and the kit's
+                timings.append(("aiter_native_unified", 16, lambda: data.aiter_native(case.window)))
             timings.append(("sdpa_window", None, lambda: data.sdpa_window(case.window)))
             if flex_in_grid(case, quick):
                 timings.append(("flex_attention", None, lambda: data.flex(case.window)))

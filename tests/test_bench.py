@@ -173,3 +173,20 @@ def test_cli_without_gpu(capsys) -> None:
         assert "RECORDED" in captured.out and "no GPU here" in captured.err
         assert main(["bench", "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["recorded"] is True
+
+
+def test_decode_data_batch_reads_the_slots_the_kernels_read() -> None:
+    # The reference checks and aiter's native call both read data.batch(page): it must describe exactly
+    # the paged tables the kit's kernel and aiter's Triton launcher are given.
+    from swa_kit.attention import aiter_native
+
+    case = bench.DecodeCase(batch=2, hq=4, hkv=2, head_dim=16, context=64, window=8)
+    data = bench._DecodeData(case, torch.device("cpu"), torch.Generator().manual_seed(random.randrange(2**31)))
+    assert torch.equal(data.batch(1).kv_indices, data.tables[1][0])
+    paged = data.batch(16)
+    assert torch.equal(paged.block_table(), data.block_table.cpu())
+    assert paged.seq_lens.tolist() == [64, 64] and paged.q_lens.tolist() == [1, 1]
+    args = aiter_native.unified_attention_args(paged, (7, 0))
+    assert args["window_size"] == (7, 0) and args["k"].shape == (2 * 64 // 16, 16, 2, 16)
+    if torch.version.hip is None:  # off ROCm the native rows are left out, never faked
+        assert not bench.native_aiter_runs()

@@ -220,7 +220,8 @@ def op_source(op: str) -> str:
     return (root / OP_SOURCES[op]).read_text()
 
 
-def _op(op: str) -> Any:
+def native_op(op: str) -> Any:
+    """aiter's own ``op`` (imported from the real package); BackendUnavailableError off ROCm."""
     ok, reason = available()
     if not ok:
         raise BackendUnavailableError(f"aiter native {op}: {reason}")
@@ -251,7 +252,7 @@ def run_unified(batch: AttentionBatch, window_arg: Any) -> AttentionResult:
     if batch.tree_masks is not None:
         raise BackendUnavailableError("unified_attention is causal only; a tree verify needs a custom-mask path")
     kwargs = unified_attention_args(batch, window_arg)
-    _op("unified_attention")(**kwargs)
+    native_op("unified_attention")(**kwargs)
     return _result(kwargs["out"], "aiter_native_unified", [f"window_size={tuple(window_arg)}"])
 
 
@@ -267,7 +268,7 @@ def run_mha_batch_prefill(batch: AttentionBatch, window_arg: Any) -> AttentionRe
             "#2170: pass window_size=(-1, -1) (the window covers everything) or use aiter_native_unified"
         )
     args, kwargs = mha_batch_prefill_args(batch, window_arg)
-    out = _op("mha_batch_prefill_func")(*args, **kwargs)
+    out = native_op("mha_batch_prefill_func")(*args, **kwargs)
     return _result(out, "aiter_native_mha_batch_prefill", [f"window_size={tuple(window_arg)}, causal=True"])
 
 
@@ -280,7 +281,7 @@ def run_paged_ragged(batch: AttentionBatch, window_arg: Any) -> AttentionResult:
             "(SGLANG_USE_AITER_UNIFIED_ATTN=1); aiter_emulated_paged_ragged shows the silent result"
         )
     args = paged_attention_ragged_args(batch)
-    _op("paged_attention_ragged")(*args)
+    native_op("paged_attention_ragged")(*args)
     return _result(args[0], "aiter_native_paged_ragged", ["no window argument: attends every key"])
 
 
