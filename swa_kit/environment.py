@@ -27,16 +27,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swa_kit.tiers import (
+    TIER_EMULATED,
+    TIER_KIT_TRITON,
+    TIER_NATIVE,
+    TIER_REFERENCE,
+    TIER_TORCH,
+    TIER_TRITON_GPU,
+    TIER_TRITON_INTERPRETER,
+    TIERS,
+)
+
 #: The amd-aiter release the kit's aiter code is written against (module paths and signatures).
 PINNED_AITER = "0.1.7.post2.dev18"
 
-# How every result names the way it was computed (DESIGN.md, "Rules of the house").
-TIER_NATIVE = "aiter-native"  # aiter's own compiled ops on a ROCm GPU
-TIER_TRITON_GPU = "aiter-triton-gpu"  # aiter's Triton kernels compiled for this GPU
-TIER_TRITON_INTERPRETER = "aiter-triton-interpreter"  # aiter's Triton kernels in Triton's CPU interpreter
-TIER_EMULATED = "emulated"  # the kit's implementation of an op's documented semantics
-TIER_REFERENCE = "reference"  # the kit's exact plain-torch oracle
-TIERS = (TIER_NATIVE, TIER_TRITON_GPU, TIER_TRITON_INTERPRETER, TIER_EMULATED, TIER_REFERENCE)
 
 # Files of aiter's Triton unified attention, relative to the installed package directory.
 LAYOUT_PINNED = "ops/triton"  # 0.1.7.x: aiter.ops.triton.unified_attention
@@ -339,10 +343,18 @@ def tier_availability(env: Environment) -> dict[str, Probe]:
         triton_gpu = (Probe(True) if env.triton_gpu_backend and env.devices else
                       Probe(False, "no GPU that Triton can compile for" if env.triton_version else "triton is missing"))
         triton_cpu = env.triton_interpreter if env.triton_version else Probe(False, "triton is missing")
+    if env.triton_gpu_backend and env.devices:
+        kit_triton = Probe(True)
+    else:
+        kit_triton = Probe(False, ("no GPU that Triton can compile for" if env.triton_version else "triton is missing")
+                           + "; the kit's kernel runs in Triton's interpreter only in a Python started with "
+                             "TRITON_INTERPRET=1")
     return {
         TIER_NATIVE: native,
         TIER_TRITON_GPU: triton_gpu,
         TIER_TRITON_INTERPRETER: triton_cpu,
         TIER_EMULATED: Probe(True),
+        TIER_TORCH: Probe(True),
+        TIER_KIT_TRITON: kit_triton,
         TIER_REFERENCE: Probe(True),
     }

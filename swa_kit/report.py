@@ -8,7 +8,7 @@ prints one line::
 
 ``swa-kit tour`` collects these lines from every executed notebook with
 :func:`parse_announcements` and lists the paths each notebook used in its summary.
-Tier names are those of :data:`swa_kit.environment.TIERS`.
+Tier names are those of :data:`swa_kit.tiers.TIERS`.
 """
 
 from __future__ import annotations

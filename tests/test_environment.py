@@ -19,8 +19,10 @@ from swa_kit.environment import (
     LAYOUT_PINNED,
     PINNED_AITER,
     TIER_EMULATED,
+    TIER_KIT_TRITON,
     TIER_NATIVE,
     TIER_REFERENCE,
+    TIER_TORCH,
     TIER_TRITON_GPU,
     TIER_TRITON_INTERPRETER,
     TIERS,
@@ -194,13 +196,15 @@ def _ok(tiers):
 
 def test_tiers_cpu_only():
     tiers = tier_availability(_env())
-    assert _ok(tiers) == {TIER_TRITON_INTERPRETER, TIER_EMULATED, TIER_REFERENCE}
+    assert _ok(tiers) == {TIER_TRITON_INTERPRETER, TIER_EMULATED, TIER_TORCH, TIER_REFERENCE}
+    assert "TRITON_INTERPRET=1" in tiers[TIER_KIT_TRITON].reason
     assert "AMD GPU" in tiers[TIER_NATIVE].reason and "cpu build" in tiers[TIER_NATIVE].reason
 
 
 def test_tiers_nvidia():
     env = _env(devices=NVIDIA, torch_build="cuda 12.8", triton_gpu_backend="nvidia")
-    assert _ok(tier_availability(env)) == {TIER_TRITON_GPU, TIER_TRITON_INTERPRETER, TIER_EMULATED, TIER_REFERENCE}
+    assert _ok(tier_availability(env)) == {TIER_TRITON_GPU, TIER_TRITON_INTERPRETER, TIER_EMULATED, TIER_TORCH,
+                                          TIER_KIT_TRITON, TIER_REFERENCE}
 
 
 def test_tiers_rocm_native_and_unpinned_caveat():
@@ -224,7 +228,7 @@ def test_tiers_moved_layout_turns_off_the_triton_tiers():
     for tier in (TIER_TRITON_GPU, TIER_TRITON_INTERPRETER):
         assert not tiers[tier].ok
         assert "aiter.ops.triton.attention" in tiers[tier].reason and PINNED_AITER in tiers[tier].reason
-    assert _ok(tiers) == {TIER_EMULATED, TIER_REFERENCE}
+    assert _ok(tiers) == {TIER_EMULATED, TIER_TORCH, TIER_KIT_TRITON, TIER_REFERENCE}  # they need no aiter
 
 
 def test_tiers_without_aiter_or_triton_or_torch():

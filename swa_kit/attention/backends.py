@@ -14,17 +14,7 @@ from typing import Any, Callable
 
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
 from swa_kit.errors import BackendUnavailableError
-
-#: How a result was computed. An emulation is never presented as the real thing.
-TIERS = {
-    "reference": "exact float64 reference in plain torch (the oracle)",
-    "aiter-native": "aiter's own CK/HIP/asm or Triton op, called as SGLang calls it, on a ROCm GPU",
-    "aiter-triton-gpu": "aiter's own Triton kernel, loaded without ROCm, compiled for this GPU",
-    "aiter-triton-interpreter": "aiter's own Triton kernel run by Triton's CPU interpreter",
-    "emulated": "the kit's implementation of an aiter op's documented semantics (not aiter's code)",
-    "torch": "a PyTorch operator (SDPA or FlexAttention)",
-    "kit-triton": "the kit's own Triton kernel",
-}
+from swa_kit.tiers import TIERS
 
 _PATH_MODULES = (
     "swa_kit.attention.reference",
