@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterable
 import torch
 
 from swa_kit.attention.batch import AttentionBatch
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.errors import BackendUnavailableError, UsageError
 from swa_kit.window import Window, from_keys
 
 SCHEMA = 1
@@ -331,13 +331,13 @@ def check_schema(result: dict[str, Any]) -> None:
     """Raise ValueError naming what a benchmark result lacks."""
     missing = [k for k in REQUIRED_KEYS if k not in result]
     if missing:
-        raise ValueError(f"benchmark result lacks {missing}; was it written by swa_kit.bench (schema {SCHEMA})?")
+        raise UsageError(f"benchmark result lacks {missing}; was it written by swa_kit.bench (schema {SCHEMA})?")
     if result["schema"] != SCHEMA:
-        raise ValueError(f"benchmark schema {result['schema']} != {SCHEMA}; re-record with this swa_kit")
+        raise UsageError(f"benchmark schema {result['schema']} != {SCHEMA}; re-record with this swa_kit")
     for row in result["decode"] + result["prefill"]:
         lacking = [k for k in ROW_KEYS if k not in row]
         if lacking:
-            raise ValueError(f"benchmark row {row.get('label')!r} lacks {lacking}")
+            raise UsageError(f"benchmark row {row.get('label')!r} lacks {lacking}")
 
 
 # -- timing on a GPU --------------------------------------------------------------------------

@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
+from swa_kit.errors import UsageError
+
 PREFIX = "[swa_kit]"
 FIELDS = ("path", "tier", "device")
 _LINE = re.compile(r"^\[swa_kit\] path=(?P<path>\S+) tier=(?P<tier>\S+) device=(?P<device>\S+)\s*$", re.MULTILINE)
@@ -37,7 +39,7 @@ def format_announcement(result: Any = None, *, path: str | None = None, tier: st
     for name, value in values.items():
         text = "" if value is None else str(value)
         if not text or any(c.isspace() for c in text):
-            raise ValueError(f"announce: {name}={value!r} must be a non-empty word without spaces "
+            raise UsageError(f"announce: {name}={value!r} must be a non-empty word without spaces "
                              f"(give {name}= explicitly or set it on the result)")
         values[name] = text
     return f"{PREFIX} path={values['path']} tier={values['tier']} device={values['device']}"

@@ -37,7 +37,7 @@ import torch
 from swa_kit.attention import aiter_loader
 from swa_kit.attention.backends import Backend, register
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.errors import BackendUnavailableError, UsageError
 from swa_kit.window import to_keys
 
 #: Smallest page size aiter's decode config compiles with on an NVIDIA GPU (tl.dot's minimum tile).
@@ -78,7 +78,7 @@ def launch_plan(
     num_2d_prgms = (num_tokens // block_q + num_seqs) * num_kv_heads
     use_2d = sliding_window > 0 or max_seqlen_k <= 512 or num_2d_prgms > target_prgms
     if kernel not in ("auto", "2d", "3d"):
-        raise ValueError(f"kernel={kernel!r}: one of 'auto', '2d', '3d'")
+        raise UsageError(f"kernel={kernel!r}: one of 'auto', '2d', '3d'")
     chosen = kernel if kernel != "auto" else ("2d" if use_2d else "3d")
     plan: dict[str, Any] = {"kernel": chosen, "BLOCK_M": block_m, "BLOCK_Q": block_q, "ALL_DECODE": all_decode}
     if chosen == "2d":

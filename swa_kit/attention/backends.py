@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.errors import BackendUnavailableError, UsageError
 from swa_kit.tiers import TIERS
 
 _PATH_MODULES = (
@@ -44,7 +44,7 @@ class Backend:
 
     def __post_init__(self) -> None:
         if self.tier not in TIERS:
-            raise ValueError(f"backend {self.name!r}: unknown tier {self.tier!r}; one of {sorted(TIERS)}")
+            raise UsageError(f"backend {self.name!r}: unknown tier {self.tier!r}; one of {sorted(TIERS)}")
 
 
 _REGISTRY: dict[str, Backend] = {}

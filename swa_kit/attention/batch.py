@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from swa_kit.errors import SlotError
+from swa_kit.errors import SlotError, UsageError
 
 FORWARD_MODES = ("prefill", "extend", "decode", "verify", "tree")
 
@@ -46,23 +46,23 @@ class AttentionBatch:
 
     def __post_init__(self) -> None:
         if self.q.dim() != 3 or self.k_buffer.dim() != 3 or self.v_buffer.dim() != 3:
-            raise ValueError(
+            raise UsageError(
                 f"q {tuple(self.q.shape)}, k_buffer {tuple(self.k_buffer.shape)} and v_buffer "
                 f"{tuple(self.v_buffer.shape)} must be [tokens, heads, head_dim]"
             )
         hq, hkv = self.q.shape[1], self.k_buffer.shape[1]
         if hq % hkv:
-            raise ValueError(f"query heads {hq} are not a multiple of KV heads {hkv} (GQA needs Hq = g * Hkv)")
+            raise UsageError(f"query heads {hq} are not a multiple of KV heads {hkv} (GQA needs Hq = g * Hkv)")
         if self.q.shape[2] != self.k_buffer.shape[2]:
-            raise ValueError(f"query head_dim {self.q.shape[2]} != key head_dim {self.k_buffer.shape[2]}")
+            raise UsageError(f"query head_dim {self.q.shape[2]} != key head_dim {self.k_buffer.shape[2]}")
         q_lens, seq_lens = self.q_lens.tolist(), self.seq_lens.tolist()
         if len(q_lens) != len(seq_lens):
-            raise ValueError(f"qo_indptr has {len(q_lens)} requests but kv_indptr has {len(seq_lens)}")
+            raise UsageError(f"qo_indptr has {len(q_lens)} requests but kv_indptr has {len(seq_lens)}")
         if int(self.qo_indptr[-1]) != self.q.shape[0]:
-            raise ValueError(f"qo_indptr ends at {int(self.qo_indptr[-1])} but q holds {self.q.shape[0]} tokens")
+            raise UsageError(f"qo_indptr ends at {int(self.qo_indptr[-1])} but q holds {self.q.shape[0]} tokens")
         for b, (q_len, seq_len) in enumerate(zip(q_lens, seq_lens)):
             if not 0 < q_len <= seq_len:
-                raise ValueError(f"request {b}: q_len {q_len} must be in 1..seq_len ({seq_len})")
+                raise UsageError(f"request {b}: q_len {q_len} must be in 1..seq_len ({seq_len})")
         if self.kv_indices.numel():
             low, high = int(self.kv_indices.min()), int(self.kv_indices.max())
             if low < 0 or high >= self.k_buffer.shape[0]:
@@ -74,7 +74,7 @@ class AttentionBatch:
         if self.tree_masks is not None:
             for b, (mask, q_len, seq_len) in enumerate(zip(self.tree_masks, q_lens, seq_lens)):
                 if tuple(mask.shape) != (q_len, seq_len) or mask.dtype != torch.bool:
-                    raise ValueError(
+                    raise UsageError(
                         f"request {b}: tree mask {tuple(mask.shape)} {mask.dtype} must be bool [{q_len}, {seq_len}]"
                     )
 
@@ -132,7 +132,7 @@ class AttentionBatch:
         """K and V buffers viewed as ``[pages, page_size, Hkv, D]`` (no copy)."""
         ps = self.page_size
         if self.k_buffer.shape[0] % ps:
-            raise ValueError(f"buffer of {self.k_buffer.shape[0]} slots is not a whole number of pages of {ps}")
+            raise UsageError(f"buffer of {self.k_buffer.shape[0]} slots is not a whole number of pages of {ps}")
         k = self.k_buffer.view(-1, ps, *self.k_buffer.shape[1:])
         v = self.v_buffer.view(-1, ps, *self.v_buffer.shape[1:])
         return k, v

@@ -8,8 +8,15 @@ import torch
 from tqdm import tqdm
 
 from swa_kit.commands._output import print_json, print_table
+from swa_kit.errors import UsageError
 from swa_kit.model import load_models
-from swa_kit.spec import ALGORITHMS, DEMO_NEW_TOKENS, DEMO_PROMPTS, RESOLVER_NAMES, run_demo
+from swa_kit.spec import (
+    ALGORITHMS,
+    DEMO_NEW_TOKENS,
+    DEMO_PROMPTS,
+    RESOLVER_NAMES,
+    run_demo,
+)
 
 NAME = "spec-demo"
 HELP = "EAGLE and FROZEN_KV MTP drafts x legacy/naive/fixed resolvers: acceptance, agreement, errors; guard run"
@@ -22,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.max_new_tokens < 2:
-        raise ValueError(f"--max-new-tokens {args.max_new_tokens}: generate at least 2 tokens")
+        raise UsageError(f"--max-new-tokens {args.max_new_tokens}: generate at least 2 tokens")
     torch.set_num_threads(1)  # tiny per-token ops: extra threads cost more than they save
     models = load_models()
     runs = 1 + len(ALGORITHMS) * len(RESOLVER_NAMES)  # plain greedy, then every (algorithm, resolver)

@@ -6,8 +6,15 @@ import argparse
 from pathlib import Path
 
 from swa_kit.commands._output import print_json
-from swa_kit.tour import DEFAULT_CELL_TIMEOUT, DEFAULT_OUT, find_notebooks_dir, list_notebooks, render_summary, \
-    run_tour
+from swa_kit.errors import UsageError
+from swa_kit.tour import (
+    DEFAULT_CELL_TIMEOUT,
+    DEFAULT_OUT,
+    find_notebooks_dir,
+    list_notebooks,
+    render_summary,
+    run_tour,
+)
 
 NAME = "tour"
 HELP = "execute every notebook headless into an output folder (HTML, figures, summary.json)"
@@ -36,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.out.exists() and not args.out.is_dir():
-        raise ValueError(f"--out {str(args.out)!r} is a file, not a folder; pass another --out DIR")
+        raise UsageError(f"--out {str(args.out)!r} is a file, not a folder; pass another --out DIR")
     notebooks = list_notebooks(find_notebooks_dir(args.notebooks))
     summary = run_tour(notebooks, args.out, cell_timeout=args.cell_timeout, progress=not args.no_progress)
     if args.json:

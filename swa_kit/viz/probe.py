@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
+from swa_kit.errors import UsageError
 from swa_kit.probe import ProbeRow
 
 
@@ -19,7 +20,7 @@ def draw_probe(row: ProbeRow, *, cell: float = 0.28) -> Figure:
     """A figure with one (intended, measured) pair of panels per measured mode of ``row``."""
     modes = list(row.masks)
     if not modes:
-        raise ValueError(f"{row.path}: nothing was measured ({row.skipped}); nothing to draw")
+        raise UsageError(f"{row.path}: nothing was measured ({row.skipped}); nothing to draw")
     widest = max(m.kv_len for m in row.masks.values())
     tallest = max(m.q_len for m in row.masks.values())
     fig = Figure(figsize=(2 * max(3.0, widest * cell) + 1, len(modes) * max(1.6, tallest * cell + 1.2)))
@@ -48,7 +49,7 @@ def draw_probe_table(rows: list[ProbeRow], mode: str = "decode") -> Figure:
     """One measured row per path for ``mode`` (the last query), stacked, for a quick comparison."""
     picked = [r for r in rows if mode in r.masks]
     if not picked:
-        raise ValueError(f"no row measured mode {mode!r}")
+        raise UsageError(f"no row measured mode {mode!r}")
     kv_len = max(r.masks[mode].kv_len for r in picked)
     image = np.zeros((len(picked), kv_len))
     wrong = np.zeros((len(picked), kv_len), dtype=bool)

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import html
 import io
+
 from matplotlib.figure import Figure
+
+from swa_kit.errors import UsageError
 
 
 def figure_png(fig: Figure) -> bytes:
@@ -33,7 +36,7 @@ class FigurePanel:
     def show(self, text: str, *figures: Figure | None) -> None:
         """Show ``text`` and up to ``n_figures`` figures; a slot given None (or nothing) is hidden."""
         if len(figures) > len(self.images):
-            raise ValueError(f"{len(figures)} figures for a panel with {len(self.images)} slots")
+            raise UsageError(f"{len(figures)} figures for a panel with {len(self.images)} slots")
         self.text.value = "<pre>" + html.escape(text) + "</pre>"
         for slot, fig in zip(self.images, list(figures) + [None] * (len(self.images) - len(figures))):
             slot.layout.display = None if fig is not None else "none"
