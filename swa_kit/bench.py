@@ -609,8 +609,13 @@ def prefill_paths(case: PrefillCase, data: dict[str, Any], device: torch.device)
         window = from_keys("aiter_unified", w)
         paths["aiter_triton_unified"] = lambda: (unified_attention(qt, kp, vp, out, cu_q, t, seq, t, scale, window,
                                                                    table), out)[1]
-    except (ImportError, BackendUnavailableError):
-        pass
+    except (ImportError, BackendUnavailableError) as error:
+        reason = f"aiter_triton_unified cannot run here: {error}"
+
+        def unavailable() -> Any:  # timed like the others, so the row records why instead of vanishing
+            raise BackendUnavailableError(reason)
+
+        paths["aiter_triton_unified"] = unavailable
     return paths
 
 

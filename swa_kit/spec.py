@@ -116,8 +116,13 @@ def _prefill(server: Server, prompts: list[list[int]]) -> list[Request]:
     return reqs
 
 
-def _finish(reqs: list[Request], max_new: int) -> list[list[int]]:
-    return [r.generated[:max_new] for r in reqs]
+def _close(result: Generation, server: Server, reqs: list[Request], max_new: int, start: float) -> Generation:
+    """Fill in what a finished (or stopped) run produced, what it ran into and what computed it."""
+    result.outputs = [r.generated[:max_new] for r in reqs]
+    result.guards = list(server.guards_seen)
+    result.computed_by = [dict(zip(("path", "tier", "device"), used)) for used in server.computed_by]
+    result.seconds = time.perf_counter() - start
+    return result
 
 
 def greedy_decode(models: TinyModels, prompts: list[list[int]], max_new_tokens: int, *,
@@ -143,11 +148,7 @@ def greedy_decode(models: TinyModels, prompts: list[list[int]], max_new_tokens: 
                 progress(1)
     except SwaKitError as error:
         result.error = f"{type(error).__name__}: {error}"
-    result.outputs = _finish(reqs, max_new_tokens)
-    result.guards = list(server.guards_seen)
-    result.computed_by = [dict(zip(("path", "tier", "device"), used)) for used in server.computed_by]
-    result.seconds = time.perf_counter() - start
-    return result
+    return _close(result, server, reqs, max_new_tokens, start)
 
 
 def _draft_eagle(server: Server, reqs: list[Request], k: int) -> list[list[int]]:
@@ -242,11 +243,7 @@ def speculative_decode(models: TinyModels, prompts: list[list[int]], max_new_tok
             active = [r for r in active if len(r.generated) < max_new_tokens]
     except SwaKitError as error:
         result.error = f"{type(error).__name__}: {error}"
-    result.outputs = _finish(reqs, max_new_tokens)
-    result.guards = list(server.guards_seen)
-    result.computed_by = [dict(zip(("path", "tier", "device"), used)) for used in server.computed_by]
-    result.seconds = time.perf_counter() - start
-    return result
+    return _close(result, server, reqs, max_new_tokens, start)
 
 
 # -- the demo: algorithm x resolver, the guard experiment, the tree refusal -----------------------------------
