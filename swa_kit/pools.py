@@ -25,7 +25,6 @@ Each allocator therefore keeps a ``live`` flag per page next to SGLang's free li
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
@@ -141,7 +140,7 @@ class ReqToTokenPool:
 # -- token allocators --------------------------------------------------------------------------------------------------
 
 
-class BaseTokenToKVPoolAllocator(ABC):
+class BaseTokenToKVPoolAllocator:
     """What both token allocators share: sizes, the kvcache they serve, liveness per page, free groups."""
 
     def __init__(self, size: int, page_size: int, dtype: torch.dtype, device: str | torch.device,
@@ -214,13 +213,13 @@ class BaseTokenToKVPoolAllocator(ABC):
         """Free one request's ``kv_row[start_pos : start_pos + n]``."""
         self.free(free_index)
 
-    @abstractmethod
     def _release_slots(self, free_index: torch.Tensor) -> None:
         """Put already-checked slots back on the free list (their pages, for a paged allocator)."""
+        raise NotImplementedError
 
-    @abstractmethod
     def _release_page_ids(self, page_ids: torch.Tensor) -> None:
         """Put already-checked pages back on the free list."""
+        raise NotImplementedError
 
 
 class TokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
