@@ -42,9 +42,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
-from swa_kit.attention.backends import Backend, all_backends, register, run_path
+from swa_kit.attention.backends import Backend, all_backends, run_path
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
-from swa_kit.attention.reference import reference_attention
 from swa_kit.configs import ModelSpec, load_model
 from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.resolver import RESOLVERS, uses_sliding_window_kv_pool
@@ -71,33 +70,6 @@ def env_flag(env: Mapping[str, str], name: str) -> bool:
     if value not in _TRUE + _FALSE:
         raise UsageError(f"{name}={value!r}: SGLang reads booleans as one of {_TRUE + _FALSE}")
     return value in _TRUE
-
-
-# -- SGLang's legacy verify kernel: a declaration, so dispatch reads it like any other path --------
-
-
-def _extend_attention_fwd(batch: AttentionBatch, window_arg: Any = None) -> AttentionResult:
-    """SGLang's Triton ``extend_attention_fwd`` as aiter's verify calls it: custom mask, no window."""
-    result = reference_attention(batch, None)
-    return AttentionResult(result.out, path="sglang_extend_attention", tier="emulated", device=result.device,
-                           notes=["emulation of SGLang's extend_attention_fwd semantics: causal + custom mask, "
-                                  "no window (aiter's verify passes none)"])
-
-
-register(
-    Backend(
-        name="sglang_extend_attention",
-        tier="emulated",
-        description="SGLang's Triton extend_attention_fwd as aiter's legacy target verify calls it (no window)",
-        modes=frozenset({"verify", "tree"}),
-        honours_window=False,
-        convention=None,
-        kv_layout="token",
-        devices=frozenset({"cpu", "cuda", "rocm"}),
-        available=lambda: (True, "plain torch emulation, any device"),
-        run=_extend_attention_fwd,
-    )
-)
 
 
 # -- call sites --------------------------------------------------------------------------------

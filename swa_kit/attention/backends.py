@@ -19,7 +19,7 @@ from swa_kit.tiers import TIERS
 _PATH_MODULES = (
     "swa_kit.attention.reference",
     "swa_kit.attention.torch_paths",
-    "swa_kit.dispatch",
+    "swa_kit.attention.sglang_emulated",
     "swa_kit.attention.aiter_triton",
     "swa_kit.attention.aiter_emulated",
     "swa_kit.attention.aiter_native",
