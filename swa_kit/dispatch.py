@@ -157,18 +157,33 @@ class PoolView:
     unified_draft_extend: bool
 
 
-def resolve_pool(model: ModelSpec, worker: str, spec: str, resolver: str) -> tuple[bool, bool]:
-    """``(swa_pool_resolved, reads_target_kv)`` for a worker, by running the resolver itself.
+def resolve_runner(model_runner: Any, resolver: str) -> tuple[bool, bool]:
+    """``(swa_pool_resolved, reads_target_kv)`` for one model runner, the kit's or SGLang's own.
 
-    Builds the model's target and draft with tiny real pools, wired as SGLang wires them
-    (:func:`swa_kit.workers.build_workers`), and asks the named resolver of
-    :mod:`swa_kit.resolver` which pool the worker translates against: the decision table
-    lives there alone.
+    The named resolver of :mod:`swa_kit.resolver` decides which pool the runner translates
+    against (the decision table lives there alone); only an EAGLE-family draft reads a pool of
+    its own, every other runner reads the target's KV.
     """
+    pool = RESOLVERS[resolver](model_runner)
+    is_draft = bool(getattr(model_runner, "is_draft_worker", False))
+    return uses_sliding_window_kv_pool(pool), not is_draft or model_runner.spec_algorithm.is_frozen_kv_mtp()
+
+
+def resolve_pool(model: ModelSpec, worker: str, spec: str, resolver: str) -> tuple[bool, bool]:
+    """:func:`resolve_runner` for the model's ``worker``, built with tiny real pools as SGLang wires them."""
     workers = build_workers(model, SpeculativeAlgorithm.from_string(spec))
-    runner = workers.runner(worker)
-    pool = RESOLVERS[resolver](runner)
-    return uses_sliding_window_kv_pool(pool), runner.kv_pool_read is workers.target.token_to_kv_pool
+    return resolve_runner(workers.runner(worker), resolver)
+
+
+def _runner_role(model_runner: Any, worker: str | None, spec: str | None) -> tuple[str, str]:
+    """The worker role and algorithm a model runner declares, checked against any given explicitly."""
+    role = "draft" if getattr(model_runner, "is_draft_worker", False) else "target"
+    algorithm = str(getattr(model_runner.spec_algorithm, "name", model_runner.spec_algorithm)).lower()
+    for given, found, what in ((worker, role, "worker"), (spec, algorithm, "spec")):
+        if given is not None and given != found:
+            raise UsageError(f"{what}={given!r} contradicts the model runner, which is {what} {found!r}: "
+                             f"drop {what}= or pass the matching runner")
+    return role, algorithm
 
 
 @dataclass(frozen=True)
@@ -389,22 +404,29 @@ def plan(
     model: ModelSpec | str,
     mode: str,
     *,
-    spec: str = "none",
+    spec: str | None = None,
     topk: int = 1,
     env: Mapping[str, str] | None = None,
     worker: str | None = None,
     resolver: str = "fixed",
     strict: bool = True,
+    model_runner: Any = None,
 ) -> Plan:
     """Route every layer of ``model`` the way SGLang's aiter backend does in forward ``mode``.
 
     ``env`` holds the routing variables (:data:`ENV_DEFAULTS`; unset ones take SGLang's default).
-    ``worker`` defaults to "draft" for the draft modes, else "target". ``resolver`` picks the pool
-    resolver ("fixed" is SGLang's). With ``strict`` (default) a refused route raises
-    :class:`DispatchGuardError` naming the layer, its window and the way out; with ``strict=False``
-    the plan carries the guard messages per layer (for :func:`explain`).
+    ``spec`` is the speculative algorithm ("none" by default). ``worker`` defaults to "draft" for
+    the draft modes, else "target". ``resolver`` picks the pool resolver ("fixed" is SGLang's).
+    ``model_runner``: plan for this runner instead of one the kit builds: the kit's or SGLang's
+    own (read by duck typing: ``token_to_kv_pool``, ``token_to_kv_pool_allocator``,
+    ``is_draft_worker``, ``spec_algorithm``); its role and algorithm then come from it. With
+    ``strict`` (default) a refused route raises :class:`DispatchGuardError` naming the layer, its
+    window and the way out; with ``strict=False`` the plan carries the guard messages per layer.
     """
     spec_model = load_model(model) if isinstance(model, str) else model
+    if model_runner is not None:
+        worker, spec = _runner_role(model_runner, worker, spec)
+    spec = spec or "none"
     worker = worker or ("draft" if mode.startswith("draft_") else "target")
     _check_args(mode, spec, topk, worker, resolver)
     env = {k: str(v) for k, v in (env or {}).items()}
@@ -412,7 +434,10 @@ def plan(
     if unknown:
         raise UsageError(f"environment {unknown} does not affect aiter routing; known: {', '.join(ENV_DEFAULTS)}")
     flags = {name: env_flag(env, name) for name in ENV_DEFAULTS}  # every value checked, read or not
-    swa_resolved, reads_target = resolve_pool(spec_model, worker, spec, resolver)
+    if model_runner is not None:
+        swa_resolved, reads_target = resolve_runner(model_runner, resolver)
+    else:
+        swa_resolved, reads_target = resolve_pool(spec_model, worker, spec, resolver)
     unified = swa_resolved or flags["SGLANG_USE_AITER_UNIFIED_ATTN"]
     unified_verify = unified and topk == 1 and flags["SGLANG_AITER_UNIFIED_VERIFY"]
     pool = PoolView(worker, spec, resolver, swa_resolved, reads_target, swa_resolved, unified, unified_verify,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -13,6 +14,7 @@ from swa_kit.configs import load_model
 from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.probe import synthetic_batch
 from swa_kit.window import to_keys
+from swa_kit.workers import build_workers
 
 GEMMA4 = load_model("gemma4-31b")
 SWS = 1023  # Gemma-4: sliding_window 1024 keys -> sliding_window_size 1023
@@ -172,3 +174,41 @@ def test_cli_explain(capsys):
         main(["explain", "--model", "gemma3-27b", "--mode", "decode", "--env", "NOPE"])
     assert bad.value.code == 2
     assert main(["explain", "--model", "gemma3-27b", "--mode", "verify"]) == 2
+
+
+# -- planning for a given model runner (the kit's or a foreign one, read by duck typing) ------------------
+
+
+def _foreign_frozen_draft():
+    """A runner that is no kit class: an SGLang-like FROZEN_KV MTP draft over a target's SWA pool."""
+    swa_pool = SimpleNamespace(swa_layer_nums=50, translate_loc_from_full_to_swa=lambda ids: ids)
+    return SimpleNamespace(
+        token_to_kv_pool=SimpleNamespace(size=64),  # the 64-token dummy pool: not an SWA pool
+        token_to_kv_pool_allocator=SimpleNamespace(get_kvcache=lambda: swa_pool),
+        is_draft_worker=True,
+        spec_algorithm=SimpleNamespace(name="FROZEN_KV_MTP", is_frozen_kv_mtp=lambda: True),
+    )
+
+
+def test_plan_for_the_kits_own_runner_matches_the_built_one():
+    runner = build_workers(load_model("gemma4-31b"), "frozen_kv_mtp").draft
+    given = dispatch.plan("gemma4-31b", "draft_decode", model_runner=runner)
+    built = dispatch.plan("gemma4-31b", "draft_decode", spec="frozen_kv_mtp", worker="draft")
+    assert [(e.layer, e.path, e.window_arg, e.page_table) for e in given.layers] == \
+        [(e.layer, e.path, e.window_arg, e.page_table) for e in built.layers]
+
+
+def test_plan_reads_a_foreign_runner_by_duck_typing():
+    runner = _foreign_frozen_draft()
+    fixed = dispatch.plan("gemma4-31b", "draft_decode", model_runner=runner)
+    assert {e.page_table for e in fixed.layers if e.kind == "sliding"} == {"swa"}
+    # The pre-fix resolver looks only at the active (dummy) pool: the guard refuses the route.
+    with pytest.raises(DispatchGuardError, match="untranslated full-pool slot ids"):
+        dispatch.plan("gemma4-31b", "draft_decode", model_runner=runner, resolver="legacy")
+
+
+def test_plan_refuses_a_role_that_contradicts_the_runner():
+    with pytest.raises(UsageError, match="worker='target' contradicts the model runner, which is worker 'draft'"):
+        dispatch.plan("gemma4-31b", "decode", model_runner=_foreign_frozen_draft(), worker="target")
+    with pytest.raises(UsageError, match="spec='eagle' contradicts"):
+        dispatch.plan("gemma4-31b", "draft_decode", model_runner=_foreign_frozen_draft(), spec="eagle")
