@@ -75,6 +75,10 @@ def env_flag(env: Mapping[str, str], name: str) -> bool:
 # -- call sites --------------------------------------------------------------------------------
 
 
+# These two copy SGLang's own expressions on purpose (aiter_backend.py, SGLang 0.5.23): they are
+# what the kernels receive, right or wrong. The kit's converters in swa_kit/window.py say what the
+# argument *should* be; the planner reads each argument back through them (effective_keys), which is
+# how the unified sites' one-key-short shows up in the plan.
 def _unified_arg(sws: int) -> tuple[int, int]:
     return (sws - 1, 0) if sws > -1 else (-1, -1)
 
