@@ -151,7 +151,7 @@ plot_slots_read(eagle, "draft", 0, 1, 10)
 # %%
 from swa_kit.model import load_models
 from swa_kit.report import announce_all
-from swa_kit.spec import DEMO_PROMPTS, greedy_decode, guard_experiment, resolver_rows
+from swa_kit.spec import DEMO_PROMPTS, greedy_decode, guard_experiment, one_key_short_experiment, resolver_rows
 from swa_kit.viz.spec import acceptance_curve, guard_divergence
 
 models = load_models()
@@ -187,6 +187,20 @@ announce_all(report["computed_by"])
 guard_divergence(report)
 
 # %% [markdown]
+# ## 8. One key short
+# Notebook 04's probe measured that SGLang's unified call sites make aiter's kernel attend **W - 1** keys.
+# Here every sliding layer attends what that argument really gives (15 keys for this model's 16), and we
+# compare with the model's own greedy output. The tiny model was trained on exactly 16 keys, so read this as
+# an upper bound on the effect, not a prediction for a 1024-key window.
+
+# %%
+short = one_key_short_experiment(models, prompts, 64, plain)
+print("attended keys (intended -> SGLang's argument):",
+      sorted({(a["intended_keys"], a["effective_keys"]) for a in short["attended"].values()}))
+print("agreement with plain decoding:", short["agreement_with_plain"], " first divergence:", short["first_divergence"])
+announce_all(short["computed_by"])
+
+# %% [markdown]
 # ## What to take away
 # * With the **fixed** resolver both drafts reproduce plain greedy decoding exactly and keep their acceptance.
 # * The wrong resolvers never change the output here: the target verifies every token through the right
@@ -196,3 +210,5 @@ guard_divergence(report)
 #   SWA pool's size (a `SlotError` here, an illegal memory access on a GPU: SGLang #26957).
 # * A kernel that ignores the window changes the **output** itself, and only once the window is full, which is
 #   why short tests miss it; the seed's guard turns it into an error.
+# * A window argument one key short changes the output of a model trained on its window in the same way:
+#   nothing raises, so only measuring what the kernel attends (notebook 04) finds it.

@@ -41,9 +41,9 @@ from swa_kit.attention.backends import get_backend, run_path
 from swa_kit.attention.batch import AttentionBatch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.configs import ModelSpec, parse_model
-from swa_kit.eviction import ReqKV, free_swa_out_of_window_slots
 from swa_kit.dispatch import LayerPlan, Plan, plan
 from swa_kit.errors import DispatchGuardError, ModelConfigError, PoolExhaustedError
+from swa_kit.eviction import ReqKV, free_swa_out_of_window_slots
 from swa_kit.masks import tree_depths, verify_tree_mask
 from swa_kit.pools import KVWriteLoc
 from swa_kit.resolver import RESOLVERS, uses_sliding_window_kv_pool
@@ -415,7 +415,8 @@ class Server:
     def __init__(self, models: TinyModels, algorithm: str = "none", resolver: str = "fixed", *,
                  max_requests: int = 4, max_context_len: int = 256, size: int | None = None,
                  size_swa: int | None = None, topk: int = 1, env: dict[str, str] | None = None,
-                 enforce_guards: bool = True, layer_sites: dict[int, str] | None = None) -> None:
+                 enforce_guards: bool = True, layer_sites: dict[int, str] | None = None,
+                 sglang_windows: bool = False) -> None:
         if resolver not in RESOLVERS:
             raise ModelConfigError(f"unknown resolver {resolver!r}; known: {', '.join(RESOLVERS)}")
         self.models, self.cfg = models, models.cfg
@@ -424,6 +425,10 @@ class Server:
         self.algorithm, self.resolver, self.topk = algorithm, resolver, topk
         self.env = dict(env or {})
         self.enforce_guards = enforce_guards
+        # False: a window-honouring path attends the layer's intended window (the model as trained).
+        # True: it attends what SGLang's window argument really makes it attend (the plan's
+        # effective_keys; one key short at the unified sites).
+        self.sglang_windows = sglang_windows
         self.layer_sites = dict(layer_sites or {})
         self.guards_seen: list[str] = []
         # Every (path, tier, device) that computed an attention call, in first-use order.
@@ -494,7 +499,8 @@ class Server:
             kv_indptr=torch.tensor([0, *torch.tensor(seq_lens).cumsum(0).tolist()]),
             kv_indices=torch.cat(ids), sm_scale=1 / math.sqrt(self.cfg.head_dim), tree_masks=tree_masks)
         if get_backend(entry.path).honours_window:
-            result = reference_attention(batch, entry.intended_keys if entry.kind == "sliding" else None)
+            keys = entry.effective_keys if self.sglang_windows else entry.intended_keys
+            result = reference_attention(batch, keys if entry.kind == "sliding" else None)
         else:
             result = run_path(entry.path, batch, entry.window_arg)
         self.computed_by.setdefault((result.path, result.tier, result.device))

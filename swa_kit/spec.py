@@ -296,6 +296,30 @@ def guard_experiment(models: TinyModels, prompts: list[list[int]], max_new_token
     }
 
 
+def one_key_short_experiment(models: TinyModels, prompts: list[list[int]], max_new_tokens: int,
+                             plain: Generation) -> dict[str, Any]:
+    """Plain decoding where every sliding layer attends what SGLang's argument makes its kernel attend.
+
+    ``plain`` attends the layers' intended windows (as the model was trained); here each
+    window-honouring route attends the plan's ``effective_keys`` instead: W - 1 keys at SGLang's
+    unified call sites (FACTS.md section 4, measured by ``swa-kit probe --sglang-sites``).
+    """
+    max_len = max(map(len, prompts)) + max_new_tokens + 2
+    server = Server(models, "none", "fixed", max_requests=len(prompts), max_context_len=max_len,
+                    sglang_windows=True)
+    run = greedy_decode(models, prompts, max_new_tokens, server=server)
+    attended = {f"{mode} layer {e.layer}": {"site": e.site, "intended_keys": e.intended_keys,
+                                             "effective_keys": e.effective_keys}
+                for mode in ("prefill", "decode") for e in server.plan("target", mode).layers if e.kind == "sliding"}
+    return {
+        "attended": attended,
+        "agreement_with_plain": _round(agreement(run.outputs, plain.outputs)),
+        "first_divergence": [first_divergence(o, r) for o, r in zip(run.outputs, plain.outputs)],
+        "error": run.error,
+        "computed_by": run.computed_by,
+    }
+
+
 def tree_refusal(models: TinyModels, prompts: list[list[int]], topk: int = 2) -> str | None:
     """The dispatch's answer to an EAGLE tree draft (topk > 1) on this hybrid-SWA model (None if allowed)."""
     try:
@@ -321,6 +345,7 @@ def run_demo(models: TinyModels, prompts: tuple[str, ...] = DEMO_PROMPTS, max_ne
     return {
         "rows": rows,
         "guard_experiment": guard_experiment(models, ids, max_new_tokens, plain),
+        "one_key_short": one_key_short_experiment(models, ids, max_new_tokens, plain),
         "tree_verify": {"algorithm": "eagle", "topk": 2, "error": tree_refusal(models, ids)},
         "prompts": list(prompts), "max_new_tokens": max_new_tokens, "window": models.cfg.max_window,
         "seconds": round(time.perf_counter() - start, 2),

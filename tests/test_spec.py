@@ -11,7 +11,14 @@ import pytest
 from swa_kit import cli
 from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.model import load_models
-from swa_kit.spec import agreement, first_divergence, greedy_decode, guard_experiment, speculative_decode
+from swa_kit.spec import (
+    agreement,
+    first_divergence,
+    greedy_decode,
+    guard_experiment,
+    one_key_short_experiment,
+    speculative_decode,
+)
 
 PROMPTS = ("story 8. ", "story 52. lena")
 NEW = 48
@@ -95,6 +102,19 @@ def test_window_ignoring_kernel_diverges_only_after_the_window_fills(setup) -> N
     # the reference for the others.
     used = {(c["path"], c["tier"]) for c in report["computed_by"]}
     assert ("aiter_emulated_paged_ragged", "emulated") in used and ("reference", "reference") in used
+
+
+def test_sglang_window_argument_is_one_key_short_and_changes_the_output(setup) -> None:
+    models, ids, plain, _ = setup
+    report = one_key_short_experiment(models, ids, NEW, plain)
+    window = models.cfg.max_window
+    # Every sliding layer sits at a unified site here (the hybrid pool forces it) and attends W - 1.
+    assert {(a["site"].split(".")[1], a["intended_keys"], a["effective_keys"]) for a in report["attended"].values()} \
+        == {("unified", window, window - 1)}
+    assert report["error"] is None and report["agreement_with_plain"] < 1.0
+    # A query at position p sees a different key set only once p >= W - 1: no divergence before that.
+    fills = [max(0, window - len(p)) for p in ids]
+    assert all(first is None or first >= fill for first, fill in zip(report["first_divergence"], fills))
 
 
 def test_first_divergence_and_agreement() -> None:

@@ -51,6 +51,11 @@ def run(args: argparse.Namespace) -> int:
           f"{guard['agreement_with_plain']}, first divergence at generated token {guard['first_divergence']} "
           f"(window fills at {guard['window_fills_at']})")
     print(f"guard on: {guard['error_with_guard']}")
+    short = result["one_key_short"]
+    keys = sorted({(a["intended_keys"], a["effective_keys"]) for a in short["attended"].values()})
+    print(f"\nsliding layers on SGLang's unified window argument (intended -> attended keys {keys}): agreement "
+          f"with plain {short['agreement_with_plain']}, first divergence at generated token "
+          f"{short['first_divergence']}")
     print(f"\ntree draft (topk {result['tree_verify']['topk']}): {result['tree_verify']['error']}")
     print(f"\n{result['seconds']:.1f} s")
     return 0
