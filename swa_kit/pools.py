@@ -213,13 +213,15 @@ class BaseTokenToKVPoolAllocator:
         """Free one request's ``kv_row[start_pos : start_pos + n]``."""
         self.free(free_index)
 
+    # Hooks of the one-pool allocators below. The SWA allocator never reaches them: it overrides
+    # free() and frees through its two sub-allocators.
     def _release_slots(self, free_index: torch.Tensor) -> None:
         """Put already-checked slots back on the free list (their pages, for a paged allocator)."""
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} keeps no free list of its own to release slots into")
 
     def _release_page_ids(self, page_ids: torch.Tensor) -> None:
         """Put already-checked pages back on the free list."""
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} keeps no free list of its own to release pages into")
 
 
 class TokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
