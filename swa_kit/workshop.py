@@ -15,8 +15,7 @@ from swa_kit.configs import load_model
 from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.memory import Savings, full_pool_bytes_per_token, request_bytes, savings
 from swa_kit.resolver import decision_table
-from swa_kit.viz.masks import naive_reads
-from swa_kit.window import Window
+from swa_kit.window import Window, naive_reads
 
 UNIFIED_FIX = {"SGLANG_USE_AITER_UNIFIED_ATTN": "1"}
 

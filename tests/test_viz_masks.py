@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from swa_kit.errors import WindowConventionError
 from swa_kit.masks import mask_spec
-from swa_kit.viz.masks import block_view_figure, conventions_figure, mask_figure, naive_reads
-from swa_kit.window import CONVENTIONS
+from swa_kit.viz.masks import block_view_figure, conventions_figure, mask_figure
+from swa_kit.window import CONVENTIONS, naive_reads
 
 
 def _render(fig: Figure) -> None:
@@ -53,31 +52,6 @@ def test_no_window_draws_no_edge_and_chunked_draws_chunk_edges():
     assert not _by_gid(mask_figure(mask_spec("prefill", 6, 6, None)).axes[0], "window-edge")
     ax = mask_figure(mask_spec("chunked", 10, 10, None, chunk=4)).axes[0]
     assert [line.get_xdata()[0] for line in _by_gid(ax, "chunk-edge")] == [3.5, 7.5]
-
-
-def test_naive_reads_from_hf_attend_one_more_where_w_minus_one_is_meant():
-    reads = {r.convention: r for r in naive_reads(1024, "hf")}
-    assert set(reads) == set(CONVENTIONS)
-    for name in ("sglang", "flash_attn", "aiter_ck", "flashinfer", "aiter_unified", "flash_attn_4"):
-        assert reads[name].keys == 1025 and reads[name].delta == 1
-    for name in ("hf", "aiter_v1", "flex"):
-        assert reads[name].keys == 1024 and reads[name].delta == 0
-    assert reads["sglang"].wanted == 1023 and reads["flash_attn"].passed == (1024, 0)
-
-
-def test_naive_reads_from_sglang_one_less_and_v1_zero_is_off():
-    reads = {r.convention: r for r in naive_reads(128, "sglang")}
-    assert reads["aiter_v1"].delta == -1 and reads["hf"].keys == 127 and reads["sglang"].delta == 0
-    ones = {r.convention: r for r in naive_reads(1, "sglang")}
-    assert ones["aiter_v1"].keys is None and ones["aiter_v1"].error is None  # 0 means "off" there
-    assert ones["hf"].error and "0" in ones["hf"].error and ones["hf"].delta is None
-
-
-def test_naive_reads_need_a_window():
-    with pytest.raises(WindowConventionError):
-        naive_reads(None)  # type: ignore[arg-type]
-    with pytest.raises(WindowConventionError):
-        naive_reads(0)
 
 
 @pytest.mark.parametrize("keys, held_in", [(1024, "hf"), (6, "hf"), (6, "sglang"), (1, "sglang"), (128, "flash_attn")])

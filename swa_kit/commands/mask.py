@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 
 from swa_kit.commands._output import print_json
-from swa_kit.commands.window import parse_value
 from swa_kit.errors import MaskError
 from swa_kit.masks import MODES, MaskSpec, mask_spec
-from swa_kit.window import CONVENTIONS, Window
+from swa_kit.window import CONVENTIONS, Window, parse_value
 
 NAME = "mask"
 HELP = "print or draw the attention mask of a forward mode (prefill, extend, decode, verify, tree, chunked)"

@@ -6,16 +6,13 @@ whose first image holds the mask (or tile states) exactly, so tests can read the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from swa_kit.errors import WindowConventionError
 from swa_kit.masks import BlockView, MaskSpec, mask_spec
-from swa_kit.window import CONVENTIONS, Window, check_keys, from_keys, to_keys
+from swa_kit.window import Window, from_keys, naive_reads
 
 MASK_CMAP = ListedColormap(["#ffffff", "#2b8cbe"])
 TILE_CMAP = ListedColormap(["#ffffff", "#fdae61", "#2b8cbe"])  # skipped, partial, full
@@ -77,45 +74,6 @@ def mask_figure(spec: MaskSpec, block: int | None = None, title: str | None = No
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="lower left", fontsize=7, framealpha=0.9)
     return fig
-
-
-@dataclass(frozen=True)
-class NaiveRead:
-    """One API given the number you hold as-is, instead of converting it."""
-
-    convention: str
-    wanted: object  # what the API should get for the window you mean
-    passed: object  # what it gets when you pass your number unconverted
-    keys: int | None  # keys it then attends (None = window off); None as well when ``error`` is set
-    meant: int
-    error: str | None = None
-
-    @property
-    def delta(self) -> int | None:
-        """Keys attended minus keys meant; None when the value is rejected or switches the window off."""
-        return None if self.error or self.keys is None else self.keys - self.meant
-
-
-def naive_reads(keys: int, held_in: str = "hf") -> list[NaiveRead]:
-    """For every API: the window ``keys`` written in ``held_in``, passed to it without conversion.
-
-    ``held_in="hf"`` passes the config's ``sliding_window`` (W) everywhere: APIs counting ``W - 1``
-    then attend one key more. ``held_in="sglang"`` passes ``sliding_window_size`` (W - 1): APIs
-    counting W attend one key less, and with W = 1 ``paged_attention_v1`` reads 0 as "off".
-    """
-    keys = check_keys(keys)
-    if keys is None:
-        raise WindowConventionError("keys: invalid window value None: the trap needs a window; give keys >= 1")
-    held = from_keys(held_in, keys)
-    number = held[0] if isinstance(held, tuple) else held
-    reads = []
-    for name, conv in CONVENTIONS.items():
-        passed = (number, 0) if isinstance(conv.off, tuple) else number
-        try:
-            reads.append(NaiveRead(name, from_keys(name, keys), passed, to_keys(name, passed), keys))
-        except WindowConventionError as error:
-            reads.append(NaiveRead(name, from_keys(name, keys), passed, None, keys, str(error)))
-    return reads
 
 
 def _shown_columns(kv_len: int, windows: list[Window], q_pos: np.ndarray, pad: int, max_cols: int) -> np.ndarray:
