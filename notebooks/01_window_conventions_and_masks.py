@@ -37,10 +37,10 @@ import warnings
 import torch
 from IPython.display import display
 
-from swa_kit.commands._output import print_table
 from swa_kit.configs import load_model
 from swa_kit.masks import mask_spec
 from swa_kit.memory import savings
+from swa_kit.tables import print_table
 from swa_kit.viz.masks import block_view_figure, conventions_figure, mask_figure
 from swa_kit.widgets.masks import mask_explorer
 from swa_kit.window import CONVENTIONS, Window, naive_reads

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import re
 
-from swa_kit.commands._output import print_json, print_table
+from swa_kit.commands._output import print_json
+from swa_kit.tables import print_table
 from swa_kit.window import CONVENTIONS, Window, parse_value
 
 NAME = "window"
