@@ -257,8 +257,9 @@ class ForwardMask:
     def to_json(self) -> dict[str, Any]:
         """The mask and the positions its rows and columns stand for, as plain JSON values (builds it densely)."""
         return {"mode": self.mode, "q_len": self.q_len, "kv_len": self.kv_len, "window_keys": self.window.keys,
-                "parents": None if self.parents is None else list(self.parents), "chunk": self.chunk, "q_positions": self.q_positions().tolist(),
-                "k_positions": self.k_positions().tolist(), "mask": self.dense().int().tolist()}
+                "parents": None if self.parents is None else list(self.parents), "chunk": self.chunk,
+                "q_positions": self.q_positions().tolist(), "k_positions": self.k_positions().tolist(),
+                "mask": self.dense().int().tolist()}
 
     def to_text(self) -> str:
         """:meth:`describe`, then one line per query: its position, ``#`` per attended key, ``.`` per other key."""

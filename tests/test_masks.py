@@ -33,7 +33,7 @@ from swa_kit.window import Window
 
 def _depths(parents):
     out = []
-    for i, p in enumerate(parents):
+    for i in range(len(parents)):
         d, node = 0, i
         while parents[node] != -1:
             node, d = parents[node], d + 1
