@@ -22,3 +22,12 @@ def test_the_workshop_solutions_do_not_import_matplotlib():
     assert not loaded_after("import swa_kit.workshop", ("matplotlib",))
     # the check can fail: the mask pictures do import it
     assert "matplotlib" in loaded_after("import swa_kit.viz.masks", ("matplotlib",))
+
+
+def test_the_cli_answers_help_and_window_without_torch():
+    for argv in (["--help"], ["window", "--from", "hf", "1024"], ["window", "--help"]):
+        code = f"from swa_kit.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass"
+        assert not loaded_after(code, ("torch", "matplotlib", "numpy")), argv
+    # the check can fail: a command that needs torch does import it when it runs
+    assert "torch" in loaded_after("from swa_kit.cli import main\nmain(['mask', '--mode', 'decode', '--kv-len', '4', "
+                                   "'--window', '2'])", ("torch",))
