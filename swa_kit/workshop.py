@@ -2,7 +2,7 @@
 
 Each solution is a few calls over the kit's own API, the way a participant would write it in a
 notebook cell; ``tests/test_workshop.py`` checks every answer against an independent computation
-(hand arithmetic from the model configs, FACTS.md's tables, real reads from the pools).
+(hand arithmetic from the model configs, each API's window rule written out, real reads from the pools).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""swa_kit.window: round trips through every convention, FACTS.md §4 values, invalid input, the CLI."""
+"""swa_kit.window: round trips through every convention, each API's value for W keys, invalid input, the CLI."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def test_numpy_and_torch_ints_are_accepted():
     assert Window(np.int32(5)).keys == 5 and type(Window(np.int32(5)).keys) is int
 
 
-# ---- FACTS.md §4: what each API wants for W keys ----
+# ---- what each API wants for W keys (the table in swa_kit/window.py, with its sources) ----
 
 @pytest.mark.parametrize("keys", [128, 1024, 4096])  # GPT-OSS, Gemma-3/4, Mistral-style
 def test_table_values(keys):
