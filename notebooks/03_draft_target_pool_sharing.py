@@ -33,9 +33,9 @@
 # %matplotlib inline
 import torch
 
-from swa_kit.commands._output import print_table
 from swa_kit.errors import SlotError
 from swa_kit.resolver import RESOLVERS, decision_table, read_keys, slots_read
+from swa_kit.tables import print_table
 from swa_kit.viz.pools import plot_slots_read
 from swa_kit.workers import FROZEN_KV_DUMMY_POOL_SIZE, SpeculativeAlgorithm, build_workers
 

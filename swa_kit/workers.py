@@ -134,11 +134,6 @@ MODEL_KINDS: dict[str, WorkerLayout] = {
                                       4, False),
     "no_window": WorkerLayout("no_window", ("full",) * 4, None, False, draft_layer_types=("full",)),
 }
-MODEL_KIND_HELP = {
-    "hybrid_swa": "sliding layers in an SWAKVPool (Gemma-4, GPT-OSS, Llama-4, MiMo-V2)",
-    "windowed_one_pool": "sliding layers, one full-size pool (Gemma-2/3/3n)",
-    "no_window": "no sliding layer",
-}
 
 
 @dataclass(eq=False)

@@ -2,7 +2,7 @@
 
 Each solution is a few calls over the kit's own API, the way a participant would write it in a
 notebook cell; ``tests/test_workshop.py`` checks every answer against an independent computation
-(hand arithmetic from the model configs, FACTS.md's tables, real reads from the pools).
+(hand arithmetic from the model configs, each API's window rule written out, real reads from the pools).
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from swa_kit.configs import load_model
 from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.memory import Savings, full_pool_bytes_per_token, request_bytes, savings
 from swa_kit.resolver import decision_table
-from swa_kit.viz.masks import naive_reads
-from swa_kit.window import Window
+from swa_kit.window import Window, naive_reads
 
 UNIFIED_FIX = {"SGLANG_USE_AITER_UNIFIED_ATTN": "1"}
 
