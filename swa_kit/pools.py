@@ -25,8 +25,10 @@ Each allocator therefore keeps a ``live`` flag per page next to SGLang's free li
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, TypeVar
 
 import torch
 
@@ -60,6 +62,21 @@ def _as_index(ids: Any, device: Any) -> torch.Tensor:
     if t.dtype.is_floating_point or t.dtype == torch.bool:
         raise SlotError(f"slot ids must be integers, got dtype {t.dtype}")
     return t.reshape(-1).to(torch.int64)
+
+
+_Free = TypeVar("_Free", bound=Callable[..., None])
+
+
+def frees_ids(method: _Free) -> _Free:
+    """A free method's first argument as a 1-D int64 tensor on ``self.device``; an empty one frees nothing."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, ids: Any, *args: Any, **kwargs: Any) -> None:
+        ids = _as_index(ids, self.device)
+        if ids.numel():
+            method(self, ids, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 
 
 def _ints(values: Any) -> list[int]:
@@ -133,15 +150,65 @@ class ReqToTokenPool:
             self._live[r] = False
         self.free_slots.extend(rows)
 
-    def is_allocated(self, row: int) -> bool:
-        return 0 < row <= self.size and self._live[row]
-
 
 # -- token allocators --------------------------------------------------------------------------------------------------
 
 
+class PageLedger:
+    """Which pages an allocator has handed out: the kit's addition to SGLang's free lists, so a bad free raises.
+
+    Page 0 is the reserved dummy; at page_size 1 a page is a slot. ``live[page]`` is True from
+    the allocation that hands the page out until the free that retires it.
+    """
+
+    def __init__(self, size: int, page_size: int) -> None:
+        self.num_pages = size // page_size
+        self.num_slots = size + page_size  # the rows of the kvcache this allocator serves
+        self.unit = "slot" if page_size == 1 else "page"
+        self.page_size = page_size
+        self.live = torch.zeros(self.num_pages + 1, dtype=torch.bool)
+
+    def hand_out(self, pages: torch.Tensor) -> None:
+        self.live[pages.cpu()] = True
+
+    def check_live(self, pages: torch.Tensor, what: str) -> None:
+        """Refuse (``SlotError``) pages out of range, the dummy, pages not handed out, and a page listed twice."""
+        pages, unit = pages.cpu(), self.unit
+        bad = pages[(pages < 0) | (pages > self.num_pages)]
+        if bad.numel():
+            raise SlotError(f"{what}: {unit} {int(bad[0])} is out of range 1..{self.num_pages}")
+        if bool((pages == 0).any()):
+            raise SlotError(f"{what}: {unit} 0 is the reserved dummy (padding and evicted tokens point at it); "
+                            "it is never allocated, so it cannot be freed")
+        dead = pages[~self.live[pages]]
+        if dead.numel():
+            raise SlotError(f"{what}: {unit} {int(dead[0])} is not allocated (never handed out or already freed)")
+        if torch.unique(pages).numel() != pages.numel():
+            raise SlotError(f"{what}: the same {unit} appears twice in one free; each is freed once")
+
+    def check_slots_live(self, slots: torch.Tensor, what: str) -> torch.Tensor:
+        """The pages ``slots`` lie on (each once), after checking the slots are in range and those pages live."""
+        s = slots.cpu()
+        bad = s[(s < 0) | (s >= self.num_slots)]
+        if bad.numel():
+            raise SlotError(f"{what}: slot {int(bad[0])} is out of range 0..{self.num_slots - 1}")
+        pages = torch.unique(slots // self.page_size)
+        self.check_live(pages, what)
+        return pages
+
+    def retire(self, pages: torch.Tensor, what: str) -> None:
+        """Check ``pages`` as :meth:`check_live` does, then mark them freed (the free list is the caller's part)."""
+        self.check_live(pages, what)
+        self.live[pages.cpu()] = False
+
+
 class BaseTokenToKVPoolAllocator:
-    """What both token allocators share: sizes, the kvcache they serve, liveness per page, free groups."""
+    """What every token allocator shares: sizes, the kvcache it serves, free groups, segment frees.
+
+    The two one-pool allocators below keep a :class:`PageLedger` (``ledger``) next to their free
+    list; ``release_slots`` / ``release_page_ids`` put pages its ``retire`` already checked back on
+    that list. The SWA allocator frees through those of its two sub-allocators.
+    """
 
     def __init__(self, size: int, page_size: int, dtype: torch.dtype, device: str | torch.device,
                  kvcache: Any, need_sort: bool) -> None:
@@ -163,35 +230,6 @@ class BaseTokenToKVPoolAllocator:
     def get_kvcache(self) -> Any:
         return self._kvcache
 
-    # Liveness: the kit's own record of which pages are handed out, so bad frees raise.
-    def _reset_live(self) -> None:
-        self._page_live = torch.zeros(self.num_pages + 1, dtype=torch.bool)
-
-    def live_pages(self) -> torch.Tensor:
-        """Page ids handed out and not yet freed (page == slot when page_size is 1)."""
-        return torch.nonzero(self._page_live).reshape(-1)
-
-    def _check_pages_live(self, pages: torch.Tensor, what: str) -> None:
-        pages = pages.cpu()
-        unit = "slot" if self.page_size == 1 else "page"
-        bad = pages[(pages < 0) | (pages > self.num_pages)]
-        if bad.numel():
-            raise SlotError(f"{what}: {unit} {int(bad[0])} is out of range 1..{self.num_pages}")
-        if bool((pages == 0).any()):
-            raise SlotError(f"{what}: {unit} 0 is the reserved dummy (padding and evicted tokens point at it); "
-                            "it is never allocated, so it cannot be freed")
-        dead = pages[~self._page_live[pages]]
-        if dead.numel():
-            raise SlotError(f"{what}: {unit} {int(dead[0])} is not allocated (never handed out or already freed)")
-        if torch.unique(pages).numel() != pages.numel():
-            raise SlotError(f"{what}: the same {unit} appears twice in one free; each is freed once")
-
-    def _check_slots(self, slots: torch.Tensor, what: str) -> None:
-        s = slots.cpu()
-        bad = s[(s < 0) | (s >= self.size + self.page_size)]
-        if bad.numel():
-            raise SlotError(f"{what}: slot {int(bad[0])} is out of range 0..{self.size + self.page_size - 1}")
-
     def free_group_begin(self) -> None:
         """Hold frees until :meth:`free_group_end`, which releases them together (SGLang's free groups)."""
         if self.free_group is not None:
@@ -201,7 +239,7 @@ class BaseTokenToKVPoolAllocator:
     def free_group_end(self) -> None:
         pending, self.free_group = self.free_group, None
         if pending:
-            self._release_slots(torch.cat(pending))
+            self.release_slots(torch.cat(pending))
 
     def alloc_extend(self, *args: Any, **kwargs: Any) -> torch.Tensor | None:
         raise PoolUsageError("alloc_extend is for paged allocators (page_size > 1); use alloc(need_size)")
@@ -213,14 +251,14 @@ class BaseTokenToKVPoolAllocator:
         """Free one request's ``kv_row[start_pos : start_pos + n]``."""
         self.free(free_index)
 
-    # Hooks of the one-pool allocators below. The SWA allocator never reaches them: it overrides
-    # free() and frees through its two sub-allocators.
-    def _release_slots(self, free_index: torch.Tensor) -> None:
-        """Put already-checked slots back on the free list (their pages, for a paged allocator)."""
+    # The release half of a free: put slots (pages) whose ledger entries are already retired back on
+    # the free list. The SWA allocator never reaches these: it releases through its sub-allocators.
+    def release_slots(self, free_index: torch.Tensor) -> None:
+        """Put already-retired slots back on the free list (their pages, for a paged allocator)."""
         raise TypeError(f"{type(self).__name__} keeps no free list of its own to release slots into")
 
-    def _release_page_ids(self, page_ids: torch.Tensor) -> None:
-        """Put already-checked pages back on the free list."""
+    def release_page_ids(self, page_ids: torch.Tensor) -> None:
+        """Put already-retired pages back on the free list."""
         raise TypeError(f"{type(self).__name__} keeps no free list of its own to release pages into")
 
 
@@ -236,7 +274,7 @@ class TokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
         self.free_pages = torch.arange(1, self.size + 1, dtype=torch.int64, device=self.device)
         self.release_pages = torch.empty((0,), dtype=torch.int64, device=self.device)
         self.free_group = None
-        self._reset_live()
+        self.ledger = PageLedger(self.size, 1)
 
     def available_size(self) -> int:
         return len(self.free_pages) + len(self.release_pages)
@@ -255,27 +293,24 @@ class TokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
             return None
         select = self.free_pages[:need_size]
         self.free_pages = self.free_pages[need_size:]
-        self._page_live[select.cpu()] = True
+        self.ledger.hand_out(select)
         return select
 
-    def free(self, free_index: Any) -> None:
-        free_index = _as_index(free_index, self.device)
-        if free_index.numel() == 0:
-            return
-        self._check_pages_live(free_index, "free")
-        self._page_live[free_index.cpu()] = False
+    @frees_ids
+    def free(self, free_index: torch.Tensor) -> None:
+        self.ledger.retire(free_index, "free")
         if self.free_group is not None:
             self.free_group.append(free_index.clone())
         else:
-            self._release_slots(free_index)
+            self.release_slots(free_index)
 
     def free_page_ids(self, page_ids: Any) -> None:
         self.free(page_ids)  # page ids are slot ids at page_size 1
 
-    def _release_slots(self, free_index: torch.Tensor) -> None:
-        self._release_page_ids(free_index)
+    def release_slots(self, free_index: torch.Tensor) -> None:
+        self.release_page_ids(free_index)
 
-    def _release_page_ids(self, page_ids: torch.Tensor) -> None:
+    def release_page_ids(self, page_ids: torch.Tensor) -> None:
         if self.need_sort:
             self.release_pages = torch.cat((self.release_pages, page_ids))
         else:
@@ -301,7 +336,7 @@ class PagedTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
         self.free_page_ids_group: list[torch.Tensor] = []
         self.staged_pages: list[torch.Tensor] = []  # need_sort: freed pages wait here until an alloc runs short
         self.num_staged_pages = 0
-        self._reset_live()
+        self.ledger = PageLedger(self.size, self.page_size)
 
     def available_size(self) -> int:
         return (len(self.free_pages) + self.num_staged_pages) * self.page_size
@@ -319,7 +354,7 @@ class PagedTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
     def _take_pages(self, n: int) -> torch.Tensor:
         pages = self.free_pages[:n]
         self.free_pages = self.free_pages[n:]
-        self._page_live[pages.cpu()] = True
+        self.ledger.hand_out(pages)
         return pages
 
     def alloc(self, need_size: int) -> torch.Tensor | None:
@@ -347,7 +382,7 @@ class PagedTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
                 raise SlotError(f"{what}: request {i} has prefix {pre} (offset {pre % ps} in its page) but "
                                 f"last_loc {loc} sits at offset {loc % ps}; pass the slot of its last token")
             page = loc // ps
-            if not (0 < page <= self.num_pages and bool(self._page_live[page])):
+            if not (0 < page <= self.num_pages and bool(self.ledger.live[page])):
                 raise SlotError(f"{what}: request {i}'s last_loc {loc} is on page {page}, which is not allocated "
                                 "(a freed or evicted page would hand out another owner's slots)")
 
@@ -402,44 +437,35 @@ class PagedTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
         out = [pages.pop(0) * ps if (s - 1) % ps == 0 else loc + 1 for s, loc in zip(seq, last)]
         return torch.tensor(out, dtype=torch.int64, device=self.device)
 
-    def free(self, free_index: Any) -> None:
+    @frees_ids
+    def free(self, free_index: torch.Tensor) -> None:
         """Free every page any of ``free_index`` lies on (whole pages, each once)."""
-        free_index = _as_index(free_index, self.device)
-        if free_index.numel() == 0:
-            return
-        self._check_slots(free_index, "free")
-        pages = torch.unique(free_index // self.page_size)
-        self._check_pages_live(pages, "free")
-        self._page_live[pages.cpu()] = False
+        pages = self.ledger.check_slots_live(free_index, "free")
+        self.ledger.retire(pages, "free")
         if self.free_group is not None:
             self.free_group.append(free_index.clone())
         else:
-            self._release_page_ids(pages)
+            self.release_page_ids(pages)
 
-    def _release_slots(self, free_index: torch.Tensor) -> None:
-        self._release_page_ids(torch.unique(free_index // self.page_size))
+    def release_slots(self, free_index: torch.Tensor) -> None:
+        self.release_page_ids(torch.unique(free_index // self.page_size))
 
-    def free_page_ids(self, page_ids: Any) -> None:
+    @frees_ids
+    def free_page_ids(self, page_ids: torch.Tensor) -> None:
         """Free exactly these pages (no dedup: each must be live and listed once)."""
-        page_ids = _as_index(page_ids, self.device)
-        if page_ids.numel() == 0:
-            return
-        self._check_pages_live(page_ids, "free_page_ids")
-        self._page_live[page_ids.cpu()] = False
+        self.ledger.retire(page_ids, "free_page_ids")
         if self.free_group is not None:
             self.free_page_ids_group.append(page_ids.clone())
         else:
-            self._release_page_ids(page_ids)
+            self.release_page_ids(page_ids)
 
-    def free_segment(self, free_index: Any, *, start_pos: int) -> None:
+    @frees_ids
+    def free_segment(self, free_index: torch.Tensor, *, start_pos: int) -> None:
         """Free a page-aligned run of one request's row: one representative per page, no unique."""
-        free_index = _as_index(free_index, self.device)
-        if free_index.numel() == 0:
-            return
         reps = _segment_page_reps(free_index, start_pos, self.page_size, "free_segment")
         self.free_page_ids(reps // self.page_size)
 
-    def _release_page_ids(self, page_ids: torch.Tensor) -> None:
+    def release_page_ids(self, page_ids: torch.Tensor) -> None:
         if self.need_sort:
             self.staged_pages.append(page_ids)
             self.num_staged_pages += page_ids.numel()
@@ -453,7 +479,7 @@ class PagedTokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
     def free_group_end(self) -> None:
         super().free_group_end()
         if self.free_page_ids_group:
-            self._release_page_ids(torch.cat(self.free_page_ids_group))
+            self.release_page_ids(torch.cat(self.free_page_ids_group))
             self.free_page_ids_group = []
 
 
@@ -733,6 +759,7 @@ class SWATokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
     ``alloc`` (page_size 1) and ``alloc_extend`` / ``alloc_decode`` (page_size > 1) return
     full-pool ids and record ``mapping[full] = swa``. ``free_swa`` gives back the SWA side
     only (whole pages when paged) and resets the mapping of those full slots to 0, the dummy.
+    ``size`` is the smaller side's, as in SGLang; ``size_full`` / ``size_swa`` name each side.
     """
 
     def __init__(self, size: int, size_swa: int, page_size: int, dtype: torch.dtype, device: str | torch.device,
@@ -740,13 +767,9 @@ class SWATokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
         if not (hasattr(kvcache, "register_mapping") and hasattr(kvcache, "swa_kv_pool")):
             raise PoolUsageError(f"SWATokenToKVPoolAllocator needs an SWA pool (with swa_kv_pool and "
                                  f"register_mapping) as kvcache, got {type(kvcache).__name__}")
+        super().__init__(min(size, size_swa), page_size, dtype, device, kvcache, need_sort)
         self._size_full = size
         self._size_swa = size_swa
-        self.page_size = page_size
-        self.dtype = dtype
-        self.device = device
-        self.need_sort = need_sort
-        self._kvcache = kvcache
         full_pool, swa_pool = getattr(kvcache, "full_kv_pool", None), kvcache.swa_kv_pool
         if page_size == 1:
             self.full_attn_allocator = TokenToKVPoolAllocator(size, dtype, device, full_pool, need_sort)
@@ -761,13 +784,8 @@ class SWATokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
             torch.zeros(size + page_size, dtype=torch.int64, device=device),
             torch.tensor([-1], dtype=torch.int64, device=device),
         ])
-        self.free_group = None
         self.clear()
         self._kvcache.register_mapping(self.full_to_swa_index_mapping)
-
-    @property
-    def size(self) -> int:
-        return min(self._size_full, self._size_swa)
 
     @property
     def size_full(self) -> int:
@@ -854,29 +872,25 @@ class SWATokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
         return full
 
     # -- frees -------------------------------------------------------------------------------------------------------
+    # Each free checks everything (full slots live, SWA peers mapped and live) before it changes anything;
+    # the SWA side's pages are retired in its ledger at once and released now or at the free group's end.
 
     def _check_full_live(self, free_index: torch.Tensor, what: str) -> None:
-        self.full_attn_allocator._check_slots(free_index, what)
-        pages = torch.unique(free_index // self.page_size)
-        self.full_attn_allocator._check_pages_live(pages, what)
+        self.full_attn_allocator.ledger.check_slots_live(free_index, what)
 
     def _expand_to_full_pages(self, indices: torch.Tensor) -> torch.Tensor:
         base = indices // self.page_size * self.page_size
         return (base[:, None] + torch.arange(self.page_size, device=indices.device)).reshape(-1)
 
-    def free(self, free_index: Any) -> None:
+    @frees_ids
+    def free(self, free_index: torch.Tensor) -> None:
         """Free both sides of full slots whose SWA peers are still live."""
-        free_index = _as_index(free_index, self.device)
-        if free_index.numel() == 0:
-            return
         self.free_swa(free_index)  # SWA first: it reads the mapping
         self.free_full(free_index)
 
-    def free_swa(self, free_index: Any) -> None:
+    @frees_ids
+    def free_swa(self, free_index: torch.Tensor) -> None:
         """Give back the SWA slots of full slots ``free_index`` (whole pages when paged); keep the full slots."""
-        free_index = _as_index(free_index, self.device)
-        if free_index.numel() == 0:
-            return
         if self.page_size == 1:
             self._free_swa_pages(free_index, start_pos=0, what="free_swa")
             return
@@ -890,19 +904,16 @@ class SWATokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
             raise SlotError(f"free_swa: full page {int(missing[0])} has no live SWA slots (freed or evicted "
                             "already); free its full side with free_full")
         swa_pages = torch.unique(swa[swa > 0] // self.page_size)
-        self.swa_attn_allocator._check_pages_live(swa_pages, "free_swa (SWA side)")
+        self.swa_attn_allocator.ledger.retire(swa_pages, "free_swa (SWA side)")
         self.clear_full_to_swa_mapping(expanded)
         if self.free_group is not None:
-            self.swa_attn_allocator._page_live[swa_pages.cpu()] = False
             self.swa_free_group.append(swa)
             return
         self._release_swa(swa)
 
-    def free_swa_segment(self, free_index: Any, *, start_pos: int) -> None:
+    @frees_ids
+    def free_swa_segment(self, free_index: torch.Tensor, *, start_pos: int) -> None:
         """``free_swa`` for a page-aligned run ``kv_row[start_pos : start_pos + n]`` of one request."""
-        free_index = _as_index(free_index, self.device)
-        if free_index.numel() == 0:
-            return
         self._free_swa_pages(free_index, start_pos=start_pos, what="free_swa_segment")
 
     def _free_swa_pages(self, free_index: torch.Tensor, start_pos: int, what: str) -> None:
@@ -915,63 +926,54 @@ class SWATokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
             raise SlotError(f"{what}: full slot {int(unmapped[0])} has no live SWA slot (freed or evicted "
                             "already); free its full side with free_full")
         swa_pages = swa_tokens // ps
-        self.swa_attn_allocator._check_pages_live(swa_pages, f"{what} (SWA side)")
+        self.swa_attn_allocator.ledger.retire(swa_pages, f"{what} (SWA side)")
         self.clear_full_to_swa_mapping(self._expand_to_full_pages(reps) if ps > 1 else reps)
         if self.free_group is not None:
-            self.swa_attn_allocator._page_live[swa_pages.cpu()] = False
             self.swa_page_ids_group.append(swa_pages)
             return
-        self.swa_attn_allocator.free_page_ids(swa_pages)
+        self.swa_attn_allocator.release_page_ids(swa_pages)
 
     def _release_swa(self, swa_indices: torch.Tensor) -> None:
         if self.page_size > 1:
             swa_indices = swa_indices[swa_indices > 0]  # page expansion picked up never-allocated slots
-        self.swa_attn_allocator.free(swa_indices)
+        self.swa_attn_allocator.release_slots(swa_indices)
 
-    def free_full(self, free_index: Any) -> None:
-        """Free full slots whose SWA peers were already given back (mapping 0)."""
-        free_index = _as_index(free_index, self.device)
-        if free_index.numel() == 0:
-            return
-        self._check_full_live(free_index, "free_full")
+    def _check_swa_released(self, free_index: torch.Tensor, what: str, way_out: str) -> None:
+        self._check_full_live(free_index, what)
         still = free_index[self.full_to_swa_index_mapping[free_index] != 0]
         if still.numel():
-            raise SlotError(f"free_full: full slot {int(still[0])} still holds SWA slot "
-                            f"{int(self.full_to_swa_index_mapping[still[0]])}; use free (both sides) or free_swa first")
+            raise SlotError(f"{what}: full slot {int(still[0])} still holds SWA slot "
+                            f"{int(self.full_to_swa_index_mapping[still[0]])}; {way_out}")
+
+    @frees_ids
+    def free_full(self, free_index: torch.Tensor) -> None:
+        """Free full slots whose SWA peers were already given back (mapping 0)."""
+        self._check_swa_released(free_index, "free_full", "use free (both sides) or free_swa first")
         self.full_attn_allocator.free(free_index)
 
-    def free_segment(self, free_index: Any, *, start_pos: int) -> None:
-        free_index = _as_index(free_index, self.device)
-        if free_index.numel() == 0:
-            return
+    @frees_ids
+    def free_segment(self, free_index: torch.Tensor, *, start_pos: int) -> None:
         self.free_swa_segment(free_index, start_pos=start_pos)
         self.full_attn_allocator.free_segment(free_index, start_pos=start_pos)
 
-    def free_full_segment(self, free_index: Any, *, start_pos: int) -> None:
-        free_index = _as_index(free_index, self.device)
-        if free_index.numel() == 0:
-            return
-        self._check_full_live(free_index, "free_full_segment")
-        still = free_index[self.full_to_swa_index_mapping[free_index] != 0]
-        if still.numel():
-            raise SlotError(f"free_full_segment: full slot {int(still[0])} still holds an SWA slot; use free_segment")
+    @frees_ids
+    def free_full_segment(self, free_index: torch.Tensor, *, start_pos: int) -> None:
+        self._check_swa_released(free_index, "free_full_segment", "use free_segment")
         self.full_attn_allocator.free_segment(free_index, start_pos=start_pos)
 
     def free_group_begin(self) -> None:
-        if self.free_group is not None:
-            raise PoolUsageError("free groups cannot be nested: call free_group_end() first")
-        self.free_group = []
+        super().free_group_begin()
         self.swa_free_group = []
         self.swa_page_ids_group = []
         self.full_attn_allocator.free_group_begin()
 
     def free_group_end(self) -> None:
         """Release what the group held, in SGLang's order: SWA page ids, then SWA slots, then the full side."""
-        self.free_group = None
+        super().free_group_end()  # nothing of its own: every free here goes to a sub-allocator
         if self.swa_page_ids_group:
             pages, self.swa_page_ids_group = torch.cat(self.swa_page_ids_group), []
-            self.swa_attn_allocator._release_page_ids(pages)
+            self.swa_attn_allocator.release_page_ids(pages)
         if self.swa_free_group:
             swa, self.swa_free_group = torch.cat(self.swa_free_group), []
-            self.swa_attn_allocator._release_slots(swa[swa > 0] if self.page_size > 1 else swa)
+            self._release_swa(swa)
         self.full_attn_allocator.free_group_end()
