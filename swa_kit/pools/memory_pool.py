@@ -93,7 +93,25 @@ def unwrap_write_loc(loc_info: Any) -> tuple[Any, Any, Any]:
     return loc_info, None, None
 
 
-class MHATokenToKVPool:
+class KVCache:
+    """What every KV pool records about itself (SGLang's ``KVCache`` base): sizes, dtype, device, its layers."""
+
+    def __init__(self, size: int, page_size: int, dtype: torch.dtype, layer_num: int, device: str | torch.device,
+                 start_layer: int | None = None, end_layer: int | None = None) -> None:
+        if size < 0 or page_size < 1 or layer_num < 0:
+            raise PoolUsageError(f"{type(self).__name__}(size={size}, page_size={page_size}, layer_num={layer_num}): "
+                                 "need size >= 0, page_size >= 1, layer_num >= 0")
+        self.size = size
+        self.page_size = page_size
+        self.dtype = dtype
+        self.store_dtype = dtype
+        self.device = device
+        self.layer_num = layer_num
+        self.start_layer = start_layer or 0
+        self.end_layer = end_layer or layer_num - 1
+
+
+class MHATokenToKVPool(KVCache):
     """Per-layer K and V buffers of ``[size + page_size, head_num, head_dim]`` (row 0 / page 0 is the dummy).
 
     ``swa_head_num`` / ``swa_head_dim`` / ``swa_v_head_dim`` override the shapes, as in SGLang,
@@ -105,17 +123,7 @@ class MHATokenToKVPool:
                  v_head_dim: int | None = None, swa_head_num: int | None = None, swa_head_dim: int | None = None,
                  swa_v_head_dim: int | None = None, start_layer: int | None = None, end_layer: int | None = None,
                  **_unused: Any) -> None:
-        if size < 0 or page_size < 1 or layer_num < 0:
-            raise PoolUsageError(f"MHATokenToKVPool(size={size}, page_size={page_size}, layer_num={layer_num}): "
-                                 "need size >= 0, page_size >= 1, layer_num >= 0")
-        self.size = size
-        self.page_size = page_size
-        self.dtype = dtype
-        self.store_dtype = dtype
-        self.device = device
-        self.layer_num = layer_num
-        self.start_layer = start_layer or 0
-        self.end_layer = end_layer or layer_num - 1
+        super().__init__(size, page_size, dtype, layer_num, device, start_layer, end_layer)
         self.head_num = swa_head_num if swa_head_num is not None else head_num
         self.head_dim = swa_head_dim if swa_head_dim is not None else head_dim
         self.v_head_dim = (swa_v_head_dim if swa_v_head_dim is not None

@@ -8,11 +8,11 @@ from typing import Any
 import torch
 
 from swa_kit.errors import LayerMappingError, PoolUsageError, SlotError
-from swa_kit.pools.memory_pool import MHATokenToKVPool, unwrap_write_loc
+from swa_kit.pools.memory_pool import KVCache, MHATokenToKVPool, unwrap_write_loc
 from swa_kit.pools.utils import as_index, layer_id_of
 
 
-class SWAKVPool:
+class SWAKVPool(KVCache):
     """Hybrid pool: full-attention layers in ``full_kv_pool`` (``size``), sliding in ``swa_kv_pool`` (``size_swa``).
 
     ``head_num`` / ``head_dim`` / ``v_head_dim`` shape both sub-pools; ``swa_head_num`` /
@@ -34,17 +34,12 @@ class SWAKVPool:
         if len(set(both)) != len(both) or any(i < 0 for i in both):
             raise LayerMappingError(f"SWAKVPool: layer ids must be distinct and >= 0, each either sliding or full; "
                                     f"got swa={swa_ids}, full={full_ids}")
-        self.size = size
+        super().__init__(size, page_size, dtype, len(both), device)
         self.size_swa = size_swa
-        self.page_size = page_size
-        self.dtype = dtype
         self.head_num = head_num
         self.head_dim = head_dim
-        self.device = device
         self.swa_layer_nums = len(swa_ids)
         self.full_layer_nums = len(full_ids)
-        self.layer_num = self.swa_layer_nums + self.full_layer_nums
-        self.start_layer = 0
         common = {"page_size": page_size, "device": device, "enable_memory_saver": enable_memory_saver,
                   "head_num": head_num, "head_dim": head_dim}
         if full_kv_pool_kwargs is None:
