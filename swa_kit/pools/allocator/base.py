@@ -9,7 +9,7 @@ SGLang would corrupt its free list.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import torch
@@ -126,9 +126,52 @@ class BaseTokenToKVPoolAllocator:
     def alloc_decode(self, *args: Any, **kwargs: Any) -> torch.Tensor | None:
         raise PoolUsageError("alloc_decode is for paged allocators (page_size > 1); use alloc(need_size)")
 
+    def free_full(self, free_index: Any) -> None:
+        """Free full-attention slots whose SWA peers are already given back: one pool has none, so a plain free."""
+        self.free(free_index)
+
     def free_segment(self, free_index: Any, *, start_pos: int) -> None:
         """Free one request's ``kv_row[start_pos : start_pos + n]``."""
         self.free(free_index)
+
+    def free_full_segment(self, free_index: Any, *, start_pos: int) -> None:
+        """``free_full`` for one request's ``kv_row[start_pos : start_pos + n]``; the start must begin a page."""
+        if start_pos % self.page_size:
+            raise PoolUsageError(f"free_full_segment: segment start {start_pos} is not a multiple of "
+                                 f"page_size={self.page_size}")
+        self.free_full(free_index)
+
+    def free_segments(self, segments: Iterable[tuple[Any, int]]) -> None:
+        """Free several ``(free_index, start_pos)`` runs of one request's kv row, each as :meth:`free_segment` does.
+
+        SGLang's scheduler frees a finished request's row this way (``free_kv_row_segments`` in
+        ``srt/mem_cache/common.py``). Run ``i`` covers pages ``start_pos // page_size`` up to the
+        page of its last token; runs come in row order and share no page, so each page is freed
+        once. That order is checked for every run before any is freed; a run that
+        :meth:`free_segment` then refuses leaves the runs before it freed, as separate calls would.
+        """
+        for free_index, start_pos in self._page_disjoint(segments, "free_segments"):
+            self.free_segment(free_index, start_pos=start_pos)
+
+    def free_full_segments(self, segments: Iterable[tuple[Any, int]]) -> None:
+        """:meth:`free_segments` for the full side alone: each run as :meth:`free_full_segment` frees it."""
+        for free_index, start_pos in self._page_disjoint(segments, "free_full_segments"):
+            self.free_full_segment(free_index, start_pos=start_pos)
+
+    def _page_disjoint(self, segments: Iterable[tuple[Any, int]], what: str) -> list[tuple[torch.Tensor, int]]:
+        """The non-empty runs as index tensors, after checking they come in row order and share no page."""
+        ps, runs, prev_end = self.page_size, [], None
+        for free_index, start_pos in segments:
+            free_index = as_index(free_index, self.device)
+            if free_index.numel() == 0:
+                continue
+            if prev_end is not None and start_pos // ps <= (prev_end - 1) // ps:
+                raise PoolUsageError(f"{what}: the run starting at position {start_pos} does not begin after "
+                                     f"the page of the run ending at position {prev_end} (page_size={ps}); pass "
+                                     "the runs in row order, each page in one run")
+            prev_end = start_pos + free_index.numel()
+            runs.append((free_index, start_pos))
+        return runs
 
     # The release half of a free: put slots (pages) whose ledger entries are already retired back on
     # the free list. The SWA allocator never reaches these: it releases through its sub-allocators.
