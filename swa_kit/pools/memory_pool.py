@@ -101,6 +101,7 @@ class KVCache:
         if size < 0 or page_size < 1 or layer_num < 0:
             raise PoolUsageError(f"{type(self).__name__}(size={size}, page_size={page_size}, layer_num={layer_num}): "
                                  "need size >= 0, page_size >= 1, layer_num >= 0")
+        # Stored as SGLang's KVCache stores them; the allocator base (allocator/base.py) stores its own alike.
         self.size = size
         self.page_size = page_size
         self.dtype = dtype

@@ -93,6 +93,7 @@ class BaseTokenToKVPoolAllocator:
                  kvcache: Any, need_sort: bool) -> None:
         if size < 0 or page_size < 1:
             raise PoolUsageError(f"allocator size={size}, page_size={page_size}: need size >= 0 and page_size >= 1")
+        # Stored as SGLang's base stores them; KVCache.__init__ (memory_pool.py) stores its own the same way.
         self.size = size
         self.page_size = page_size
         self.dtype = dtype
