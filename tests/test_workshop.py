@@ -21,7 +21,7 @@ from swa_kit.errors import SlotError, UsageError
 from swa_kit.pools import KVWriteLoc
 from swa_kit.probe import synthetic_batch
 from swa_kit.resolver import RESOLVERS, read_keys, slots_read
-from swa_kit.workers import SpeculativeAlgorithm, build_workers
+from swa_kit.workers import SpeculativeAlgorithm, request_ids_past_swa_buffer
 
 # -- independent helpers -------------------------------------------------------------------------
 
@@ -138,16 +138,6 @@ def test_saving_at_random_contexts():
 # -- 03 ------------------------------------------------------------------------------------------
 
 
-def _request_past_the_swa_pool(workers):
-    """Request 1's full ids run past the SWA buffer: request 0 filled the SWA pool and left its window."""
-    alloc = workers.target.token_to_kv_pool_allocator
-    first = alloc.alloc(14)
-    alloc.free_swa(first[:10])
-    ids = alloc.alloc(10)
-    workers.target.req_to_token_pool.req_to_token[1, :10] = ids.to(torch.int32)
-    return ids
-
-
 def _reads_right_keys(workers, resolver, written):
     """Whether the draft's layer 0 reads, for every attended position, the key written for it."""
     read = slots_read(workers, "draft", resolver, 0, 1, 10)
@@ -159,8 +149,7 @@ def _reads_right_keys(workers, resolver, written):
 
 
 def test_frozen_kv_mtp_is_broken_by_the_legacy_resolver_only():
-    workers = build_workers("hybrid_swa", SpeculativeAlgorithm.FROZEN_KV_MTP, size=64, size_swa=16)
-    ids = _request_past_the_swa_pool(workers)
+    workers, ids = request_ids_past_swa_buffer(SpeculativeAlgorithm.FROZEN_KV_MTP)
     target_pool, draft = workers.target.token_to_kv_pool, workers.draft
     layer = draft.source_layer(0)
     assert draft.layer_is_sliding(0) and target_pool.is_swa_layer(layer)
@@ -176,8 +165,7 @@ def test_frozen_kv_mtp_is_broken_by_the_legacy_resolver_only():
 
 
 def test_eagle_is_broken_by_the_naive_resolver_only():
-    workers = build_workers("hybrid_swa", SpeculativeAlgorithm.EAGLE, size=64, size_swa=16)
-    ids = _request_past_the_swa_pool(workers)
+    workers, ids = request_ids_past_swa_buffer(SpeculativeAlgorithm.EAGLE)
     own = workers.draft.token_to_kv_pool.get_key_buffer(0)
     written = torch.randn(10, *own.shape[1:])
     own[ids] = written  # an EAGLE draft writes its own pool at the allocator's full ids
