@@ -15,11 +15,11 @@ import pytest
 import torch
 
 from swa_kit import workshop
+from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.configs import MODELS_DIR
 from swa_kit.dispatch import SITES, site_path
 from swa_kit.errors import SlotError, UsageError
 from swa_kit.pools import KVWriteLoc
-from swa_kit.probe import synthetic_batch
 from swa_kit.resolver import RESOLVERS, read_keys, slots_read
 from swa_kit.workers import SpeculativeAlgorithm, request_ids_past_swa_buffer
 
@@ -239,13 +239,15 @@ def test_one_key_short_sites_match_facts_and_random_inputs():
     site = SITES["decode.unified"]
     backend = site_path(site)
     L = W + 7
-    made = synthetic_batch([1], [L], page_size=16 if backend.kv_layout == "block_table" else 1,
-                           garbage=1e4, window_keys=W, generator=torch.Generator().manual_seed(random.randint(0, 9999)))
-    out = backend.run(made.batch, site.window_arg(W - 1)).out[0].double()
-    by_hand = _attend_by_hand(made.batch.q[0], made.keys[0], made.values[0], W - 1, made.batch.sm_scale)
+    batch = random_paged_batch([1], [L], page_size=16 if backend.kv_layout == "block_table" else 1,
+                               generator=torch.Generator().manual_seed(random.randint(0, 9999)))
+    slots = batch.request_slots(0).long()
+    keys, values = batch.k_buffer[slots].clone(), batch.v_buffer[slots].clone()  # before the freed slots are poisoned
+    poison_unattended(batch, W, fill=1e4)
+    out = backend.run(batch, site.window_arg(W - 1)).out[0].double()
+    by_hand = _attend_by_hand(batch.q[0], keys, values, W - 1, batch.sm_scale)
     assert (out - by_hand).abs().max() < 1e-4
-    assert (out - _attend_by_hand(made.batch.q[0], made.keys[0], made.values[0], W, made.batch.sm_scale)
-            ).abs().max() > 1e-3
+    assert (out - _attend_by_hand(batch.q[0], keys, values, W, batch.sm_scale)).abs().max() > 1e-3
 
 
 @pytest.mark.parametrize("model, env", [("gemma4-31b", {}), ("gemma3-27b", {"SGLANG_USE_AITER_UNIFIED_ATTN": "1"})])
