@@ -1,6 +1,6 @@
 """Greedy speculative decoding over the kit's pools, and what each SWA-pool resolver does to it.
 
-Everything runs through :class:`swa_kit.model.Server`: the target and the draft read and write
+Everything runs through :class:`swa_kit.serving.Server`: the target and the draft read and write
 the real pools, sliding layers read through full->SWA translated slots exactly when the resolver
 under test says so, out-of-window eviction frees SWA slots after every step, and each layer's
 route comes from :func:`swa_kit.dispatch.plan`.
@@ -36,7 +36,8 @@ from typing import Any, Callable
 import torch
 
 from swa_kit.errors import DispatchGuardError, SwaKitError, UsageError
-from swa_kit.model import Request, Server, TinyModels
+from swa_kit.model import TinyModels
+from swa_kit.serving import Request, Server
 
 ALGORITHMS = ("eagle", "frozen_kv_mtp")
 RESOLVER_NAMES = ("legacy", "naive", "fixed")
@@ -283,7 +284,7 @@ def guard_experiment(models: TinyModels, prompts: list[list[int]], max_new_token
     guarded = Server(models, "none", "fixed", max_requests=len(prompts), max_context_len=max_len,
                      layer_sites={layer: "decode.paged"})
     refused = greedy_decode(models, prompts, max_new_tokens, server=guarded)
-    entry = unguarded._entry("target", "decode", layer)
+    entry = unguarded.route("target", "decode", layer)
     return {
         "layer": layer, "window": cfg.windows[layer], "path": entry.path, "tier": entry.tier,
         "computed_by": run.computed_by,
