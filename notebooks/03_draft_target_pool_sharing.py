@@ -146,8 +146,8 @@ plot_slots_read(eagle, "draft", 0, 1, len(ids))
 # %%
 from swa_kit.model import load_models
 from swa_kit.report import announce_all
-from swa_kit.spec import DEMO_PROMPTS, greedy_decode, guard_experiment, one_key_short_experiment, resolver_rows
-from swa_kit.viz.spec import acceptance_curve, guard_divergence
+from swa_kit.speculative import DEMO_PROMPTS, greedy_decode, guard_experiment, one_key_short_experiment, resolver_rows
+from swa_kit.viz.speculative import acceptance_curve, guard_divergence
 
 models = load_models()
 prompts = [models.cfg.encode(p) for p in DEMO_PROMPTS[:2]]
