@@ -10,7 +10,7 @@ from tqdm import tqdm
 from swa_kit.commands._output import print_json
 from swa_kit.errors import UsageError
 from swa_kit.model import load_models
-from swa_kit.spec import (
+from swa_kit.speculative import (
     ALGORITHMS,
     DEMO_NEW_TOKENS,
     DEMO_PROMPTS,
