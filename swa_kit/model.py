@@ -47,10 +47,11 @@ from swa_kit.eviction import ReqKV, free_swa_out_of_window_slots
 from swa_kit.masks import tree_depths, verify_tree_mask
 from swa_kit.pools import KVWriteLoc
 from swa_kit.resolver import RESOLVERS, uses_sliding_window_kv_pool
+from swa_kit.resources import data_path
 from swa_kit.window import Window
 from swa_kit.workers import SpeculativeAlgorithm, WorkerLayout, build_workers
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "tiny_model"
+DATA_DIR = data_path("tiny_model")
 CHECKPOINT = "checkpoint.pt"
 LAYER_TYPES = ("sliding", "full")
 
