@@ -38,9 +38,10 @@ import torch
 from torch import nn
 
 from swa_kit.errors import ModelConfigError
+from swa_kit.resources import data_path
 from swa_kit.window import Window
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "tiny_model"
+DATA_DIR = data_path("tiny_model")
 CHECKPOINT = "checkpoint.pt"
 LAYER_TYPES = ("sliding", "full")
 
