@@ -188,7 +188,7 @@ def stage_bench(quick: bool) -> None:
     from swa_kit import bench
     from swa_kit.commands._output import print_table
 
-    cmd = "PYTHONPATH=. python3 benchmarks/gpu_run.py " + ("quick" if quick else "full")
+    cmd = "PYTHONPATH=$PWD:$PWD/_site python3 benchmarks/gpu_run.py " + " ".join(sys.argv[1:])
     name = "h200_quick.json" if quick else "h200_full.json"
     result = bench.run_benchmark(quick=quick, command=cmd, progress=False, checkpoint=OUT / f"partial_{name}")
     bench.save(result, OUT / name)

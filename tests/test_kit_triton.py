@@ -55,6 +55,7 @@ CASES = [
     ([40, 8], [4, 8], 4, 2, 16, 1, 1, None, 16, False),  # window of one key: each draft sees only itself
     ([60, 20, 45], None, 8, 1, 16, 16, 11, 2, 16, True),  # GPT-OSS-style sinks, decode, split
     ([60, 20, 45], [5, 2, 8], 8, 2, 16, 1, 11, None, 16, True),  # sinks in verify, one split
+    ([40, 70], [8, 5], 8, 1, 16, 16, 9, 2, 16, False),  # 64 rows (8 drafts x GQA 8): masks on every tile
 ]
 
 
