@@ -121,9 +121,10 @@ def stage_tune_verify() -> None:
         ver = [r for r in mine if r["drafts"]]
         if dec and ver:
             best = min(ver, key=lambda r: r["us"])
-            SUMMARY.append(f"verify D={key[0]} B={key[1]} p{key[2]}: decode {dec['us']:.1f}us ({dec['copy_fraction']:.0%}); "
-                           f"verify default {ver[0]['us']:.1f} ({ver[0]['us'] / dec['us']:.2f}x), best {best['us']:.1f} "
-                           f"({best['us'] / dec['us']:.2f}x) bn{best['block_n']} st{best['num_stages']} s{best['splits']}")
+            SUMMARY.append(f"verify D={key[0]} B={key[1]} p{key[2]}: decode {dec['us']:.1f}us "
+                           f"({dec['copy_fraction']:.0%}); verify default {ver[0]['us']:.1f} "
+                           f"({ver[0]['us'] / dec['us']:.2f}x), best {best['us']:.1f} ({best['us'] / dec['us']:.2f}x) "
+                           f"bn{best['block_n']} st{best['num_stages']} s{best['splits']}")
 
 
 def stage_ab_verify() -> None:

@@ -89,7 +89,7 @@ def interpreted_runs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple]:
                            check=False)
     assert child.returncode == 0, child.stderr[-3000:]
     outputs = torch.load(path + ".out")
-    return [(case, out) for case, out in zip(cases, outputs)]
+    return [(case, out) for case, out in zip(cases, outputs, strict=True)]
 
 
 @pytest.mark.parametrize("index", range(len(CASES)))

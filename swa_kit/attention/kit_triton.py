@@ -381,7 +381,8 @@ def plan_batch(batch: AttentionBatch, keys: Any, sinks: torch.Tensor | None = No
     longest = int(q_lens.max())
     if longest > MAX_QUERIES:
         b = int((q_lens > MAX_QUERIES).nonzero()[0])
-        raise _unsupported(f"decode or chain verify up to {MAX_QUERIES} queries; request {b} has q_len {int(q_lens[b])}")
+        raise _unsupported(f"decode or chain verify up to {MAX_QUERIES} queries; "
+                           f"request {b} has q_len {int(q_lens[b])}")
     if batch.page_size == 1:
         table, row_start = batch.kv_indices, batch.kv_indptr[:-1]
     else:

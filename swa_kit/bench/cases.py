@@ -139,7 +139,7 @@ def random_decode_batch(seq_lens: list[int], hq: int, hkv: int, head_dim: int, p
     total_pages = sum(pages_per_req) + 1
     perm = torch.randperm(total_pages - 1, generator=generator) + 1
     slots, used = [], 0
-    for n, pages in zip(seq_lens, pages_per_req):
+    for n, pages in zip(seq_lens, pages_per_req, strict=True):
         own = perm[used : used + pages]
         used += pages
         slots.append((own[:, None] * page_size + torch.arange(page_size)).flatten()[:n])

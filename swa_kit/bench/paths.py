@@ -75,7 +75,8 @@ class DecodeInputs:
         token_table = torch.zeros(b, ctx, dtype=torch.int32, device=device)
         token_table[:, first_page * PAGE:] = slots.view(b, own_pages * PAGE)[:, : ctx - first_page * PAGE]
         steps = torch.arange(b, device=device, dtype=torch.int32)
-        self.tables = {1: (token_table.flatten(), steps * ctx), PAGE: (self.block_table.flatten(), steps * (ctx // PAGE))}
+        self.tables = {1: (token_table.flatten(), steps * ctx),
+                       PAGE: (self.block_table.flatten(), steps * (ctx // PAGE))}
         self.seq_lens = torch.full((b,), ctx, device=device, dtype=torch.int32)
         self.sinks = torch.randn(case.hq, device=device, generator=gen) * 2 if case.sinks else None
         self._window_kv: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -101,7 +102,7 @@ class DecodeInputs:
     # -- the keys each path reads, gathered ------------------------------------------------
 
     def span_kv(self, page_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The last ``span`` keys of every request, contiguous ``[B, Hkv, span, D]``, as page size ``page_size`` maps them."""
+        """The last ``span`` keys of every request, contiguous ``[B, Hkv, span, D]``, as ``page_size`` maps them."""
         c = self.case
         table = self.tables[page_size][0]
         positions = torch.arange(c.context - self.span, c.context, device=self.device)

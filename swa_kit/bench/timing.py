@@ -66,13 +66,13 @@ def graph_replay_us(fn: Callable[[], Any], flush: L2Flush, reps: int = 50) -> di
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for start, end in zip(starts, ends):
+    for start, end in zip(starts, ends, strict=True):
         flush()
         start.record()
         graph.replay()
         end.record()
     torch.cuda.synchronize()
-    times = sorted(s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends))
+    times = sorted(s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends, strict=True))
     del graph
     return {"us": statistics.median(times), "p10_us": times[len(times) // 10], "p90_us": times[-1 - len(times) // 10]}
 
@@ -128,7 +128,8 @@ def copy_bandwidth(device: torch.device, flush: L2Flush, gib: float = 2.0) -> di
     src = torch.randn(n, device=device, dtype=torch.bfloat16)
     dst = torch.empty_like(src)
     nbytes = 2 * n * src.element_size()
-    ways = {"memcpy": measure(lambda: dst.copy_(src), flush), "sm_kernel": measure(lambda: torch.neg(src, out=dst), flush)}
+    ways = {"memcpy": measure(lambda: dst.copy_(src), flush),
+            "sm_kernel": measure(lambda: torch.neg(src, out=dst), flush)}
     best = min(ways, key=lambda name: ways[name]["us"])
     return {"tbs": nbytes / (ways[best]["us"] * 1e-6) / 1e12, "bytes": nbytes, "by": best,
             **ways[best], "ways": {name: {"tbs": nbytes / (w["us"] * 1e-6) / 1e12, **w} for name, w in ways.items()}}

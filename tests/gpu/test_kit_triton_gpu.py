@@ -87,7 +87,7 @@ def test_chain_verify_matches_reference(page_size: int, heads: tuple[int, int, i
     seqs = [9, 300, 1500, 4100, 777, 2]
     for keys, splits in ((1, None), (5, 2), (128, None), (1000, 3), (None, 2), (4096, None)):
         q_lens = [int(n) for n in torch.randint(2, 9, (len(seqs),), generator=gen)]
-        q_lens = [min(q, s) for q, s in zip(q_lens, seqs)]
+        q_lens = [min(q, s) for q, s in zip(q_lens, seqs, strict=True)]
         batch = random_decode_batch(seqs, hq, hkv, dim, page_size, torch.bfloat16, "cuda", gen, q_lens=q_lens)
         poison_unattended(batch, keys)
         _run_and_compare(batch, keys, splits)
