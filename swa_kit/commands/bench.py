@@ -38,6 +38,10 @@ def _show(result: dict, as_json: bool) -> None:
     if rows:
         print(f"\nheadline shape {bench.HEADLINE}:")
         print_table(rows)
+    grid = bench.grid_table(result)
+    if grid:
+        print("\nthe grid (ratios: other path's time / kit time, above 1 the kit is faster; +s: attention sinks):")
+        print_table(grid)
 
 
 def run(args: argparse.Namespace) -> int:
