@@ -17,10 +17,23 @@ from swa_kit.errors import UsageError
 
 
 def figure_png(fig: Figure) -> bytes:
-    """The figure rendered to PNG bytes (what an Image widget shows)."""
+    """The figure rendered to PNG bytes (what an Image widget shows), as drawn: one render pass.
+
+    No ``bbox_inches="tight"`` (it renders twice to find the box) and light compression: a slider move
+    pays for this on every redraw, and the figures already fit their canvas (constrained layout or fixed
+    margins).
+    """
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", bbox_inches="tight")
+    fig.savefig(buffer, format="png", pil_kwargs={"compress_level": 1})
     return buffer.getvalue()
+
+
+def freeze_layout(fig: Figure) -> Figure:
+    """Lay ``fig`` out once, then keep those positions: a figure redrawn in place per slider move need not
+    run the layout solver again on every render."""
+    fig.draw_without_rendering()
+    fig.set_layout_engine("none")
+    return fig
 
 
 class FigurePanel:
