@@ -32,7 +32,7 @@ def freeze_layout(fig: Figure) -> Figure:
     """Lay ``fig`` out once, then keep those positions: a figure redrawn in place per slider move need not
     run the layout solver again on every render."""
     fig.draw_without_rendering()
-    fig.set_layout_engine("none")
+    fig.set_layout_engine(None)  # "none" leaves a placeholder engine, and savefig draws twice for any engine
     return fig
 
 
