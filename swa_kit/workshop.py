@@ -215,11 +215,12 @@ def decode_kv_bytes(model: str = "gemma4-31b", context: int = 128 * 1024) -> dic
             "without_window": request_bytes(spec, context, hybrid=False)}
 
 
-def headline_floor_us(context: int, copy_tbs: float = 4.27) -> float:
+def headline_floor_us(context: int, copy_tbs: float) -> float:
     """Exercise 5.2: the bandwidth floor of the benchmark's headline decode case at ``context`` tokens.
 
     The headline case is :data:`swa_kit.bench.HEADLINE` (batch 32, 32/8 heads, head dim 128, window
-    4096, bf16); ``copy_tbs`` is the device-to-device copy bandwidth measured in the same run.
+    4096, bf16); ``copy_tbs`` is the device-to-device copy bandwidth measured in the same run (a recorded
+    run keeps it as ``copy_tbs`` in its JSON under data/bench/), so no bandwidth is typed in here.
     """
     if not copy_tbs > 0:
         raise UsageError(f"copy_tbs {copy_tbs!r}: give the measured copy bandwidth in TB/s (> 0)")

@@ -1,6 +1,6 @@
 """The workshop's reference solutions (swa_kit.workshop) against independent computations.
 
-Oracles: hand arithmetic from the raw JSON of data/models, the window table of FACTS.md section 4
+Oracles: hand arithmetic from the raw JSON of data/models, the window table of docs/sglang-and-aiter.md
 written out literally, masks built from each API's own rule, KV written into real pools and read
 back, and attention computed by hand on fresh random inputs. No check re-calls the solution's
 own chain of functions.
@@ -47,7 +47,7 @@ def per_token_bytes(kind: dict, dtype_bytes: int = 2) -> int:
 
 
 # Each API's own rule for "key k is visible to query q", with the value as that API takes it
-# (FACTS.md section 4). Used to count keys without the kit's converters.
+# (docs/sglang-and-aiter.md, "Window conventions"). Used to count keys without the kit's converters.
 def _pair_rule(v):
     return lambda q, k: q - v[0] <= k <= q + v[1]
 
@@ -240,8 +240,8 @@ def test_one_key_short_sites_match_facts_and_random_inputs():
     W = random.Random().randint(3, 9)
     answer = workshop.attended_keys_per_site(W)
     unified = {name for name in SITES if name.endswith(".unified")}
-    # FACTS.md section 4: unified paths get (sws - 1, 0) -> W - 1 keys; CK prefill (sws, -1) -> W; paged decode and
-    # the legacy verify take no window -> the whole context.
+    # docs/sglang-and-aiter.md: unified paths get (sws - 1, 0) -> W - 1 keys; CK prefill (sws, -1) -> W; paged
+    # decode and the legacy verify take no window -> the whole context.
     assert {s for s, n in answer.items() if n == W - 1} == unified
     assert answer["extend.ck"] == W
     assert answer["decode.paged"] > W and answer["verify.legacy"] > W
@@ -355,7 +355,8 @@ def test_triage_rule_holds_on_the_tiny_model():
     prompts = [models.cfg.encode(p) for p in DEMO_PROMPTS[:2]]
     plain = greedy_decode(models, prompts, 48)
     rows, _ = resolver_rows(models, prompts, 48, plain)
-    draft_bugs = [r for r in rows if (r["algorithm"], r["resolver"]) in {("eagle", "naive"), ("frozen_kv_mtp", "legacy")}]
+    broken = {("eagle", "naive"), ("frozen_kv_mtp", "legacy")}
+    draft_bugs = [r for r in rows if (r["algorithm"], r["resolver"]) in broken]
     assert len(draft_bugs) == 2
     fixed = {r["algorithm"]: r for r in rows if r["resolver"] == "fixed"}
     for r in draft_bugs:
