@@ -72,6 +72,11 @@ class OccupancyPlot:
         handles = [Rectangle((0, 0), 1, 1, color=c) for c in STATE_COLORS]
         self.fig.legend(handles, STATE_NAMES, loc="outside lower center", ncols=4, fontsize=8)
 
+    def changing_artists(self) -> list:
+        """What :meth:`show` changes, in drawing order: the axes' frames and the legend go on top again."""
+        frames = [spine for ax in self.fig.axes for spine in ax.spines.values()]
+        return [*self.images, *self.lines.values(), *frames, self.fig.axes[-1].get_legend()]
+
     def show(self, step: int) -> Figure:
         """Reveal the run up to decode step ``step`` (rows and points after it hidden)."""
         hidden = self.steps > step
@@ -101,6 +106,10 @@ class MappingPlot:
         self.ax.set_xlim(-1, slots)
         self.ax.set_ylim(-0.4, 1.4)
         self.title = self.ax.set_title("")
+
+    def changing_artists(self) -> list:
+        """What :meth:`show` changes, in drawing order (the links under the slot markers)."""
+        return [*self.links, self.full, self.swa, self.title]
 
     def show(self, snapshot: PoolSnapshot, req: int = 0) -> Figure:
         """Draw ``snapshot``'s mapping for request ``req``; evicted tokens point at dummy slot 0."""

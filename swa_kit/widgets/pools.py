@@ -12,7 +12,7 @@ from typing import Any
 
 from swa_kit.errors import ModelConfigError
 from swa_kit.viz.pools import MappingPlot, OccupancyPlot
-from swa_kit.widgets._panel import FigurePanel, freeze_layout
+from swa_kit.widgets._panel import BlitFigure, FigurePanel, freeze_layout
 from swa_kit.workers import PoolSnapshot, build_workers, run_decode
 
 
@@ -52,16 +52,18 @@ def decode_stepper(prompt_len: int = 6, decode_steps: int = 12, model: str = "hy
     panel = FigurePanel(n_figures=2)
     run = decode_step_state(decode_steps, prompt_len, decode_steps, model)
     occupancy = OccupancyPlot(run["history"])
-    freeze_layout(occupancy.fig)
-    mapping = None
-    if run["snapshot"].swa_ids:
-        mapping = MappingPlot(len(run["snapshot"].full_owner))
+    occupancy_frames = BlitFigure(freeze_layout(occupancy.fig), occupancy.changing_artists)
+    mapping = MappingPlot(len(run["snapshot"].full_owner)) if run["snapshot"].swa_ids else None
+    if mapping is not None:
         freeze_layout(mapping.show(run["snapshot"]))
+        mapping_frames = BlitFigure(mapping.fig, mapping.changing_artists)
 
     def draw(change: Any = None) -> None:
         state = decode_step_state(slider.value, prompt_len, decode_steps, model)
-        panel.show(state["text"], occupancy.show(slider.value),
-                   mapping.show(state["snapshot"]) if mapping is not None else None)
+        occupancy.show(slider.value)
+        if mapping is not None:
+            mapping.show(state["snapshot"])
+        panel.show(state["text"], occupancy_frames.png(), mapping_frames.png() if mapping is not None else None)
 
     slider.observe(draw, names="value")
     draw()
