@@ -64,6 +64,12 @@ class MaskPlot:
         self.image = self.ax.imshow(np.zeros((1, 1), dtype=np.int64), cmap=MASK_CMAP, vmin=0, vmax=1,
                                     interpolation="nearest", aspect="auto")
         self._decorations: list = []  # window edge, chunk / block / prefix lines, legend: redrawn each time
+        self._axes_key: tuple | None = None
+        self.axes_changed = True  # whether the last draw changed limits or tick labels (not only the data)
+
+    def changing_artists(self) -> list:
+        """What a draw with unchanged axes changes, in drawing order (the frame goes back on top)."""
+        return [self.image, *self.ax.spines.values(), *self._decorations, self.ax.title]
 
     def draw(self, spec: MaskSpec, block: int | None = None, title: str | None = None) -> Figure:
         """Show ``spec``'s mask labelled with positions, its window edge (or chunk edges) and blocks."""
@@ -76,6 +82,8 @@ class MaskPlot:
         ax.set_xlim(-0.5, spec.kv_len - 0.5)
         ax.set_ylim(spec.q_len - 0.5, -0.5)
         q_pos, k_pos = spec.q_positions().numpy(), spec.k_positions().numpy()
+        key = (tuple(q_pos.tolist()), tuple(k_pos.tolist()))
+        self.axes_changed, self._axes_key = key != self._axes_key, key
         _label_mask_axes(ax, q_pos, k_pos, self.max_ticks)
         if spec.window.keys is not None:
             # the oldest key in the window is at position first_key(q); committed keys sit at their

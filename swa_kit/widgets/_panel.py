@@ -53,6 +53,10 @@ class BlitFigure:
         self.canvas = FigureCanvasAgg(fig)
         self._background = None
 
+    def invalidate(self) -> None:
+        """Redraw the background at the next frame (call it when anything outside ``dynamic()`` changed)."""
+        self._background = None
+
     def png(self) -> bytes:
         """The figure as it is now, rendered to PNG bytes."""
         artists = self.dynamic()
@@ -63,7 +67,7 @@ class BlitFigure:
             self._background = self.canvas.copy_from_bbox(self.fig.bbox)
         else:
             self.canvas.restore_region(self._background)
-        for artist in artists:
+        for artist in sorted(artists, key=lambda a: a.get_zorder()):  # stable: as an Axes orders its children
             self.fig.draw_artist(artist)
         width, height = self.canvas.get_width_height()
         buffer = io.BytesIO()

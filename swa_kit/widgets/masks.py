@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from swa_kit.errors import SwaKitError
 from swa_kit.masks import MODES, mask_spec
 from swa_kit.viz.masks import MaskPlot, mask_figure
-from swa_kit.widgets._panel import FigurePanel
+from swa_kit.widgets._panel import BlitFigure, FigurePanel
 
 SUMMARY_CONVENTIONS = ("sglang", "flash_attn", "aiter_unified", "aiter_v1", "flash_attn_4")
 
@@ -69,13 +69,16 @@ def mask_explorer(mode: str = "extend", window: int | None = 4, q_len: int = 6, 
         "chunk": widgets.IntSlider(value=chunk, min=1, max=32, description="chunk"),
     }
     panel = FigurePanel()
-    plot = MaskPlot(layout=None)  # one figure, redrawn in place on every move
+    plot = MaskPlot(layout=None, max_ticks=12)  # one figure, redrawn in place on every move
+    frames = BlitFigure(plot.fig, plot.changing_artists)  # the axes are redrawn only when their labels change
 
     def redraw(_: Any = None) -> None:
         c = {name: w.value for name, w in controls.items()}
         fig, text = explore(c["mode"], None if c["no_window"] else c["window"], c["q_len"], c["kv_len"], c["chunk"],
                             plot=plot)
-        panel.show(text, fig)
+        if fig is not None and plot.axes_changed:
+            frames.invalidate()
+        panel.show(text, frames.png() if fig is not None else None)
 
     for w in controls.values():
         w.observe(redraw, names="value")
