@@ -39,8 +39,8 @@ import torch
 from swa_kit import bench
 from swa_kit.attention import kit_triton
 from swa_kit.attention.reference import reference_attention
-from swa_kit.commands._output import print_table
 from swa_kit.report import announce
+from swa_kit.tables import print_table
 from swa_kit.viz import bench as viz
 
 # %% [markdown]

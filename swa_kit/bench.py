@@ -45,10 +45,11 @@ import torch
 
 from swa_kit.attention.batch import AttentionBatch
 from swa_kit.errors import BackendUnavailableError, UsageError
+from swa_kit.resources import data_path
 from swa_kit.window import Window, from_keys
 
 SCHEMA = 1
-RECORDED_DIR = Path(__file__).resolve().parents[1] / "data" / "bench"
+RECORDED_DIR = data_path("bench")
 KiB = 1024
 
 #: The headline configuration of the targets (issue #6, section 3).

@@ -26,8 +26,7 @@ from swa_kit.memory import (
     swa_pool_bytes_per_token,
 )
 from swa_kit.resolver import decision_table
-from swa_kit.viz.masks import naive_reads
-from swa_kit.window import Window
+from swa_kit.window import Window, naive_reads
 
 UNIFIED_FIX = {"SGLANG_USE_AITER_UNIFIED_ATTN": "1"}
 

@@ -24,8 +24,8 @@ import pytest
 import torch
 
 from swa_kit.attention.backends import get_backend, run_path
+from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.attention.reference import reference_attention
-from swa_kit.bench import poison_unattended, random_decode_batch
 from swa_kit.errors import BackendUnavailableError
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
@@ -71,7 +71,8 @@ def interpreted_runs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple]:
     gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
     cases = []
     for seq_lens, hq, hkv, dim, page, keys, splits, block_n in CASES:
-        batch = random_decode_batch(seq_lens, hq, hkv, dim, page, torch.float16, "cpu", gen)
+        batch = random_paged_batch([1] * len(seq_lens), seq_lens, num_q_heads=hq, num_kv_heads=hkv, head_dim=dim,
+                                   page_size=page, spare_pages=0, dtype=torch.float16, generator=gen)
         poison_unattended(batch, keys)
         cases.append((batch, keys, splits, block_n))
     path = str(tmp_path_factory.mktemp("kit_triton") / "cases.pt")
@@ -111,12 +112,9 @@ def test_chunks_cover_the_window_exactly_once(kit_triton) -> None:
         assert splits == 1 or chunk >= kit_triton.MIN_CHUNK  # no chunk shorter than the floor
 
 
-def _batch(**overrides):
-    gen = torch.Generator().manual_seed(1)
-    args = dict(seq_lens=[20, 9], hq=4, hkv=2, head_dim=16, page_size=1, dtype=torch.float16, device="cpu",
-                generator=gen)
-    args.update(overrides)
-    return random_decode_batch(**args)
+def _batch(q_lens=(1, 1), head_dim=16, dtype=torch.float16):
+    return random_paged_batch(list(q_lens), [20, 9], num_q_heads=4, num_kv_heads=2, head_dim=head_dim, dtype=dtype,
+                              generator=torch.Generator().manual_seed(1))
 
 
 def test_refuses_what_it_cannot_compute(kit_triton) -> None:

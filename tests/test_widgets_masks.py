@@ -90,6 +90,7 @@ def test_widget_wires_controls_to_explore():
     mode.value = "decode"
     assert shown().startswith("<pre>decode: 1 queries x 16 keys")
 
+
 def test_explore_redraws_into_the_widgets_plot():
     from swa_kit.viz.masks import MaskPlot
 

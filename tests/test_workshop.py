@@ -1,6 +1,6 @@
 """The workshop's reference solutions (swa_kit.workshop) against independent computations.
 
-Oracles: hand arithmetic from the raw JSON of data/models, the window table of docs/sglang-and-aiter.md
+Oracles: hand arithmetic from the raw JSON of data/models, each API's window value for W keys
 written out literally, masks built from each API's own rule, KV written into real pools and read
 back, and attention computed by hand on fresh random inputs. No check re-calls the solution's
 own chain of functions.
@@ -15,13 +15,13 @@ import pytest
 import torch
 
 from swa_kit import workshop
+from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.configs import MODELS_DIR
 from swa_kit.dispatch import SITES, site_path
 from swa_kit.errors import SlotError, UsageError
 from swa_kit.pools import KVWriteLoc
-from swa_kit.probe import synthetic_batch
 from swa_kit.resolver import RESOLVERS, read_keys, slots_read
-from swa_kit.workers import SpeculativeAlgorithm, build_workers
+from swa_kit.workers import SpeculativeAlgorithm, request_ids_past_swa_buffer
 
 # -- independent helpers -------------------------------------------------------------------------
 
@@ -47,7 +47,7 @@ def per_token_bytes(kind: dict, dtype_bytes: int = 2) -> int:
 
 
 # Each API's own rule for "key k is visible to query q", with the value as that API takes it
-# (docs/sglang-and-aiter.md, "Window conventions"). Used to count keys without the kit's converters.
+# (the sources are named in swa_kit/window.py). Used to count keys without the kit's converters.
 def _pair_rule(v):
     return lambda q, k: q - v[0] <= k <= q + v[1]
 
@@ -138,16 +138,6 @@ def test_saving_at_random_contexts():
 # -- 03 ------------------------------------------------------------------------------------------
 
 
-def _request_past_the_swa_pool(workers):
-    """Request 1's full ids run past the SWA buffer: request 0 filled the SWA pool and left its window."""
-    alloc = workers.target.token_to_kv_pool_allocator
-    first = alloc.alloc(14)
-    alloc.free_swa(first[:10])
-    ids = alloc.alloc(10)
-    workers.target.req_to_token_pool.req_to_token[1, :10] = ids.to(torch.int32)
-    return ids
-
-
 def _reads_right_keys(workers, resolver, written):
     """Whether the draft's layer 0 reads, for every attended position, the key written for it."""
     read = slots_read(workers, "draft", resolver, 0, 1, 10)
@@ -159,8 +149,7 @@ def _reads_right_keys(workers, resolver, written):
 
 
 def test_frozen_kv_mtp_is_broken_by_the_legacy_resolver_only():
-    workers = build_workers("hybrid_swa", SpeculativeAlgorithm.FROZEN_KV_MTP, size=64, size_swa=16)
-    ids = _request_past_the_swa_pool(workers)
+    workers, ids = request_ids_past_swa_buffer(SpeculativeAlgorithm.FROZEN_KV_MTP)
     target_pool, draft = workers.target.token_to_kv_pool, workers.draft
     layer = draft.source_layer(0)
     assert draft.layer_is_sliding(0) and target_pool.is_swa_layer(layer)
@@ -176,8 +165,7 @@ def test_frozen_kv_mtp_is_broken_by_the_legacy_resolver_only():
 
 
 def test_eagle_is_broken_by_the_naive_resolver_only():
-    workers = build_workers("hybrid_swa", SpeculativeAlgorithm.EAGLE, size=64, size_swa=16)
-    ids = _request_past_the_swa_pool(workers)
+    workers, ids = request_ids_past_swa_buffer(SpeculativeAlgorithm.EAGLE)
     own = workers.draft.token_to_kv_pool.get_key_buffer(0)
     written = torch.randn(10, *own.shape[1:])
     own[ids] = written  # an EAGLE draft writes its own pool at the allocator's full ids
@@ -240,8 +228,8 @@ def test_one_key_short_sites_match_facts_and_random_inputs():
     W = random.Random().randint(3, 9)
     answer = workshop.attended_keys_per_site(W)
     unified = {name for name in SITES if name.endswith(".unified")}
-    # docs/sglang-and-aiter.md: unified paths get (sws - 1, 0) -> W - 1 keys; CK prefill (sws, -1) -> W; paged
-    # decode and the legacy verify take no window -> the whole context.
+    # SGLang's aiter call sites: unified paths get (sws - 1, 0) -> W - 1 keys; CK prefill (sws, -1) -> W; paged decode
+    # and the legacy verify take no window -> the whole context.
     assert {s for s, n in answer.items() if n == W - 1} == unified
     assert answer["extend.ck"] == W
     assert answer["decode.paged"] > W and answer["verify.legacy"] > W
@@ -251,13 +239,15 @@ def test_one_key_short_sites_match_facts_and_random_inputs():
     site = SITES["decode.unified"]
     backend = site_path(site)
     L = W + 7
-    made = synthetic_batch([1], [L], page_size=16 if backend.kv_layout == "block_table" else 1,
-                           garbage=1e4, window_keys=W, generator=torch.Generator().manual_seed(random.randint(0, 9999)))
-    out = backend.run(made.batch, site.window_arg(W - 1)).out[0].double()
-    by_hand = _attend_by_hand(made.batch.q[0], made.keys[0], made.values[0], W - 1, made.batch.sm_scale)
+    batch = random_paged_batch([1], [L], page_size=16 if backend.kv_layout == "block_table" else 1,
+                               generator=torch.Generator().manual_seed(random.randint(0, 9999)))
+    slots = batch.request_slots(0).long()
+    keys, values = batch.k_buffer[slots].clone(), batch.v_buffer[slots].clone()  # before the freed slots are poisoned
+    poison_unattended(batch, W, fill=1e4)
+    out = backend.run(batch, site.window_arg(W - 1)).out[0].double()
+    by_hand = _attend_by_hand(batch.q[0], keys, values, W - 1, batch.sm_scale)
     assert (out - by_hand).abs().max() < 1e-4
-    assert (out - _attend_by_hand(made.batch.q[0], made.keys[0], made.values[0], W, made.batch.sm_scale)
-            ).abs().max() > 1e-3
+    assert (out - _attend_by_hand(batch.q[0], keys, values, W, batch.sm_scale)).abs().max() > 1e-3
 
 
 @pytest.mark.parametrize("model, env", [("gemma4-31b", {}), ("gemma3-27b", {"SGLANG_USE_AITER_UNIFIED_ATTN": "1"})])

@@ -12,7 +12,8 @@ import argparse
 import sys
 
 from swa_kit import bench
-from swa_kit.commands._output import print_json, print_table
+from swa_kit.commands._output import print_json
+from swa_kit.tables import print_table
 
 NAME = "bench"
 HELP = "benchmark sliding-window decode/prefill paths on this GPU (or show the recorded run)"

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from swa_kit.commands._output import print_json, print_table
+from swa_kit.commands._output import print_json
 from swa_kit.configs import load_all, load_model
 from swa_kit.memory import per_token_summary, savings
+from swa_kit.tables import print_table
 
 NAME = "models"
 HELP = "list the model specs in data/models with KV bytes per token and savings at 8k/32k/128k"

@@ -6,16 +6,13 @@ whose first image holds the mask (or tile states) exactly, so tests can read the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from swa_kit.errors import WindowConventionError
-from swa_kit.masks import BlockView, MaskSpec, mask_spec
-from swa_kit.window import CONVENTIONS, Window, check_keys, from_keys, to_keys
+from swa_kit.masks import BlockView, ForwardMask, forward_mask
+from swa_kit.window import Window, from_keys, naive_reads
 
 MASK_CMAP = ListedColormap(["#ffffff", "#2b8cbe"])
 TILE_CMAP = ListedColormap(["#ffffff", "#fdae61", "#2b8cbe"])  # skipped, partial, full
@@ -71,7 +68,7 @@ class MaskPlot:
         """What a draw with unchanged axes changes, in drawing order (the frame goes back on top)."""
         return [self.image, *self.ax.spines.values(), *self._decorations, self.ax.title]
 
-    def draw(self, spec: MaskSpec, block: int | None = None, title: str | None = None) -> Figure:
+    def draw(self, spec: ForwardMask, block: int | None = None, title: str | None = None) -> Figure:
         """Show ``spec``'s mask labelled with positions, its window edge (or chunk edges) and blocks."""
         ax = self.ax
         for artist in self._decorations:
@@ -112,54 +109,15 @@ class MaskPlot:
         return self.fig
 
 
-def mask_figure(spec: MaskSpec, block: int | None = None, title: str | None = None) -> Figure:
-    """Heatmap of ``spec``'s mask labelled with positions, its window edge (or chunk edges) and blocks.
+def mask_figure(mask: ForwardMask, block: int | None = None, title: str | None = None) -> Figure:
+    """Heatmap of ``mask``'s mask labelled with positions, its window edge (or chunk edges) and blocks.
 
     The window edge is a red step along each row's oldest attended key; ``block`` draws tile
     boundaries every ``block`` rows and columns (FlexAttention tiles). A figure sized to the mask;
     :class:`MaskPlot` draws the same into one figure again and again.
     """
-    size = (min(12, 2 + 0.25 * spec.kv_len), min(9, 1.8 + 0.25 * spec.q_len))
-    return MaskPlot(size).draw(spec, block, title)
-
-
-@dataclass(frozen=True)
-class NaiveRead:
-    """One API given the number you hold as-is, instead of converting it."""
-
-    convention: str
-    wanted: object  # what the API should get for the window you mean
-    passed: object  # what it gets when you pass your number unconverted
-    keys: int | None  # keys it then attends (None = window off); None as well when ``error`` is set
-    meant: int
-    error: str | None = None
-
-    @property
-    def delta(self) -> int | None:
-        """Keys attended minus keys meant; None when the value is rejected or switches the window off."""
-        return None if self.error or self.keys is None else self.keys - self.meant
-
-
-def naive_reads(keys: int, held_in: str = "hf") -> list[NaiveRead]:
-    """For every API: the window ``keys`` written in ``held_in``, passed to it without conversion.
-
-    ``held_in="hf"`` passes the config's ``sliding_window`` (W) everywhere: APIs counting ``W - 1``
-    then attend one key more. ``held_in="sglang"`` passes ``sliding_window_size`` (W - 1): APIs
-    counting W attend one key less, and with W = 1 ``paged_attention_v1`` reads 0 as "off".
-    """
-    keys = check_keys(keys)
-    if keys is None:
-        raise WindowConventionError("keys: invalid window value None: the trap needs a window; give keys >= 1")
-    held = from_keys(held_in, keys)
-    number = held[0] if isinstance(held, tuple) else held
-    reads = []
-    for name, conv in CONVENTIONS.items():
-        passed = (number, 0) if isinstance(conv.off, tuple) else number
-        try:
-            reads.append(NaiveRead(name, from_keys(name, keys), passed, to_keys(name, passed), keys))
-        except WindowConventionError as error:
-            reads.append(NaiveRead(name, from_keys(name, keys), passed, None, keys, str(error)))
-    return reads
+    size = (min(12, 2 + 0.25 * mask.kv_len), min(9, 1.8 + 0.25 * mask.q_len))
+    return MaskPlot(size).draw(mask, block, title)
 
 
 def _shown_columns(kv_len: int, windows: list[Window], q_pos: np.ndarray, pad: int, max_cols: int) -> np.ndarray:
@@ -184,11 +142,11 @@ def conventions_figure(keys: int, held_in: str = "hf", q_len: int = 4, pad: int 
     """
     reads = naive_reads(keys, held_in)
     meant = Window(keys)
-    spec = mask_spec("extend", q_len, keys + q_len + pad, meant)
-    q_pos, k_pos = spec.q_positions().numpy(), spec.k_positions().numpy()
+    mask = forward_mask("extend", q_len, keys + q_len + pad, meant)
+    q_pos, k_pos = mask.q_positions().numpy(), mask.k_positions().numpy()
     naive_windows = [Window(r.keys) for r in reads if r.error is None]
-    cols = _shown_columns(spec.kv_len, [meant, *naive_windows], q_pos, pad, max_cols=48)
-    want = spec.dense().numpy()[:, cols]
+    cols = _shown_columns(mask.kv_len, [meant, *naive_windows], q_pos, pad, max_cols=48)
+    want = mask.dense().numpy()[:, cols]
     fig = Figure(figsize=(15, 9.5), layout="constrained")
     axes = fig.subplots(3, 3).ravel()
     for ax, read in zip(axes, reads):
@@ -214,7 +172,7 @@ def conventions_figure(keys: int, held_in: str = "hf", q_len: int = 4, pad: int 
             verdict = "rejected: invalid value"
         ax.set_title(f"{read.convention}: wants {read.wanted!r}\ngiven {read.passed!r} -> {verdict}", fontsize=9,
                      color="black" if read.keys == keys else EDGE)
-        ax.set_xlabel("key position (columns near the window edge)" if len(cols) < spec.kv_len else "key position",
+        ax.set_xlabel("key position (columns near the window edge)" if len(cols) < mask.kv_len else "key position",
                       fontsize=8)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="lower left", fontsize=7, framealpha=0.9)

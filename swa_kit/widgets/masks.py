@@ -11,7 +11,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from swa_kit.errors import SwaKitError
-from swa_kit.masks import MODES, mask_spec
+from swa_kit.masks import MODES, forward_mask
 from swa_kit.viz.masks import MaskPlot, mask_figure
 from swa_kit.widgets._panel import BlitFigure, FigurePanel
 
@@ -38,19 +38,19 @@ def explore(mode: str, window: int | None, q_len: int, kv_len: int, chunk: int =
             notes.append(f"chunked local attention has no sliding window (window {window} ignored)")
         window = None
     try:
-        spec = mask_spec(mode, q_len, kv_len, window, chunk=chunk if mode == "chunked" else None)
-        fig = plot.draw(spec, block=block) if plot is not None else mask_figure(spec, block=block)
+        mask = forward_mask(mode, q_len, kv_len, window, chunk=chunk if mode == "chunked" else None)
+        fig = plot.draw(mask, block=block) if plot is not None else mask_figure(mask, block=block)
     except (SwaKitError, ValueError) as error:
         return None, f"Cannot draw this combination: {error}"
-    mask = spec.dense()
-    per_query = mask.sum(dim=1)
-    lines = [spec.describe()]
+    dense = mask.dense()
+    per_query = dense.sum(dim=1)
+    lines = [mask.describe()]
     lines += notes
     lines.append(f"each query attends {int(per_query.min())} to {int(per_query.max())} keys; "
-                 f"{int(mask.sum())} of {mask.numel()} (query, key) pairs")
-    if spec.window.keys is not None:
-        written = ", ".join(f"{name} {spec.window.to(name)!r}" for name in SUMMARY_CONVENTIONS)
-        lines.append(f"window {spec.window.keys} keys = {written}")
+                 f"{int(dense.sum())} of {dense.numel()} (query, key) pairs")
+    if mask.window.keys is not None:
+        written = ", ".join(f"{name} {mask.window.to(name)!r}" for name in SUMMARY_CONVENTIONS)
+        lines.append(f"window {mask.window.keys} keys = {written}")
     return fig, "\n".join(lines)
 
 
