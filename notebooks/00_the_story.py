@@ -33,7 +33,7 @@
 import inspect
 
 from swa_kit import resolver, workshop
-from swa_kit.commands._output import print_table
+from swa_kit.tables import print_table
 
 # %% [markdown]
 # ## 1 · What sliding windows buy
@@ -169,7 +169,7 @@ workshop.check_triage(my_triage)
 # %% tags=["solution"]
 from swa_kit.model import load_models
 from swa_kit.report import announce_all
-from swa_kit.spec import DEMO_PROMPTS, greedy_decode, guard_experiment, resolver_rows
+from swa_kit.speculative import DEMO_PROMPTS, greedy_decode, guard_experiment, resolver_rows
 
 models = load_models()
 prompts = [models.cfg.encode(p) for p in DEMO_PROMPTS[:2]]

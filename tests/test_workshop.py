@@ -339,7 +339,7 @@ def test_triage_rule_holds_on_the_tiny_model():
     """The oracle: run the tiny model. Draft-side bugs never change the output (or stop the run); target-side
     bugs do."""
     from swa_kit.model import load_models
-    from swa_kit.spec import DEMO_PROMPTS, greedy_decode, guard_experiment, resolver_rows
+    from swa_kit.speculative import DEMO_PROMPTS, greedy_decode, guard_experiment, resolver_rows
 
     models = load_models()
     prompts = [models.cfg.encode(p) for p in DEMO_PROMPTS[:2]]
