@@ -20,11 +20,11 @@ def _by_gid(ax, gid):
 
 
 @pytest.mark.parametrize("kwargs", [
-    dict(mode="prefill", q_len=12, kv_len=12, window=3),
-    dict(mode="extend", q_len=5, kv_len=17, window=6),
-    dict(mode="decode", q_len=1, kv_len=9, window=None),
-    dict(mode="tree", q_len=7, kv_len=15, window=4),
-    dict(mode="chunked", q_len=9, kv_len=20, window=None, chunk=4),
+    {"mode": "prefill", "q_len": 12, "kv_len": 12, "window": 3},
+    {"mode": "extend", "q_len": 5, "kv_len": 17, "window": 6},
+    {"mode": "decode", "q_len": 1, "kv_len": 9, "window": None},
+    {"mode": "tree", "q_len": 7, "kv_len": 15, "window": 4},
+    {"mode": "chunked", "q_len": 9, "kv_len": 20, "window": None, "chunk": 4},
 ])
 def test_mask_figure_image_is_the_mask(kwargs):
     spec = forward_mask(**kwargs)
@@ -112,3 +112,31 @@ def test_block_view_figure_shows_tile_states():
     (line,) = fig.axes[2].get_lines()
     assert np.array_equal(line.get_ydata(), view.keys_per_q_block)
     assert f"{int(view.needed.sum()):,} of" in fig.axes[2].get_title()
+
+
+def test_mask_plot_redraws_in_place():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from swa_kit.viz.masks import MaskPlot
+
+    plot = MaskPlot(layout=None, max_ticks=12)
+    first = forward_mask("extend", 6, 20, 3)
+    fig = plot.draw(first, block=4)
+    canvas, image = FigureCanvasAgg(fig), plot.image
+    canvas.draw()
+    pixels_first = np.asarray(canvas.buffer_rgba()).copy()
+    second = forward_mask("chunked", 9, 30, None, chunk=5)
+    assert plot.draw(second, block=4) is fig and plot.image is image  # same figure, same image artist
+    canvas.draw()
+    pixels_second = np.asarray(canvas.buffer_rgba())
+    assert np.array_equal(np.asarray(image.get_array()), second.dense().numpy().astype(int))
+    ax = fig.axes[0]
+    assert not _by_gid(ax, "window-edge")  # the old edge went away with the old mask
+    assert [line.get_xdata()[0] for line in _by_gid(ax, "chunk-edge")] == [4.5, 9.5, 14.5, 19.5, 24.5]
+    assert len(_by_gid(ax, "block")) == len(range(4, 30, 4)) + len(range(4, 9, 4))  # not accumulated
+    assert ax.get_xlim() == (-0.5, 29.5) and ax.get_ylim() == (8.5, -0.5)
+    assert ax.get_title() == second.describe()
+    assert not np.array_equal(pixels_first, pixels_second)
+    plot.draw(first)
+    (edge,) = _by_gid(ax, "window-edge")
+    assert list(edge.get_xdata()[::2]) == [first.window.first_key(int(q)) - 0.5 for q in first.q_positions()]

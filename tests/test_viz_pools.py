@@ -82,3 +82,39 @@ def test_slots_read_marks_out_of_bounds_and_right_rows():
 def test_slots_read_marks_wrong_rows_for_eagle_under_naive():
     fig = plot_slots_read(request_ids_past_swa_buffer("EAGLE")[0], "draft", 0, 1, 10)
     assert [t.get_text() for t in fig.axes[0].texts] == ["ok", "wrong slots", "ok"]  # legacy, naive, fixed
+
+
+def test_occupancy_and_mapping_redraw_in_place():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from swa_kit.viz.pools import MappingPlot, OccupancyPlot
+
+    prompt, steps = random.randint(4, 8), random.randint(4, 10)
+    snaps = run_decode(build_workers("hybrid_swa", size=40, size_swa=12, max_context_len=prompt + steps),
+                       prompt, steps)
+    plot = OccupancyPlot(snaps)
+    canvas = FigureCanvasAgg(plot.fig)
+    shown = []
+    for step in (steps, 1):
+        assert plot.show(step) is plot.fig
+        for im, full in zip(plot.images, occupancy_images(snaps)):
+            data = im.get_array()
+            assert np.array_equal(np.ma.getmaskarray(data).all(axis=1), np.arange(steps + 1) > step)
+            assert np.array_equal(data[: step + 1], full[: step + 1])
+        live = {line.get_label(): list(line.get_ydata()) for line in plot.fig.axes[2].lines}
+        assert live["swa live"] == [min(prompt + s, 4) for s in range(step + 1)]
+        canvas.draw()
+        shown.append(np.asarray(canvas.buffer_rgba()).copy())
+    assert not np.array_equal(*shown)  # step 1 blanks the later rows
+
+    mapping = MappingPlot(41)
+    for snap in (snaps[-1], snaps[0]):
+        ax = mapping.show(snap).axes[0]
+        n = len(snap.full_ids[0])
+        assert len(ax.lines) == n  # old links removed, not accumulated
+        assert [list(ln.get_xdata()) for ln in ax.lines] == [[f, s] for f, s in
+                                                             zip(snap.full_ids[0].tolist(), snap.swa_ids[0].tolist())]
+        full, swa = (c for c in ax.collections)
+        assert full.get_offsets()[:, 0].tolist() == snap.full_ids[0].tolist()
+        assert swa.get_offsets()[:, 0].tolist() == snap.swa_ids[0].tolist()
+        assert f"step {snap.step}:" in ax.get_title()

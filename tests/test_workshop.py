@@ -284,3 +284,74 @@ def test_headline_floor_follows_the_window_not_the_context():
     assert workshop.headline_floor_us(8192, tbs) == workshop.headline_floor_us(131072, tbs)
     with pytest.raises(UsageError, match="copy bandwidth"):
         workshop.headline_floor_us(8192, 0.0)
+
+
+# -- 00: the story -------------------------------------------------------------------------------
+
+
+def test_story_memory_by_hand():
+    d = raw("gemma4-31b")
+    types = layer_types("gemma4-31b")
+    per = {kind: per_token_bytes(d["kinds"][kind]) for kind in d["kinds"]}
+    full, swa = types.count("full") * per["full"], types.count("sliding") * per["sliding"]
+    story = workshop.story_memory("gemma4-31b")
+    assert story["one_pool_bytes_per_token"] == full + swa
+    assert story["default_bytes_per_token"] == pytest.approx(full + 0.8 * swa)
+    # 10 x 4 x 1024 x 2 = 81,920 B full; 50 x 16 x 512 x 2 = 819,200 B sliding: saves 0.2 x 819200 / 901120
+    assert (full, swa) == (81_920, 819_200)
+    assert story["default_saved_fraction"] == pytest.approx(0.2 * 819_200 / 901_120)
+    ctx = 128 * 1024
+    assert story["minimum_request_bytes"] == full * ctx + swa * d["kinds"]["sliding"]["window"]["value"]
+    ratio = random.Random().uniform(0.05, 1.0)
+    assert workshop.story_memory("gemma4-31b", ratio=ratio)["default_bytes_per_token"] == \
+        pytest.approx(full + ratio * swa)
+    with pytest.raises(UsageError, match="1.5"):
+        workshop.story_memory("gemma4-31b", ratio=1.5)
+
+
+def test_check_default_saving():
+    truth = 100 * 0.2 * 819_200 / 901_120
+    assert workshop.check_default_saving(...).ok is None
+    assert workshop.check_default_saving(round(truth, 1)).ok is True
+    minimum = workshop.check_default_saving(90)
+    assert minimum.ok is False and "per-request minimum" in minimum.message
+    assert workshop.check_default_saving(truth + 5).ok is False
+    with pytest.raises(UsageError, match="'18'"):
+        workshop.check_default_saving("18")
+
+
+def test_check_triage():
+    right = {case: ("acceptance" if worker == "draft" else "output") for case, worker in workshop.TRIAGE_CASES.items()}
+    assert workshop.check_triage(...).ok is None
+    assert workshop.check_triage(right).ok is True
+    flipped = dict(right)
+    case = random.choice(list(flipped))
+    flipped[case] = "output" if flipped[case] == "acceptance" else "acceptance"
+    verdict = workshop.check_triage(flipped)
+    assert verdict.ok is False and "1 of 4 wrong" in verdict.message and case in verdict.message
+    with pytest.raises(UsageError, match="TRIAGE_CASES"):
+        workshop.check_triage({"something": "output"})
+    with pytest.raises(UsageError, match="'verifier'"):
+        workshop.triage("verifier")
+
+
+def test_triage_rule_holds_on_the_tiny_model():
+    """The oracle: run the tiny model. Draft-side bugs never change the output (or stop the run); target-side
+    bugs do."""
+    from swa_kit.model import load_models
+    from swa_kit.speculative import DEMO_PROMPTS, greedy_decode, guard_experiment, resolver_rows
+
+    models = load_models()
+    prompts = [models.cfg.encode(p) for p in DEMO_PROMPTS[:2]]
+    plain = greedy_decode(models, prompts, 48)
+    rows, _ = resolver_rows(models, prompts, 48, plain)
+    broken = {("eagle", "naive"), ("frozen_kv_mtp", "legacy")}
+    draft_bugs = [r for r in rows if (r["algorithm"], r["resolver"]) in broken]
+    assert len(draft_bugs) == 2
+    fixed = {r["algorithm"]: r for r in rows if r["resolver"] == "fixed"}
+    for r in draft_bugs:
+        assert r["error"] is not None or (r["agreement_with_plain"] == 1.0
+                                          and r["acceptance_rate"] < fixed[r["algorithm"]]["acceptance_rate"]), r
+    assert guard_experiment(models, prompts, 48, plain)["agreement_with_plain"] < 1.0
+    assert {workshop.TRIAGE_CASES[c] for c in workshop.TRIAGE_CASES if "resolver" in c} == {"draft"}
+    assert {workshop.triage(w) for w in ("draft", "target")} == {"acceptance", "output"}
