@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    window = Window.from_convention(args.convention, parse_value(args.value))
+    window = Window.from_convention(args.convention, parse_value(args.value, args.convention))
     everywhere = window.everywhere()
     if args.json:
         print_json({"keys": window.keys, **everywhere})
