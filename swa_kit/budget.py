@@ -132,3 +132,27 @@ def check(estimate: Estimate, way_out: str) -> Estimate:
 def announce(estimate: Estimate) -> bool:
     """Whether ``estimate`` is long enough to state its bound and show a progress bar."""
     return estimate.seconds >= ANNOUNCE_SECONDS
+
+
+# -- probe: one run per head_dim key positions, per mode, with a float64 [heads, q, kv] weight table -------------
+PROBE_PASS_SECONDS = 0.5  # building the paged batch and launching the path, per pass
+PROBE_CELL_SECONDS = {"cpu": 4e-6, "interpreted": 60e-6, "gpu": 0.05e-6}  # per (head, query, key) and pass
+PROBE_CELL_BYTES = 40  # float64 weights + the path's float64 scores, mask and softmax per (head, query, key)
+PROBE_WAY_OUT = "use a smaller --keys, --device cuda, or fewer --mode"
+
+
+def probe_estimate(what: str, shapes: dict[str, tuple[int, int]], modes: object, tiers: list[str],
+                   device: object = "cpu", head_dim: int = 64, heads: int = 4) -> Estimate:
+    """Bound of probing paths of ``tiers`` over ``shapes`` (mode -> (q_len, kv_len)) restricted to ``modes``."""
+    on_gpu = str(device).startswith("cuda")
+    seconds, peak = 0.0, 0
+    for mode, (q_len, kv_len) in shapes.items():
+        if mode not in modes:  # type: ignore[operator]
+            continue
+        passes = -(-kv_len // head_dim)
+        cells = heads * q_len * kv_len
+        peak = max(peak, cells * PROBE_CELL_BYTES)
+        for tier in tiers:
+            rate = "gpu" if on_gpu else ("interpreted" if "interpreter" in tier else "cpu")
+            seconds += passes * (PROBE_PASS_SECONDS + cells * PROBE_CELL_SECONDS[rate])
+    return Estimate(what, peak, seconds)
