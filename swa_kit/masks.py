@@ -41,6 +41,7 @@ import torch
 
 from swa_kit import budget
 from swa_kit.errors import BackendUnavailableError, MaskError
+from swa_kit.tables import plural
 from swa_kit.window import MAX_KEYS, Window
 
 MODES: tuple[str, ...] = ("prefill", "extend", "decode", "verify", "tree", "chunked")
@@ -255,11 +256,12 @@ class ForwardMask:
     def describe(self) -> str:
         """One line naming the mode, sizes, positions and window."""
         keys = self.window.keys
-        win = "no window (full causal)" if keys is None else f"window {keys} keys"
+        win = "no window (full causal)" if keys is None else f"window {plural(keys, 'key')}"
         extra = {"tree": f", parents {list(self.parents or ())}", "chunked": f", chunk {self.chunk}"}.get(self.mode, "")
         if self.mode == "chunked":
             win = "chunked local"
-        return (f"{self.mode}: {self.q_len} queries x {self.kv_len} keys (prefix {self.prefix_len}), "
+        queries = f"{self.q_len} queries" if self.q_len != 1 else "1 query"
+        return (f"{self.mode}: {queries} x {plural(self.kv_len, 'key')} (prefix {self.prefix_len}), "
                 f"{win}{extra}")
 
     def to_json(self) -> dict[str, Any]:
@@ -295,7 +297,8 @@ class ForwardMask:
             kv = row.kv_blocks()
             contiguous = len(kv) and kv[-1] - kv[0] + 1 == len(kv)
             span = f"{kv[0]}..{kv[-1]}" if contiguous else ",".join(map(str, kv.tolist()))
-            yield f"  q block {row.q_block}: kv blocks {span} ({len(kv)} blocks, {row.pairs} pairs)"
+            counts = f"{plural(len(kv), 'block')}, {plural(row.pairs, 'pair')}"
+            yield f"  q block {row.q_block}: kv blocks {span} ({counts})"
         yield tally.summary()
 
     def blocks_to_text(self, block: int | tuple[int, int] = 128) -> str:

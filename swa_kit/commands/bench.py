@@ -32,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "measured, nothing written)")
     parser.add_argument("--require-gpu", action="store_true",
                         help=f"exit {EXIT_NO_GPU} without a GPU instead of showing the recorded run")
-    parser.add_argument("--recorded", metavar="PATH", type=input_file, help="show this recorded JSON instead of the newest one")
+    parser.add_argument("--recorded", metavar="PATH", type=input_file,
+                        help="show this recorded JSON instead of the newest one")
 
 
 def _show(result: dict, as_json: bool) -> None:

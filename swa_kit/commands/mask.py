@@ -27,8 +27,9 @@ _UNSET = object()
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", required=True, choices=MODES, help="forward mode")
-    parser.add_argument("--kv-len", type=bounded_int(1, MAX_KEYS), required=True, help="keys in the request's KV, queries included")
-    parser.add_argument("--q-len", type=bounded_int(1, MAX_KEYS), help="queries (default: kv-len for prefill, 1 for decode, "
+    positions = bounded_int(1, MAX_KEYS)
+    parser.add_argument("--kv-len", type=positions, required=True, help="keys in the request's KV, queries included")
+    parser.add_argument("--q-len", type=positions, help="queries (default: kv-len for prefill, 1 for decode, "
                         "the parents' count for tree)")
     parser.add_argument("--window", default=_UNSET, help="sliding window in keys, counting the query "
                         "(or in --convention's spelling); 'none' = no window. Not for chunked")
@@ -36,9 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="read --window as this API writes it: " + ", ".join(CONVENTIONS))
     parser.add_argument("--parents", help="tree: parent of each draft token, -1 = root on the prefix, e.g. "
                         "--parents=-1,0,0,1,1 (default: a complete binary tree of q-len tokens)")
-    parser.add_argument("--chunk", type=bounded_int(1, MAX_KEYS), help="chunked: chunk size (Llama-4 uses 8192)")
-    parser.add_argument("--block", type=bounded_int(1, MAX_KEYS), help="print the block view in BLOCK x BLOCK tiles instead of "
-                        "the mask (any size: the dense mask is never built)")
+    parser.add_argument("--chunk", type=positions, help="chunked: chunk size (Llama-4 uses 8192)")
+    parser.add_argument("--block", type=positions, help="print the block view in BLOCK x BLOCK "
+                        "tiles instead of the mask (any size: the dense mask is never built)")
     parser.add_argument("--json", action="store_true", help=f"print JSON (dense mask up to {MAX_JSON_CELLS} cells)")
     parser.add_argument("--png", metavar="FILE", type=output_file,
                         help="save a picture (the block view for large masks)")

@@ -32,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="window in keys attended per query, counting itself")
     parser.add_argument("--mode", choices=PROBE_MODES, action="append", dest="modes",
                         help="measure only these modes (repeatable; default all)")
-    parser.add_argument("--device", type=device, default="cpu", help="torch device (default cpu; aiter Triton runs interpreted)")
+    parser.add_argument("--device", type=device, default="cpu",
+                        help="torch device (default cpu; aiter Triton runs interpreted)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--png", metavar="FILE", type=output_file, help="draw measured vs intended masks into FILE")
     add_budget_arguments(parser)
