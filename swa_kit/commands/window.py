@@ -29,7 +29,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"keys": window.keys, **everywhere})
         return 0
-    attended = "no window (full causal)" if window.keys is None else f"{plural(window.keys, 'key')}, counting the query itself"
+    attended = ("no window (full causal)" if window.keys is None
+                else f"{plural(window.keys, 'key')}, counting the query itself")
     print(f"{args.convention} {args.value} attends {attended}")
     print_table([{"convention": n, "parameter": CONVENTIONS[n].parameter, "value": v} for n, v in everywhere.items()])
     return 0
