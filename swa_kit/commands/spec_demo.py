@@ -11,7 +11,6 @@ from tqdm import tqdm
 from swa_kit import budget
 from swa_kit.commands._args import add_budget_arguments, bounded_int
 from swa_kit.commands._output import print_json
-from swa_kit.errors import UsageError
 from swa_kit.model import load_models
 from swa_kit.spec import (
     ALGORITHMS,
@@ -50,8 +49,6 @@ def demo_estimate(max_new_tokens: int) -> budget.Estimate:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.max_new_tokens < 2:
-        raise UsageError(f"--max-new-tokens {args.max_new_tokens}: generate at least 2 tokens")
     estimate = budget.check(demo_estimate(args.max_new_tokens), "use a smaller --max-new-tokens")
     shown = budget.announce(estimate)
     if shown:
