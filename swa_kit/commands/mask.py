@@ -78,7 +78,7 @@ def build_mask(args: argparse.Namespace) -> ForwardMask:
 
 
 # Upper-bound rates on a busy 2-core machine (BlockTally over 1M and 20M prefill masks, with margin).
-SUMMARY_ROW_SECONDS, LISTING_ROW_SECONDS, TILE_SECONDS = 100e-6, 400e-6, 200e-9
+SUMMARY_ROW_SECONDS, LISTING_ROW_SECONDS, TILE_SECONDS = 150e-6, 600e-6, 300e-9
 JSON_TILE_BYTES, GRID_BYTES = 80, 100  # a listed KV block in a JSON list; one cell of a slice's work arrays
 WAY_OUT = "use a larger --block, a shorter --kv-len or a window (--window W)"
 
