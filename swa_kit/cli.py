@@ -4,7 +4,8 @@ Each subcommand lives in its own module under :mod:`swa_kit.commands` and provid
 ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``. This file lists them
 from :data:`swa_kit.commands.COMMANDS` and imports only the module of the command being run
 (so ``swa-kit --help`` and ``swa-kit window`` start without torch), and turns the kit's
-deliberate errors into a one-line reason and a non-zero exit, never a traceback.
+deliberate errors into a one-line reason and a non-zero exit, never a traceback. Exit statuses are
+:class:`swa_kit.exit_codes.ExitCode`.
 """
 
 from __future__ import annotations
@@ -13,12 +14,15 @@ import argparse
 import importlib
 import sys
 from collections.abc import Collection
+from importlib.metadata import PackageNotFoundError, version
 from types import ModuleType
 
+from swa_kit import budget
 from swa_kit.commands import COMMANDS
 from swa_kit.errors import SwaKitError
+from swa_kit.exit_codes import ExitCode, epilog
 
-EXIT_BAD_INPUT = 2
+EXIT_BAD_INPUT = ExitCode.BAD_INPUT
 
 
 def command_module(name: str) -> ModuleType:
@@ -38,9 +42,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
+def kit_version() -> str:
+    """The installed distribution's version (``unknown`` when run from a checkout that was never installed)."""
+    try:
+        return version("swa_kit")
+    except PackageNotFoundError:
+        return "unknown (not installed; pip install -e .)"
+
+
 def build_parser(load: Collection[str] | None = None) -> argparse.ArgumentParser:
     """The parser; only the commands in ``load`` (default: all) get their arguments, and so their imports."""
-    parser = _Parser(prog="swa-kit", description="Sliding-window attention in LLM serving: teach, explore, debug.")
+    parser = _Parser(prog="swa-kit", description="Sliding-window attention in LLM serving: teach, explore, debug.",
+                     epilog=epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"swa-kit {kit_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for name, command in COMMANDS.items():
         subparser = sub.add_parser(name, help=command.help, description=command.help)
@@ -57,15 +71,24 @@ def main(argv: list[str] | None = None) -> int:
     named = next((word for word in argv if not word.startswith("-")), None)
     args = build_parser(load={named} & COMMANDS.keys()).parse_args(argv)
     try:
-        return int(args.run(args) or 0)
-    except (SwaKitError, ValueError, FileNotFoundError) as error:
-        print(f"swa-kit {args.command}: error: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        return 130
+        with budget.limits(getattr(args, "max_memory", None), getattr(args, "max_seconds", None)):
+            return int(args.run(args) or 0)
     except BrokenPipeError:  # output piped into `head` and closed early: not an error of ours
         sys.stderr.close()
-        return 0
+        return ExitCode.OK
+    except (SwaKitError, ValueError, OSError) as error:  # OSError: a file that is a folder, unreadable, ...
+        print(f"swa-kit {args.command}: error: {_one_line(error)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except MemoryError:
+        print(f"swa-kit {args.command}: error: out of memory; try smaller sizes or a lower --max-memory",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return ExitCode.INTERRUPTED
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 if __name__ == "__main__":

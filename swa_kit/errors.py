@@ -53,3 +53,7 @@ class ModelConfigError(SwaKitError, ValueError):
 
 class UsageError(SwaKitError, ValueError):
     """An argument a kit function does not accept (unknown name, out-of-range count, mismatched lengths)."""
+
+
+class BudgetError(SwaKitError, ValueError):
+    """Work whose estimated memory or time passes this machine's limit (see :mod:`swa_kit.budget`)."""

@@ -34,17 +34,23 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
 
+from swa_kit import budget
 from swa_kit.errors import BackendUnavailableError, MaskError
-from swa_kit.window import Window
+from swa_kit.tables import plural
+from swa_kit.window import MAX_KEYS, Window
 
 MODES: tuple[str, ...] = ("prefill", "extend", "decode", "verify", "tree", "chunked")
 
 WindowLike = Window | int | None
+#: Peak bytes and seconds per cell of a dense mask (int64 position differences, then bools) and of a tile grid.
+DENSE_CELL_BYTES, DENSE_CELL_SECONDS = 24, 20e-9
+GRID_CELL_BYTES = 96
+Progress = Callable[[Iterator[Any]], Iterator[Any]]  # wraps an iterator, e.g. functools.partial(tqdm, total=n)
 
 
 def _int(name: str, value: Any, minimum: int, fix: str) -> int:
@@ -52,6 +58,8 @@ def _int(name: str, value: Any, minimum: int, fix: str) -> int:
         raise MaskError(f"{name} must be a whole number, got {value!r}; {fix}")
     if value < minimum:
         raise MaskError(f"{name} must be >= {minimum}, got {value!r}; {fix}")
+    if value > MAX_KEYS:  # positions are int64 in numpy and torch
+        raise MaskError(f"{name} must be <= 2**62 = {MAX_KEYS} (64-bit positions), got {value!r}")
     return int(value)
 
 
@@ -172,7 +180,10 @@ class ForwardMask:
         return torch.arange(self.kv_len, dtype=torch.int64)
 
     def dense(self) -> torch.Tensor:
-        """The ``[q_len, kv_len]`` bool mask."""
+        """The ``[q_len, kv_len]`` bool mask (bound: about 24 bytes a cell at its peak; refused past the limit)."""
+        cells = self.q_len * self.kv_len
+        budget.check(budget.Estimate(f"dense {self.q_len} x {self.kv_len} mask", cells * DENSE_CELL_BYTES,
+                                     cells * DENSE_CELL_SECONDS), "use block_view() or a smaller mask")
         q = self.q_positions()[:, None]
         k = self.k_positions()[None, :]
         mask = self.window.attends(q, k)
@@ -184,20 +195,18 @@ class ForwardMask:
             mask = mask & visible
         return mask
 
-    def row_ranges(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """Per query row the attended KV columns as ``[lo, hi)`` (int64 numpy), or None for a tree.
+    def row_ranges(self, start: int = 0, stop: int | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per query row in ``[start, stop)`` the attended KV columns as ``[lo, hi)`` (int64 numpy); None for a tree.
 
         Every mode but ``tree`` attends one contiguous run of columns ending at the query itself;
-        the run's start is :meth:`Window.first_key` (or the chunk start), so no window rule is
+        the run's start is :meth:`Window.first_keys` (or the chunk start), so no window rule is
         restated here.
         """
         if self.mode == "tree":
             return None
-        q = np.arange(self.prefix_len, self.kv_len, dtype=np.int64)
-        if self.mode == "chunked":
-            lo = q - q % self.chunk
-        else:
-            lo = np.fromiter(map(self.window.first_key, q.tolist()), dtype=np.int64, count=len(q))
+        stop = self.q_len if stop is None else stop
+        q = np.arange(self.prefix_len + start, self.prefix_len + stop, dtype=np.int64)
+        lo = q - q % self.chunk if self.mode == "chunked" else self.window.first_keys(q)
         return lo, q + 1
 
     def block_view(self, block: int | tuple[int, int] = 128) -> "BlockView":
@@ -247,11 +256,12 @@ class ForwardMask:
     def describe(self) -> str:
         """One line naming the mode, sizes, positions and window."""
         keys = self.window.keys
-        win = "no window (full causal)" if keys is None else f"window {keys} keys"
+        win = "no window (full causal)" if keys is None else f"window {plural(keys, 'key')}"
         extra = {"tree": f", parents {list(self.parents or ())}", "chunked": f", chunk {self.chunk}"}.get(self.mode, "")
         if self.mode == "chunked":
             win = "chunked local"
-        return (f"{self.mode}: {self.q_len} queries x {self.kv_len} keys (prefix {self.prefix_len}), "
+        queries = f"{self.q_len} queries" if self.q_len != 1 else "1 query"
+        return (f"{self.mode}: {queries} x {plural(self.kv_len, 'key')} (prefix {self.prefix_len}), "
                 f"{win}{extra}")
 
     def to_json(self) -> dict[str, Any]:
@@ -268,20 +278,32 @@ class ForwardMask:
         rows = ["".join("#" if cell else "." for cell in row) for row in self.dense().tolist()]
         return "\n".join([self.describe(), *(f"q {pos:>{width}} {row}" for pos, row in zip(positions, rows))])
 
-    def blocks_to_json(self, block: int | tuple[int, int] = 128) -> dict[str, Any]:
+    def blocks_to_json(self, block: int | tuple[int, int] = 128, progress: Progress | None = None) -> dict[str, Any]:
         """The block view as plain JSON values: per query block, the KV blocks it reads (never the dense mask)."""
-        view = self.block_view(block)
-        return {"describe": self.describe(), "block": block, "summary": view.summary(), "q_blocks": view.q_blocks()}
+        rows, tally = [], BlockTally(self, block)
+        for row in tally.rows(progress):
+            rows.append({"q_block": row.q_block, "kv_blocks": row.kv_blocks().tolist(), "pairs": row.pairs})
+        return {"describe": self.describe(), "block": block, "summary": tally.summary(), "q_blocks": rows}
+
+    def blocks_to_lines(self, block: int | tuple[int, int] = 128, progress: Progress | None = None) -> Iterator[str]:
+        """:meth:`describe`, then per query block the KV blocks it reads, then the block view's summary.
+
+        Streamed one tile row at a time: memory stays O(block row), at any size. ``progress`` wraps the
+        rows' iterator (e.g. a tqdm bar).
+        """
+        yield self.describe()
+        tally = BlockTally(self, block)
+        for row in tally.rows(progress):
+            kv = row.kv_blocks()
+            contiguous = len(kv) and kv[-1] - kv[0] + 1 == len(kv)
+            span = f"{kv[0]}..{kv[-1]}" if contiguous else ",".join(map(str, kv.tolist()))
+            counts = f"{plural(len(kv), 'block')}, {plural(row.pairs, 'pair')}"
+            yield f"  q block {row.q_block}: kv blocks {span} ({counts})"
+        yield tally.summary()
 
     def blocks_to_text(self, block: int | tuple[int, int] = 128) -> str:
-        """:meth:`describe`, the block view's summary, then per query block the KV blocks it reads."""
-        view = self.block_view(block)
-        lines = [self.describe(), view.summary()]
-        for row in view.q_blocks():
-            kv = row["kv_blocks"]
-            span = f"{kv[0]}..{kv[-1]}" if kv == list(range(kv[0], kv[-1] + 1)) else ",".join(map(str, kv))
-            lines.append(f"  q block {row['q_block']}: kv blocks {span} ({len(kv)} blocks, {row['pairs']} pairs)")
-        return "\n".join(lines)
+        """:meth:`blocks_to_lines` joined."""
+        return "\n".join(self.blocks_to_lines(block))
 
 
 def forward_mask(mode: str, q_len: int, kv_len: int, window: WindowLike, *,
@@ -330,9 +352,19 @@ def chunked_mask(q_len: int, kv_len: int, chunk: int) -> torch.Tensor:
     return mask_for("chunked", q_len, kv_len, None, chunk=chunk)
 
 
+def _summary_line(q_len: int, kv_len: int, bq: int, bk: int, needed: int, tiles: int, full: int, partial: int,
+                  pairs: int) -> str:
+    return (f"{q_len} x {kv_len} in {bq} x {bk} blocks: {needed} of {tiles} tiles needed ({full} full, "
+            f"{partial} partial), {pairs:,} attended pairs of {q_len * kv_len:,}")
+
+
 @dataclass(frozen=True)
 class BlockView:
-    """A mask at block granularity: ``counts[qb, kb]`` = attended (query, key) pairs in that tile."""
+    """A mask at block granularity: ``counts[qb, kb]`` = attended (query, key) pairs in that tile.
+
+    It holds the whole tile grid (``n_q_blocks * n_kv_blocks`` int64): for pictures and small masks.
+    :class:`BlockTally` streams the same numbers one tile row at a time, at any size.
+    """
 
     q_len: int
     kv_len: int
@@ -382,11 +414,8 @@ class BlockView:
                 for qb in range(self.counts.shape[0])]
 
     def summary(self) -> str:
-        needed = int(self.needed.sum())
-        tiles = self.counts.size
-        return (f"{self.q_len} x {self.kv_len} in {self.block_q} x {self.block_kv} blocks: {needed} of {tiles} "
-                f"tiles needed ({int(self.full.sum())} full, {int(self.partial.sum())} partial), "
-                f"{self.total_pairs:,} attended pairs of {self.q_len * self.kv_len:,}")
+        return _summary_line(self.q_len, self.kv_len, self.block_q, self.block_kv, int(self.needed.sum()),
+                             self.counts.size, int(self.full.sum()), int(self.partial.sum()), self.total_pairs)
 
 
 def _block_sizes(block: int | tuple[int, int]) -> tuple[int, int]:
@@ -396,34 +425,136 @@ def _block_sizes(block: int | tuple[int, int]) -> tuple[int, int]:
     return tuple(_int("block", b, 1, "blocks hold at least one row/column, e.g. 128") for b in pair)  # type: ignore
 
 
-def block_view(mask: ForwardMask, block: int | tuple[int, int] = 128) -> BlockView:
-    """Tile counts of ``mask``'s mask in ``block`` (or ``(block_q, block_kv)``) tiles.
+def _tile_counts(mask: ForwardMask, bq: int, bk: int, qb0: int, qb1: int, kb0: int, kb1: int) -> np.ndarray:
+    """Attended pairs per tile for query blocks ``[qb0, qb1)`` x KV blocks ``[kb0, kb1)`` of a contiguous mode.
 
-    Contiguous modes never build the mask: with each row's attended columns ``[lo_r, hi_r)``
-    (non-decreasing in r), the keys row r attends before column c are
-    ``clip(min(c, hi_r) - lo_r, 0)``; summed over a query block this is a difference of prefix
-    sums found by binary search, evaluated only at KV block boundaries. Memory is
-    O(q_len + n_q_blocks * n_kv_blocks). A tree's mask is small and is reduced densely.
+    With each row's attended columns ``[lo_r, hi_r)`` (non-decreasing in r), the keys row r attends
+    before column c are ``clip(min(c, hi_r) - lo_r, 0)``; summed over a query block this is a
+    difference of prefix sums found by binary search, evaluated only at KV block boundaries.
+    Memory is O(rows + tiles) of the slice.
     """
-    bq, bk = _block_sizes(block)
-    nqb, nkb = -(-mask.q_len // bq), -(-mask.kv_len // bk)
-    ranges = mask.row_ranges()
-    if ranges is None:
-        dense = mask.dense().numpy()
-        padded = np.zeros((nqb * bq, nkb * bk), dtype=np.int64)
-        padded[: mask.q_len, : mask.kv_len] = dense
-        counts = padded.reshape(nqb, bq, nkb, bk).sum(axis=(1, 3))
-        return BlockView(mask.q_len, mask.kv_len, bq, bk, counts)
-    lo, hi = ranges
+    row0, row1 = qb0 * bq, min(qb1 * bq, mask.q_len)
+    lo, hi = mask.row_ranges(row0, row1)
     lo_cum = np.concatenate([[0], np.cumsum(lo)])
     hi_cum = np.concatenate([[0], np.cumsum(hi)])
-    bounds = np.minimum(np.arange(nkb + 1, dtype=np.int64) * bk, mask.kv_len)  # [nkb + 1]
+    bounds = np.minimum(np.arange(kb0, kb1 + 1, dtype=np.int64) * bk, mask.kv_len)  # [kb1 - kb0 + 1]
     # Rows r with hi_r <= c contribute hi_r - lo_r; rows with lo_r < c < hi_r contribute c - lo_r.
     done = np.searchsorted(hi, bounds, side="right")  # rows with hi_r <= c (a prefix, hi sorted)
     begun = np.searchsorted(lo, bounds, side="left")  # rows with lo_r < c (a prefix, lo sorted)
-    starts = np.arange(nqb, dtype=np.int64)[:, None] * bq
-    ends = np.minimum(starts + bq, mask.q_len)
-    a = np.clip(done[None, :], starts, ends)  # [nqb, nkb + 1]
+    starts = np.arange(qb1 - qb0, dtype=np.int64)[:, None] * bq
+    ends = np.minimum(starts + bq, row1 - row0)
+    a = np.clip(done[None, :], starts, ends)
     b = np.clip(begun[None, :], starts, ends)
     before = (hi_cum[a] - hi_cum[starts]) + bounds[None, :] * (b - a) - (lo_cum[b] - lo_cum[starts])
-    return BlockView(mask.q_len, mask.kv_len, bq, bk, np.diff(before, axis=1))
+    return np.diff(before, axis=1)
+
+
+def block_view(mask: ForwardMask, block: int | tuple[int, int] = 128) -> BlockView:
+    """Tile counts of ``mask``'s mask in ``block`` (or ``(block_q, block_kv)``) tiles, as one grid.
+
+    Contiguous modes never build the mask (see :func:`_tile_counts`); memory is
+    O(q_len + n_q_blocks * n_kv_blocks). A tree's mask is small and is reduced densely.
+    :class:`BlockTally` gives the same numbers without the grid.
+    """
+    bq, bk = _block_sizes(block)
+    nqb, nkb = -(-mask.q_len // bq), -(-mask.kv_len // bk)
+    budget.check(budget.Estimate(f"block view grid of {nqb} x {nkb} tiles", nqb * nkb * GRID_CELL_BYTES,
+                                 nqb * nkb * DENSE_CELL_SECONDS), "use a larger block, or BlockTally to stream it")
+    if mask.mode != "tree":
+        return BlockView(mask.q_len, mask.kv_len, bq, bk, _tile_counts(mask, bq, bk, 0, nqb, 0, nkb))
+    dense = mask.dense().numpy()  # checks its bound first; a tree is small
+    padded = np.zeros((nqb * bq, nkb * bk), dtype=np.int64)
+    padded[: mask.q_len, : mask.kv_len] = dense
+    return BlockView(mask.q_len, mask.kv_len, bq, bk, padded.reshape(nqb, bq, nkb, bk).sum(axis=(1, 3)))
+
+
+@dataclass(frozen=True)
+class BlockRow:
+    """One query block's tiles: attended pairs in KV blocks ``first_kv_block ...`` (zeros beyond are not held)."""
+
+    q_block: int
+    first_kv_block: int
+    counts: np.ndarray  # int64
+    tile_sizes: np.ndarray  # cells per tile (edge tiles are smaller)
+
+    def kv_blocks(self) -> np.ndarray:
+        """Indices of the KV blocks this query block reads."""
+        return self.first_kv_block + np.flatnonzero(self.counts)
+
+    @property
+    def pairs(self) -> int:
+        return int(self.counts.sum())
+
+
+class BlockTally:
+    """The block view streamed one tile row at a time: at any size, never the dense mask nor the tile grid.
+
+    :meth:`rows` yields each query block's :class:`BlockRow`, restricted to the KV blocks between its
+    first and last attended key; :meth:`summary` (after :meth:`rows` ran, or running it) is
+    :meth:`BlockView.summary`'s line. Rows are computed in groups whose slice of the grid holds at most
+    ``GROUP_CELLS`` tiles, so memory is bounded whatever the mask's size.
+    """
+
+    GROUP_CELLS = 1 << 20
+
+    def __init__(self, mask: ForwardMask, block: int | tuple[int, int] = 128) -> None:
+        self.mask = mask
+        self.bq, self.bk = _block_sizes(block)
+        self.n_q_blocks, self.n_kv_blocks = -(-mask.q_len // self.bq), -(-mask.kv_len // self.bk)
+        self.needed = self.full = self.pairs = 0
+        self.done = False
+
+    def span_bound(self) -> int:
+        """At most this many KV blocks lie between one query block's first and last attended key."""
+        keys = self.mask.window.keys if self.mask.mode != "chunked" else self.mask.chunk
+        reach = self.mask.kv_len if keys is None or self.mask.mode == "tree" else min(keys, self.mask.kv_len)
+        return min(self.n_kv_blocks, -(-(reach + self.bq) // self.bk) + 1)
+
+    def rows(self, progress: Progress | None = None) -> Iterator[BlockRow]:
+        """Each query block's :class:`BlockRow`, in order (``progress`` wraps the iterator, e.g. a tqdm bar)."""
+        def each_row() -> Iterator[BlockRow]:
+            for qb0, kb0, counts, sizes in self._slices():
+                for i, c in enumerate(counts):
+                    nonzero = np.flatnonzero(c)
+                    first, last = int(nonzero[0]), int(nonzero[-1]) + 1
+                    yield BlockRow(qb0 + i, kb0 + first, c[first:last], sizes[i, first:last])
+
+        return (progress or iter)(each_row())
+
+    def _slices(self) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+        """``(first query block, first KV block, counts, tile sizes)`` per slice of query blocks, tallied."""
+        self.needed = self.full = self.pairs = 0
+        for qb0, kb0, counts in self._count_slices():
+            rows = np.minimum(self.bq, self.mask.q_len - np.arange(qb0, qb0 + len(counts)) * self.bq)
+            cols = np.minimum(self.bk, self.mask.kv_len - np.arange(kb0, kb0 + counts.shape[1]) * self.bk)
+            sizes = rows[:, None] * cols[None, :]
+            self.needed += int(np.count_nonzero(counts))
+            self.full += int(np.count_nonzero(counts == sizes))
+            self.pairs += int(counts.sum())
+            yield qb0, kb0, counts, sizes
+        self.done = True
+
+    def _count_slices(self) -> Iterator[tuple[int, int, np.ndarray]]:
+        mask, bq, bk = self.mask, self.bq, self.bk
+        if mask.mode == "tree":  # small (the draft tree), reduced densely
+            yield 0, 0, block_view(mask, (bq, bk)).counts
+            return
+        group = self.n_q_blocks  # query blocks per slice: a slice spans about group * bq / bk + span KV blocks
+        while group > 1 and group * min(self.n_kv_blocks, group * bq // bk + self.span_bound() + 1) > self.GROUP_CELLS:
+            group //= 2
+        for qb0 in range(0, self.n_q_blocks, group):
+            qb1 = min(qb0 + group, self.n_q_blocks)
+            last_row = min(qb1 * bq, mask.q_len)
+            first_lo = int(mask.row_ranges(qb0 * bq, qb0 * bq + 1)[0][0])
+            last_hi = int(mask.row_ranges(last_row - 1, last_row)[1][-1])
+            kb0, kb1 = first_lo // bk, -(-last_hi // bk)
+            yield qb0, kb0, _tile_counts(mask, bq, bk, qb0, qb1, kb0, kb1)
+
+    def summary(self) -> str:
+        """:meth:`BlockView.summary`'s line (tallied slice by slice unless :meth:`rows` already ran)."""
+        if not self.done:
+            for _ in self._slices():
+                pass
+        tiles = self.n_q_blocks * self.n_kv_blocks
+        return _summary_line(self.mask.q_len, self.mask.kv_len, self.bq, self.bk, self.needed, tiles, self.full,
+                             self.needed - self.full, self.pairs)

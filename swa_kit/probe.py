@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from swa_kit import budget
 from swa_kit.attention.backends import Backend, all_backends, get_backend
 from swa_kit.attention.batch import random_paged_batch
 from swa_kit.attention.reference import attended_mask
@@ -177,6 +178,8 @@ def probe_path(path: str, keys: int | None, *, modes: Sequence[str] = PROBE_MODE
     """Measure ``path`` run with the kit's converter's window argument for ``keys`` keys."""
     keys = check_keys(keys)
     backend = get_backend(path)
+    budget.check(budget.probe_estimate(f"probe of {path} at {keys} keys", probe_shapes(keys), modes, [backend.tier],
+                                       device, head_dim), budget.PROBE_WAY_OUT)
     window_arg = from_keys(backend.convention, keys) if backend.convention else None
     return _probe(backend, window_arg, keys, modes, None, device, head_dim)
 
@@ -192,8 +195,11 @@ def sglang_site_rows(keys: int) -> list[tuple[CallSite, Backend, Any]]:
 
 def probe_sglang_sites(keys: int, *, device: str | torch.device = "cpu", head_dim: int = 64) -> list[ProbeRow]:
     """Measure every aiter call site with the window SGLang passes for ``sliding_window_size = keys - 1``."""
-    rows = []
-    for site, backend, window_arg in sglang_site_rows(keys):
+    rows, sites = [], sglang_site_rows(keys)
+    budget.check(budget.probe_estimate(f"probe of {len(sites)} call sites at {keys} keys", probe_shapes(keys),
+                                       PROBE_MODES, [b.tier for _, b, _ in sites if b.available()[0]], device,
+                                       head_dim), budget.PROBE_WAY_OUT)
+    for site, backend, window_arg in sites:
         modes = [m for m in site.modes if m in PROBE_MODES]
         rows.append(_probe(backend, window_arg, keys, modes, site.name, device, head_dim))
     return rows

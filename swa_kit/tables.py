@@ -9,6 +9,11 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 
+def plural(count: int, word: str) -> str:
+    """``'1 key'``, ``'2 keys'``: a count and its noun, for every printed count."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
 def plain(value: Any) -> Any:
     """``value`` with tuples as lists, dict keys as strings and numpy/torch scalars as Python numbers."""
     if isinstance(value, (tuple, list)):

@@ -34,6 +34,8 @@ from typing import Any, Callable
 from swa_kit.errors import WindowConventionError
 
 Keys = int | None
+#: The largest window (and position) the kit computes with: positions are int64 in numpy and torch.
+MAX_KEYS = 2**62
 
 
 def _is_int(value: Any) -> bool:
@@ -54,6 +56,9 @@ def check_keys(keys: Any) -> Keys:
         raise _bad(
             "keys", keys, "a query attends at least itself, so a window is >= 1 key; use None for no window"
         )
+    if keys > MAX_KEYS:
+        raise _bad("keys", keys, f"the kit's positions are 64-bit, so a window is at most 2**62 = {MAX_KEYS} keys; "
+                                 "use None for no window")
     return int(keys)
 
 
@@ -88,6 +93,10 @@ class Window:
     def first_key(self, q_pos: int) -> int:
         """The oldest key position a query at ``q_pos`` still sees."""
         return 0 if self.keys is None else max(0, q_pos - self.keys + 1)
+
+    def first_keys(self, q_pos: Any) -> Any:
+        """:meth:`first_key` of every position in a numpy array or torch tensor."""
+        return q_pos * 0 if self.keys is None else (q_pos - self.keys + 1).clip(0)
 
     def everywhere(self) -> dict[str, Any]:
         """This window written in every convention, keyed by convention name."""
@@ -218,11 +227,16 @@ def convert(value: Any, src: str, dst: str) -> Any:
     return from_keys(dst, to_keys(src, value))
 
 
-def parse_value(text: str) -> object:
-    """Parse a window value as typed on a command line: 4095, -1, none, 4095,0 or (4095, 0)."""
+def parse_value(text: str, convention: str | None = None) -> object:
+    """Parse a window value as typed on a command line: 4095, -1, none, 4095,0 or (4095, 0).
+
+    A lone ``none`` for a ``convention`` whose off value is ``(None, None)`` (FlashAttention 4) reads as that
+    pair: on a command line both spell "no window".
+    """
     cleaned = text.strip()
     if cleaned.lower() in {"none", "null"}:
-        return None
+        off = get_convention(convention).off if convention else None
+        return off if off == (None, None) else None
     try:
         value = ast.literal_eval(cleaned.replace("null", "None").replace("none", "None"))
     except (ValueError, SyntaxError):

@@ -190,7 +190,7 @@ def test_random_batch_pages_are_disjoint_and_poison_spares_the_window() -> None:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU behaviour")
 def test_cli_without_gpu(capsys) -> None:
-    assert main(["bench", "--require-gpu"]) == 3
+    assert main(["bench", "--require-gpu"]) == 4
     assert "--require-gpu" in capsys.readouterr().err
     if RECORDED:
         assert main(["bench"]) == 0

@@ -6,6 +6,7 @@ import argparse
 import importlib
 import os
 import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -151,3 +152,14 @@ def test_readme_setup_commands_and_ci_agree():
     assert 'python -m pip install -q -e ".[dev]"' in ci
     assert "python -m pytest -n 2" in ci  # exactly the README's test command, on a line of its own
     assert not any("|| true" in line for line in ci)
+
+
+def test_readme_and_help_list_every_exit_status(capsys):
+    from swa_kit.exit_codes import ExitCode
+
+    statuses = re.findall(r"^\| (\d+) \| ", README.read_text(), flags=re.MULTILINE)
+    assert sorted(map(int, statuses)) == sorted(int(code) for code in ExitCode)
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    lines = capsys.readouterr().out.split("exit status:\n", 1)[1].splitlines()
+    assert [int(line.split()[0]) for line in lines if line.strip()] == [int(code) for code in ExitCode]

@@ -15,6 +15,7 @@ from swa_kit.cli import main
 from swa_kit.errors import MaskError, WindowConventionError
 from swa_kit.masks import (
     MODES,
+    BlockTally,
     BlockView,
     binary_tree_parents,
     block_view,
@@ -372,7 +373,6 @@ def test_cli_png(tmp_path, capsys, kv_len, picture):
     (["--mode", "prefill", "--kv-len", "9"], "give --window"),
     (["--mode", "extend", "--kv-len", "9", "--window", "3"], "needs --q-len"),
     (["--mode", "extend", "--q-len", "10", "--kv-len", "9", "--window", "3"], "q_len 10 > kv_len 9"),
-    (["--mode", "extend", "--q-len", "-2", "--kv-len", "9", "--window", "3"], "-2"),
     (["--mode", "prefill", "--kv-len", "9", "--window", "0"], "invalid window value 0"),
     (["--mode", "prefill", "--kv-len", "9", "--window", "1.5"], "1.5"),
     (["--mode", "prefill", "--kv-len", "9", "--window", "3,1", "--convention", "flash_attn"], "right = 1"),
@@ -387,7 +387,8 @@ def test_cli_bad_input_exits_2_with_one_line(capsys, argv, needle):
     assert captured.out == "" and needle in captured.err and captured.err.count("\n") == 1
 
 
-@pytest.mark.parametrize("argv", [["--mode", "sideways", "--kv-len", "4"], ["--mode", "decode", "--kv-len", "x"]])
+@pytest.mark.parametrize("argv", [["--mode", "sideways", "--kv-len", "4"], ["--mode", "decode", "--kv-len", "x"],
+                                  ["--mode", "extend", "--q-len", "-2", "--kv-len", "9"]])
 def test_cli_argparse_errors_exit_2(capsys, argv):
     with pytest.raises(SystemExit) as info:
         main(["mask", *argv, "--window", "2"])
@@ -423,8 +424,46 @@ def test_blocks_to_text_lists_gaps_and_runs():
     assert rows == view.q_blocks() and [r["q_block"] for r in rows] == [0, 1, 2]
     assert rows[2] == {"q_block": 2, "kv_blocks": [2, 4, 5], "pairs": 3}
     text = mask.blocks_to_text(2).splitlines()
-    assert text[:2] == [mask.describe(), view.summary()] and len(text) == 5
-    assert text[4] == "  q block 2: kv blocks 2,4,5 (3 blocks, 3 pairs)"
+    assert [text[0], text[-1]] == [mask.describe(), view.summary()] and len(text) == 5  # streamed: summary last
+    assert text[3] == "  q block 2: kv blocks 2,4,5 (3 blocks, 3 pairs)"
     kv = rows[0]["kv_blocks"]
-    assert text[2] == f"  q block 0: kv blocks {kv[0]}..{kv[-1]} ({len(kv)} blocks, {rows[0]['pairs']} pairs)"
+    assert text[1] == f"  q block 0: kv blocks {kv[0]}..{kv[-1]} ({len(kv)} blocks, {rows[0]['pairs']} pairs)"
     assert kv == list(range(kv[0], kv[-1] + 1))
+
+
+@given(cases(), st.integers(1, 9), st.integers(1, 9), st.sampled_from([1, 7, 1 << 20]))
+def test_block_tally_streams_the_block_view(c, bq, bk, group_cells):
+    spec = forward_mask(c["mode"], c["q_len"], c["kv_len"], c["keys"], parents=c["parents"], chunk=c["chunk"])
+    view = spec.block_view((bq, bk))
+    tally = BlockTally(spec, (bq, bk))
+    tally.GROUP_CELLS = group_cells  # slices of one query block up to the whole grid
+    rows = list(tally.rows())
+    assert [r.q_block for r in rows] == list(range(view.counts.shape[0]))
+    for row in rows:
+        end = row.first_kv_block + len(row.counts)
+        assert not view.counts[row.q_block, :row.first_kv_block].any() and not view.counts[row.q_block, end:].any()
+        assert np.array_equal(row.counts, view.counts[row.q_block, row.first_kv_block:end])
+        assert np.array_equal(row.tile_sizes, view.tile_sizes[row.q_block, row.first_kv_block:end])
+        assert c["mode"] == "tree" or len(row.counts) <= tally.span_bound()
+    assert tally.summary() == view.summary() == BlockTally(spec, (bq, bk)).summary()
+
+
+def test_block_tally_at_20m_keys_holds_no_grid():
+    spec = forward_mask("decode", 1, 20_000_000, 4096)
+    tally = BlockTally(spec, 128)
+    (row,) = list(tally.rows())
+    assert row.kv_blocks().tolist() == list(range((20_000_000 - 4096) // 128, 20_000_000 // 128))
+    assert "32 of 156250 tiles needed" in tally.summary()
+
+
+def test_sizes_past_64_bit_positions_are_refused():
+    with pytest.raises(MaskError, match="2\\*\\*62"):
+        forward_mask("decode", 1, 2**62 + 1, 4)
+
+
+def test_a_dense_mask_past_the_limit_is_refused_before_it_is_built():
+    from swa_kit import budget
+    from swa_kit.errors import BudgetError
+
+    with budget.limits(memory=1 << 20), pytest.raises(BudgetError, match="dense 1000 x 1000 mask"):
+        forward_mask("prefill", 1000, 1000, 8).dense()

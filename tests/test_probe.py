@@ -86,7 +86,9 @@ def test_cli_probe(capsys, tmp_path):
     assert main(["probe", "--sglang-sites", "--keys", "4", "--mode", "decode", "--json"]) == 1
     sites = {r["site"]: r for r in json.loads(capsys.readouterr().out)}
     assert sites["decode.unified"]["attended_keys"] == 3 and sites["decode.unified"]["window_arg"] == [2, 0]
-    assert main(["probe", "--path", "torch_sdpa", "--keys", "0"]) == 2
+    with pytest.raises(SystemExit) as refused:  # argparse: --keys 0 is out of range, one line
+        main(["probe", "--path", "torch_sdpa", "--keys", "0"])
+    assert refused.value.code == 2
 
 
 def test_agreement_covers_every_runnable_path_and_is_small():

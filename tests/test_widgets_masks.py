@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from swa_kit.masks import MODES, mask_for
+from swa_kit.tables import plural
 from swa_kit.widgets.masks import explore, mask_explorer
 
 WINDOWS = [None, 1, 3, 64]
@@ -38,7 +39,8 @@ def test_explore_over_its_range(mode):
             continue
         image = np.asarray(fig.axes[0].images[0].get_array())
         assert np.array_equal(image, want.int().numpy())
-        assert text.splitlines()[0].startswith(f"{mode}: {want.shape[0]} queries x {kv_len} keys")
+        queries = "1 query" if want.shape[0] == 1 else f"{want.shape[0]} queries"
+        assert text.splitlines()[0].startswith(f"{mode}: {queries} x {plural(kv_len, 'key')}")
         per_query = want.sum(dim=1)
         assert f"attends {int(per_query.min())} to {int(per_query.max())} keys" in text
         if window is not None and mode != "chunked":
@@ -88,7 +90,7 @@ def test_widget_wires_controls_to_explore():
     assert "Cannot draw this combination" in shown()
     assert figure.layout.display == "none"
     mode.value = "decode"
-    assert shown().startswith("<pre>decode: 1 queries x 16 keys")
+    assert shown().startswith("<pre>decode: 1 query x 16 keys")
 
 
 def test_explore_redraws_into_the_widgets_plot():

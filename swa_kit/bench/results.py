@@ -227,7 +227,13 @@ def load_recorded(path: Path | str | None = None) -> dict[str, Any]:
         if not files:
             raise FileNotFoundError(f"no recorded benchmark in {RECORDED_DIR}; run `swa-kit bench --json` on a GPU")
         path = max(files, key=lambda p: json.loads(p.read_text()).get("date", ""))
-    result = json.loads(Path(path).read_text())
+    try:
+        result = json.loads(Path(path).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UsageError(f"{str(path)!r} is not a JSON benchmark result ({error}); give a file swa-kit bench wrote") \
+            from None
+    if not isinstance(result, dict):
+        raise UsageError(f"{str(path)!r} holds a JSON {type(result).__name__}, not a benchmark result object")
     check_schema(result)
     result["recorded"] = True
     result["recorded_file"] = str(path)

@@ -2,8 +2,9 @@
 
 Without a GPU nothing can be timed: the command says so, prints the recorded run from
 ``data/bench/`` (labelled RECORDED, with its machine, date and command) and exits 0, so a
-CPU-only tour still shows real numbers. ``--require-gpu`` makes that case exit 3 instead,
-for scripts that must not mistake a recorded run for a fresh one.
+CPU-only tour still shows real numbers. ``--require-gpu`` makes that case exit 4 instead,
+for scripts that must not mistake a recorded run for a fresh one; so does ``--out PATH``, which
+writes only a fresh measurement (exit status 4: nothing could be measured here).
 """
 
 from __future__ import annotations
@@ -12,21 +13,27 @@ import argparse
 import sys
 
 from swa_kit import bench
+from swa_kit.commands._args import input_file, output_file
 from swa_kit.commands._output import print_json
+from swa_kit.errors import UsageError
+from swa_kit.exit_codes import ExitCode
 from swa_kit.tables import print_table
 
 NAME = "bench"
 HELP = "benchmark sliding-window decode/prefill paths on this GPU (or show the recorded run)"
-EXIT_NO_GPU = 3
+EXIT_NO_GPU = ExitCode.CANNOT_MEASURE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="the headline shape only (about a minute)")
     parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
-    parser.add_argument("--out", metavar="PATH", help="also write the result JSON to PATH")
+    parser.add_argument("--out", metavar="PATH", type=output_file,
+                        help=f"also write the fresh result JSON to PATH (exit {EXIT_NO_GPU} without a GPU: nothing "
+                             "measured, nothing written)")
     parser.add_argument("--require-gpu", action="store_true",
                         help=f"exit {EXIT_NO_GPU} without a GPU instead of showing the recorded run")
-    parser.add_argument("--recorded", metavar="PATH", help="show this recorded JSON instead of the newest one")
+    parser.add_argument("--recorded", metavar="PATH", type=input_file,
+                        help="show this recorded JSON instead of the newest one")
 
 
 def _show(result: dict, as_json: bool) -> None:
@@ -45,10 +52,13 @@ def _show(result: dict, as_json: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.out and args.recorded:
+        raise UsageError("--out writes a fresh measurement; --recorded shows an old one: give one of them")
     ok, reason = bench.gpu_available()
     if args.recorded or not ok:
-        if not ok and args.require_gpu:
-            print(f"swa-kit bench: no GPU ({reason}); --require-gpu set, nothing timed", file=sys.stderr)
+        if not ok and (args.require_gpu or args.out):
+            flag = f"--out set, nothing written to {args.out}" if args.out else "--require-gpu set"
+            print(f"swa-kit bench: no GPU ({reason}); nothing timed; {flag}", file=sys.stderr)
             return EXIT_NO_GPU
         result = bench.load_recorded(args.recorded)
         if not ok:

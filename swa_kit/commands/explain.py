@@ -6,6 +6,7 @@ import argparse
 
 from swa_kit.commands._output import print_json
 from swa_kit.configs import list_models
+from swa_kit.exit_codes import ExitCode
 from swa_kit.dispatch import ENV_DEFAULTS, MODES, RESOLVERS, SPEC_ALGOS, explain, plan
 
 NAME = "explain"
@@ -17,7 +18,7 @@ JSON_SHAPE = (
     "An object, not a bare list, because a list cannot also carry the top-level error. Exit 0 when the plan "
     "is accepted, 3 when a guard refuses it (the JSON / table still prints)."
 )
-EXIT_REFUSED = 3
+EXIT_REFUSED = ExitCode.REFUSED
 
 
 def _env_pair(text: str) -> tuple[str, str]:
@@ -53,4 +54,4 @@ def run(args: argparse.Namespace) -> int:
         print_json(result.to_json())
     else:
         print(explain(result))
-    return EXIT_REFUSED if result.error else 0
+    return EXIT_REFUSED if result.error else ExitCode.OK

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from functools import partial
 
+from tqdm import tqdm
+
+from swa_kit import budget
+from swa_kit.commands._args import add_budget_arguments, bounded_int, output_file
 from swa_kit.commands._output import print_json
 from swa_kit.errors import MaskError
-from swa_kit.masks import MODES, ForwardMask, forward_mask
+from swa_kit.masks import MODES, BlockTally, ForwardMask, Progress, forward_mask
+from swa_kit.window import MAX_KEYS
 from swa_kit.window import CONVENTIONS, Window, parse_value
 
 NAME = "mask"
@@ -20,8 +27,9 @@ _UNSET = object()
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", required=True, choices=MODES, help="forward mode")
-    parser.add_argument("--kv-len", type=int, required=True, help="keys in the request's KV, queries included")
-    parser.add_argument("--q-len", type=int, help="queries (default: kv-len for prefill, 1 for decode, "
+    positions = bounded_int(1, MAX_KEYS)
+    parser.add_argument("--kv-len", type=positions, required=True, help="keys in the request's KV, queries included")
+    parser.add_argument("--q-len", type=positions, help="queries (default: kv-len for prefill, 1 for decode, "
                         "the parents' count for tree)")
     parser.add_argument("--window", default=_UNSET, help="sliding window in keys, counting the query "
                         "(or in --convention's spelling); 'none' = no window. Not for chunked")
@@ -29,11 +37,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="read --window as this API writes it: " + ", ".join(CONVENTIONS))
     parser.add_argument("--parents", help="tree: parent of each draft token, -1 = root on the prefix, e.g. "
                         "--parents=-1,0,0,1,1 (default: a complete binary tree of q-len tokens)")
-    parser.add_argument("--chunk", type=int, help="chunked: chunk size (Llama-4 uses 8192)")
-    parser.add_argument("--block", type=int, help="print the block view in BLOCK x BLOCK tiles instead of "
-                        "the mask (any size: the dense mask is never built)")
+    parser.add_argument("--chunk", type=positions, help="chunked: chunk size (Llama-4 uses 8192)")
+    parser.add_argument("--block", type=positions, help="print the block view in BLOCK x BLOCK "
+                        "tiles instead of the mask (any size: the dense mask is never built)")
     parser.add_argument("--json", action="store_true", help=f"print JSON (dense mask up to {MAX_JSON_CELLS} cells)")
-    parser.add_argument("--png", metavar="FILE", help="save a picture (the block view for large masks)")
+    parser.add_argument("--png", metavar="FILE", type=output_file,
+                        help="save a picture (the block view for large masks)")
+    add_budget_arguments(parser)
 
 
 def _window(args: argparse.Namespace) -> Window:
@@ -41,7 +51,7 @@ def _window(args: argparse.Namespace) -> Window:
         if args.mode == "chunked":
             return Window(None)
         raise MaskError("give --window: keys a query attends counting itself (e.g. 1024), or --window none")
-    value = parse_value(args.window)
+    value = parse_value(args.window, args.convention)
     return Window.from_convention(args.convention, value) if args.convention else Window(value)
 
 
@@ -67,13 +77,47 @@ def build_mask(args: argparse.Namespace) -> ForwardMask:
     return forward_mask(args.mode, q_len, args.kv_len, _window(args), parents=parents, chunk=args.chunk)
 
 
+# Upper-bound rates on a busy 2-core machine (BlockTally over 1M and 20M prefill masks, with margin).
+SUMMARY_ROW_SECONDS, LISTING_ROW_SECONDS, TILE_SECONDS = 150e-6, 600e-6, 300e-9
+JSON_TILE_BYTES, GRID_BYTES = 80, 100  # a listed KV block in a JSON list; one cell of a slice's work arrays
+WAY_OUT = "use a larger --block, a shorter --kv-len or a window (--window W)"
+
+
+def tally_estimate(tally: BlockTally, listing: str | None) -> budget.Estimate:
+    """The streamed block view's bound: per tile row and per tile; a JSON listing holds every listed tile."""
+    tiles = tally.n_q_blocks * tally.span_bound()
+    held = tiles * JSON_TILE_BYTES if listing == "json" else BlockTally.GROUP_CELLS * GRID_BYTES
+    per_row = LISTING_ROW_SECONDS if listing else SUMMARY_ROW_SECONDS
+    seconds = tally.n_q_blocks * per_row + tiles * TILE_SECONDS
+    return budget.Estimate(f"block view of {tally.n_q_blocks:,} x {tally.n_kv_blocks:,} tiles", held, seconds)
+
+
+def _tally(mask: ForwardMask, block: int, listing: str | None) -> BlockTally:
+    tally = BlockTally(mask, block)
+    estimate = budget.check(tally_estimate(tally, listing), WAY_OUT)
+    if budget.announce(estimate):
+        print(f"swa-kit mask: {estimate.describe()} (bound)", file=sys.stderr)
+    return tally
+
+
+def _progress(tally: BlockTally) -> Progress:
+    """A tqdm bar on stderr over the tile rows, shown when the work is long."""
+    shown = budget.announce(tally_estimate(tally, None))
+    return partial(tqdm, total=tally.n_q_blocks, desc="tile rows", unit="row", file=sys.stderr, disable=not shown,
+                   leave=False)
+
+
 def _save_png(mask: ForwardMask, args: argparse.Namespace) -> None:
     from swa_kit.viz.masks import block_view_figure, mask_figure
 
     if mask.q_len * mask.kv_len <= MAX_PNG_CELLS:
         fig = mask_figure(mask, block=args.block)
     else:
-        fig = block_view_figure(mask.block_view(args.block or 128), title=mask.describe())
+        tally = BlockTally(mask, args.block or 128)
+        grid = tally.n_q_blocks * tally.n_kv_blocks
+        budget.check(budget.Estimate(f"picture of {grid:,} tiles", grid * GRID_BYTES, grid * TILE_SECONDS),
+                     WAY_OUT)
+        fig = block_view_figure(mask.block_view(tally.bq), title=mask.describe())
     fig.savefig(args.png, dpi=120)
     if not args.json:
         print(f"{mask.describe()}\nwrote {args.png}")
@@ -86,10 +130,12 @@ def run(args: argparse.Namespace) -> int:
         if not (args.json or args.block):
             return 0
     if args.block:
+        tally = _tally(mask, args.block, "json" if args.json else "text")
         if args.json:
-            print_json(mask.blocks_to_json(args.block))
+            print_json(mask.blocks_to_json(args.block, _progress(tally)))
         else:
-            print(mask.blocks_to_text(args.block))
+            for line in mask.blocks_to_lines(args.block, _progress(tally)):
+                print(line)
         return 0
     cells = mask.q_len * mask.kv_len
     if args.json:
@@ -101,7 +147,10 @@ def run(args: argparse.Namespace) -> int:
         print_json(mask.to_json())
     elif mask.kv_len > MAX_TEXT_COLS or mask.q_len > MAX_TEXT_ROWS:
         print(mask.describe())
-        print(mask.block_view(128).summary())
+        tally = _tally(mask, 128, None)
+        for _ in tally.rows(_progress(tally)):
+            pass
+        print(tally.summary())
         print("too big to print: use --block 128 for the block view or --png FILE for a picture")
     else:
         print(mask.to_text())

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 import torch
 from tqdm import tqdm
 
+from swa_kit import budget
+from swa_kit.commands._args import add_budget_arguments, bounded_int
 from swa_kit.commands._output import print_json
-from swa_kit.errors import UsageError
 from swa_kit.model import load_models
 from swa_kit.speculative import (
     ALGORITHMS,
@@ -25,17 +27,37 @@ HELP = "EAGLE and FROZEN_KV MTP drafts x legacy/naive/fixed resolvers: acceptanc
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.add_argument("--max-new-tokens", type=int, default=DEMO_NEW_TOKENS, help="tokens generated per prompt")
+    parser.add_argument("--max-new-tokens", type=bounded_int(2, MAX_NEW_TOKENS), default=DEMO_NEW_TOKENS,
+                        help=f"tokens generated per prompt (2..{MAX_NEW_TOKENS}, default {DEMO_NEW_TOKENS})")
+    add_budget_arguments(parser)
+
+
+# Upper bounds from timed runs on a busy 2-core machine: ~20 ms a decode step at 8 tokens, growing with the context.
+STEP_SECONDS, CONTEXT_GROWTH = 25e-3, 1e-3  # per decode step; relative cost per token already in the context
+BASE_BYTES, TOKEN_BYTES = 512 << 20, 64 << 10  # the tiny models and torch; KV and logs per generated token
+EXTRA_RUNS = 3  # the guard experiment (twice) and the one-key-short run, each a plain greedy decode
+MAX_NEW_TOKENS = 1 << 20
+
+
+def demo_estimate(max_new_tokens: int) -> budget.Estimate:
+    """The demo's bound: every run decodes every prompt for ``max_new_tokens`` steps."""
+    runs = 1 + len(ALGORITHMS) * len(RESOLVER_NAMES) + EXTRA_RUNS
+    steps = runs * len(DEMO_PROMPTS) * max_new_tokens
+    return budget.Estimate(f"spec-demo of {max_new_tokens} new tokens ({steps:,} decode steps)",
+                           BASE_BYTES + len(DEMO_PROMPTS) * max_new_tokens * TOKEN_BYTES,
+                           steps * STEP_SECONDS * (1 + max_new_tokens * CONTEXT_GROWTH))
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.max_new_tokens < 2:
-        raise UsageError(f"--max-new-tokens {args.max_new_tokens}: generate at least 2 tokens")
+    estimate = budget.check(demo_estimate(args.max_new_tokens), "use a smaller --max-new-tokens")
+    shown = budget.announce(estimate)
+    if shown:
+        print(f"swa-kit spec-demo: {estimate.describe()} (bound)", file=sys.stderr)
     torch.set_num_threads(1)  # tiny per-token ops: extra threads cost more than they save
     models = load_models()
     runs = 1 + len(ALGORITHMS) * len(RESOLVER_NAMES)  # plain greedy, then every (algorithm, resolver)
     with tqdm(total=runs * len(DEMO_PROMPTS) * args.max_new_tokens, desc="spec-demo", unit="tok",
-              disable=None, leave=False) as bar:
+              file=sys.stderr, disable=not shown, leave=False) as bar:
         result = run_demo(models, max_new_tokens=args.max_new_tokens, progress=bar.update)
     if args.json:
         print_json(result)

@@ -8,6 +8,7 @@ from pathlib import Path
 from swa_kit.commands._args import positive_seconds
 from swa_kit.commands._output import print_json
 from swa_kit.errors import UsageError
+from swa_kit.exit_codes import ExitCode
 from swa_kit.tour import (
     DEFAULT_CELL_TIMEOUT,
     DEFAULT_OUT,
@@ -41,4 +42,4 @@ def run(args: argparse.Namespace) -> int:
         print_json(summary)
     else:
         print(render_summary(summary))
-    return 0 if summary["ok"] else 1
+    return ExitCode.OK if summary["ok"] else ExitCode.DISAGREES

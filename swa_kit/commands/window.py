@@ -6,7 +6,7 @@ import argparse
 import re
 
 from swa_kit.commands._output import print_json
-from swa_kit.tables import print_table
+from swa_kit.tables import plural, print_table
 from swa_kit.window import CONVENTIONS, Window, parse_value
 
 NAME = "window"
@@ -24,12 +24,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    window = Window.from_convention(args.convention, parse_value(args.value))
+    window = Window.from_convention(args.convention, parse_value(args.value, args.convention))
     everywhere = window.everywhere()
     if args.json:
         print_json({"keys": window.keys, **everywhere})
         return 0
-    attended = "no window (full causal)" if window.keys is None else f"{window.keys} keys, counting the query itself"
+    attended = ("no window (full causal)" if window.keys is None
+                else f"{plural(window.keys, 'key')}, counting the query itself")
     print(f"{args.convention} {args.value} attends {attended}")
     print_table([{"convention": n, "parameter": CONVENTIONS[n].parameter, "value": v} for n, v in everywhere.items()])
     return 0

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 
 from swa_kit.errors import UsageError
 from swa_kit.probe import ProbeRow
+from swa_kit.tables import plural
 
 
 def draw_probe(row: ProbeRow, *, cell: float = 0.28) -> Figure:
@@ -28,10 +29,10 @@ def draw_probe(row: ProbeRow, *, cell: float = 0.28) -> Figure:
     for (ax_meant, ax_seen), mode in zip(axes, modes):
         mask = row.masks[mode]
         ax_meant.imshow(mask.intended.numpy(), cmap="Greys", vmin=0, vmax=1.4, aspect="equal")
-        ax_meant.set_title(f"{mode}: intended ({int(mask.intended.sum(1).max())} keys)", fontsize=8)
+        ax_meant.set_title(f"{mode}: intended ({plural(int(mask.intended.sum(1).max()), 'key')})", fontsize=8)
         ax_seen.imshow(mask.weights.numpy(), cmap="Blues", vmin=0, aspect="equal")
         verdict = "agrees" if mask.ok else f"{int(mask.disagree.sum())} cells disagree"
-        ax_seen.set_title(f"{mode}: measured ({mask.attended_keys} keys, {verdict})", fontsize=8)
+        ax_seen.set_title(f"{mode}: measured ({plural(mask.attended_keys, 'key')}, {verdict})", fontsize=8)
         rows, cols = np.nonzero(mask.disagree.numpy())
         ax_seen.scatter(cols, rows, marker="x", color="red", s=30, linewidths=1.2)
         for ax in (ax_meant, ax_seen):
@@ -40,7 +41,7 @@ def draw_probe(row: ProbeRow, *, cell: float = 0.28) -> Figure:
             ax.tick_params(labelsize=6)
     where = f" at {row.site}" if row.site else ""
     fig.suptitle(f"{row.path}{where} · tier {row.tier} · device {row.device} · window_arg {row.window_arg} · "
-                 f"meant {row.intended_keys} keys, attends {row.attended_keys}", fontsize=9)
+                 f"meant {plural(row.intended_keys, 'key')}, attends {row.attended_keys}", fontsize=9)
     fig.tight_layout()
     return fig
 

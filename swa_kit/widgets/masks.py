@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 
 from swa_kit.errors import SwaKitError
 from swa_kit.masks import MODES, forward_mask
+from swa_kit.tables import plural
 from swa_kit.viz.masks import MaskPlot, mask_figure
 from swa_kit.widgets._panel import BlitFigure, FigurePanel
 
@@ -50,7 +51,7 @@ def explore(mode: str, window: int | None, q_len: int, kv_len: int, chunk: int =
                  f"{int(dense.sum())} of {dense.numel()} (query, key) pairs")
     if mask.window.keys is not None:
         written = ", ".join(f"{name} {mask.window.to(name)!r}" for name in SUMMARY_CONVENTIONS)
-        lines.append(f"window {mask.window.keys} keys = {written}")
+        lines.append(f"window {plural(mask.window.keys, 'key')} = {written}")
     return fig, "\n".join(lines)
 
 
