@@ -44,7 +44,7 @@ from typing import Any, Callable, Mapping
 
 from swa_kit.attention.backends import Backend, all_backends, run_path
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
-from swa_kit.configs import ModelSpec, load_model
+from swa_kit.configs import ModelLayout, load_model
 from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.resolver import RESOLVERS, uses_sliding_window_kv_pool
 from swa_kit.window import from_keys, to_keys
@@ -173,7 +173,7 @@ def resolve_runner(model_runner: Any, resolver: str) -> tuple[bool, bool]:
     return uses_sliding_window_kv_pool(pool), not is_draft or model_runner.spec_algorithm.is_frozen_kv_mtp()
 
 
-def resolve_pool(model: ModelSpec, worker: str, spec: str, resolver: str) -> tuple[bool, bool]:
+def resolve_pool(model: ModelLayout, worker: str, spec: str, resolver: str) -> tuple[bool, bool]:
     """:func:`resolve_runner` for the model's ``worker``, built with tiny real pools as SGLang wires them."""
     workers = build_workers(model, SpeculativeAlgorithm.from_string(spec))
     return resolve_runner(workers.runner(worker), resolver)
@@ -198,7 +198,7 @@ class DraftLayer:
     target_layer: int
 
 
-def worker_layers(model: ModelSpec, worker: str, spec: str) -> list[DraftLayer]:
+def worker_layers(model: ModelLayout, worker: str, spec: str) -> list[DraftLayer]:
     """Layers the worker attends with.
 
     Target: every layer. FROZEN_KV MTP draft: SGLang's drafter borrows the target's last
@@ -292,7 +292,7 @@ class Plan:
         }
 
 
-def _sws_and_keys(model: ModelSpec, kind: str) -> tuple[int, int | None]:
+def _sws_and_keys(model: ModelLayout, kind: str) -> tuple[int, int | None]:
     """The layer's ``sliding_window_size`` as SGLang stores it, and the keys it is meant to attend."""
     shapes = {k.attention: k for k in model.kinds.values()}
     if kind == "sliding":
@@ -405,7 +405,7 @@ def _check_args(mode: str, spec: str, topk: int, worker: str, resolver: str) -> 
 
 
 def plan(
-    model: ModelSpec | str,
+    model: ModelLayout | str,
     mode: str,
     *,
     spec: str | None = None,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from swa_kit.configs import LayerKind, ModelSpec
+from swa_kit.configs import LayerKind, ModelLayout
 from swa_kit.errors import ModelConfigError
 
 CONTEXTS = (8 * 1024, 32 * 1024, 128 * 1024)
@@ -31,26 +31,26 @@ def layer_bytes_per_token(kind: LayerKind, dtype_bytes: int) -> int:
     return kind.num_kv_heads * (kind.head_dim + kind.v_head_dim) * dtype_bytes
 
 
-def _sum_bytes(spec: ModelSpec, layer_ids: list[int]) -> int:
+def _sum_bytes(spec: ModelLayout, layer_ids: list[int]) -> int:
     return sum(layer_bytes_per_token(spec.layer_kind(i), spec.dtype_bytes) for i in layer_ids)
 
 
-def full_pool_bytes_per_token(spec: ModelSpec) -> int:
+def full_pool_bytes_per_token(spec: ModelLayout) -> int:
     """Bytes one slot of a hybrid pool's full sub-pool costs (all full-attention layers)."""
     return _sum_bytes(spec, spec.full_attention_layer_ids)
 
 
-def swa_pool_bytes_per_token(spec: ModelSpec) -> int:
+def swa_pool_bytes_per_token(spec: ModelLayout) -> int:
     """Bytes one slot of a hybrid pool's SWA sub-pool costs (all sliding and chunked layers)."""
     return _sum_bytes(spec, spec.swa_attention_layer_ids)
 
 
-def one_pool_bytes_per_token(spec: ModelSpec) -> int:
+def one_pool_bytes_per_token(spec: ModelLayout) -> int:
     """Bytes one slot costs when every layer lives in one full-size pool."""
     return _sum_bytes(spec, list(range(spec.num_layers)))
 
 
-def request_bytes(spec: ModelSpec, context: int, hybrid: bool, swa_slack_tokens: int = 0) -> int:
+def request_bytes(spec: ModelLayout, context: int, hybrid: bool, swa_slack_tokens: int = 0) -> int:
     """KV bytes one request of ``context`` tokens holds, with or without a hybrid pool."""
     if not isinstance(context, int) or isinstance(context, bool) or context < 1:
         raise ModelConfigError(f"context must be a positive number of tokens, got {context!r}")
@@ -101,7 +101,7 @@ class Savings:
         }
 
 
-def savings(spec: ModelSpec, contexts: tuple[int, ...] = CONTEXTS, swa_slack_tokens: int = 0) -> list[Savings]:
+def savings(spec: ModelLayout, contexts: tuple[int, ...] = CONTEXTS, swa_slack_tokens: int = 0) -> list[Savings]:
     """Per-request KV bytes with one pool vs a hybrid pool at each context length."""
     return [
         Savings(spec.name, c, request_bytes(spec, c, hybrid=False),
@@ -110,7 +110,7 @@ def savings(spec: ModelSpec, contexts: tuple[int, ...] = CONTEXTS, swa_slack_tok
     ]
 
 
-def per_token_summary(spec: ModelSpec) -> dict:
+def per_token_summary(spec: ModelLayout) -> dict:
     """Bytes per token of each pool, for tables."""
     return {
         "model": spec.name, "layers": spec.num_layers, "swa_layers": len(spec.swa_attention_layer_ids),

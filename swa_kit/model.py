@@ -40,7 +40,7 @@ from torch import nn
 from swa_kit.attention.backends import get_backend, run_path
 from swa_kit.attention.batch import AttentionBatch
 from swa_kit.attention.reference import reference_attention
-from swa_kit.configs import ModelSpec, parse_model
+from swa_kit.configs import ModelLayout, parse_hf_config
 from swa_kit.dispatch import LayerPlan, Plan, plan
 from swa_kit.errors import DispatchGuardError, ModelConfigError, PoolExhaustedError
 from swa_kit.eviction import ReqKV, free_swa_out_of_window_slots
@@ -355,28 +355,25 @@ def load_models(directory: Path = DATA_DIR, dtype: torch.dtype = torch.float64) 
 # -- serving: the same weights, attention through the kit's pools, resolver and dispatch --------------------
 
 
-def tiny_model_spec(cfg: TinyConfig) -> ModelSpec:
-    """The tiny model as a :class:`~swa_kit.configs.ModelSpec`, so :func:`swa_kit.dispatch.plan` can route it."""
+def tiny_model_spec(cfg: TinyConfig) -> ModelLayout:
+    """The tiny model as a :class:`~swa_kit.configs.ModelLayout`, so :func:`swa_kit.dispatch.plan` can route it.
+
+    It goes through the same parser as every Hugging Face config: a ``layer_types``-style config.
+    """
     windows = {w for w in cfg.windows if w is not None}
     if len(windows) != 1:
         raise ModelConfigError(
             f"sliding layers have windows {sorted(windows)}; the kit's pools and dispatch take one window per "
             "model (one SWA sub-pool, one eviction boundary): give every sliding layer the same window"
         )
-    heads = {"num_q_heads": cfg.n_heads, "num_kv_heads": cfg.n_kv_heads, "head_dim": cfg.head_dim}
     origin = "swa_kit.model.TinyConfig (data/tiny_model/config.json)"
-    return parse_model({
-        "name": "swa-kit-tiny", "display_name": "swa_kit tiny hybrid-SWA model", "hf_repo": "none (data/tiny_model)",
-        "architecture": "TinyModel", "dtype": "float32", "num_layers": cfg.n_layers,
-        "layer_types": list(cfg.layer_types), "sglang_hybrid_swa_pool": True,
-        "kinds": {
-            "sliding": {"attention": "sliding", **heads,
-                        "window": {"field": "sliding_window", "convention": "hf", "value": windows.pop()}},
-            "full": {"attention": "full", **heads},
-        },
-        "sources": {k: origin for k in ("num_layers", "layer_types", "dtype", "sglang_hybrid_swa_pool",
-                                        "kinds.sliding", "kinds.full")},
-    })
+    return parse_hf_config({
+        "architectures": ["SwaKitTinyForCausalLM"], "model_type": "swa_kit_tiny", "num_hidden_layers": cfg.n_layers,
+        "layer_types": [f"{t}_attention" for t in cfg.layer_types], "sliding_window": windows.pop(),
+        "num_attention_heads": cfg.n_heads, "num_key_value_heads": cfg.n_kv_heads, "head_dim": cfg.head_dim,
+        "dtype": "float32",
+    }, where=origin, name="swa-kit-tiny", display_name="swa_kit tiny hybrid-SWA model", hf_repo="none (data/tiny_model)",
+        sources={"config": origin})
 
 
 @dataclass
