@@ -185,8 +185,9 @@ def _transformers_config(raw: dict, where: str) -> tuple[Any, str]:
             config = transformers.AutoConfig.for_model(model_type, **values)
             return config, f"transformers {transformers.__version__} {type(config).__name__}"
         config = transformers.PretrainedConfig(**values)
-    except (TypeError, ValueError, KeyError) as error:
-        raise _fail(where, f"transformers refuses this config ({type(error).__name__}: {error})") from None
+    except Exception as error:  # transformers' validators raise ValueError, TypeError or huggingface_hub's own
+        detail = str(error).replace("\n", " ")
+        raise _fail(where, f"transformers refuses this config ({type(error).__name__}: {detail})") from None
     return config, (f"transformers {transformers.__version__} PretrainedConfig (model_type {model_type!r} has no "
                     "transformers class; only the fields SGLang reads are used)")
 

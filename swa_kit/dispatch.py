@@ -61,6 +61,7 @@ from typing import Any, Callable, Mapping
 from swa_kit.attention.backends import Backend, all_backends, run_path
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
 from swa_kit.configs import ModelLayout, load_model
+from swa_kit.deploy.drafts import default_draft_layout
 from swa_kit.deploy.launch import ENV_VARS, check_env, env_flag, env_value
 from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.resolver import RESOLVERS, uses_sliding_window_kv_pool, with_hybrid_draft_pool
@@ -73,7 +74,7 @@ MODES = ("prefill", "extend", "decode", "verify", "draft_extend", "draft_decode"
 #: Speculative algorithms (SGLang's names, lower case); "none" is plain decoding.
 SPEC_ALGOS = ("none", "eagle", "eagle3", "standalone", "frozen_kv_mtp")
 #: Environment variables the launch may set, with SGLang's defaults (routing and SWA pool sizing).
-ENV_DEFAULTS = {name: default for name, (default, _) in ENV_VARS.items()}
+ENV_DEFAULTS = {name: default for name, (default, _, _) in ENV_VARS.items()}
 #: SGLang attention backends the planner routes.
 BACKENDS = ("aiter", "triton")
 #: SGLang versions: 0.5.23 carries PR #38756 (fixed resolver + paged-decode guard); the release before has neither.
@@ -247,7 +248,7 @@ class WorkerLayer:
     """A layer a worker runs: its id in its own model, and the layer whose KV and shape it uses.
 
     For the target both are the same; a FROZEN_KV draft borrows target layers; an EAGLE-family
-    draft's layers belong to the draft model (``source`` then indexes the draft's layout).
+    draft's layers belong to the draft model (``source_layer`` then indexes the draft's layout).
     """
 
     layer_id: int
@@ -260,8 +261,8 @@ def worker_layers(model: ModelLayout, worker: str, spec: str,
 
     Target: every layer. FROZEN_KV MTP draft: SGLang's drafter borrows the target's last sliding
     and last full layer caches. EAGLE / EAGLE3 / standalone / MTP draft: the layers of the draft's
-    own config (``draft_model``); without one the caller decides the draft's layout
-    (:func:`swa_kit.deploy.drafts.draft_layout` says which it assumes).
+    own config (``draft_model``); without one, :func:`swa_kit.deploy.drafts.default_draft_layout`
+    (the MTP rewrite SGLang makes, else an assumed one-layer EAGLE head, labelled as such).
     """
     if worker == "target":
         return [WorkerLayer(i, i) for i in range(model.num_layers)]
@@ -271,8 +272,7 @@ def worker_layers(model: ModelLayout, worker: str, spec: str,
                  for a in ("sliding", "chunked", "full")]
         return [WorkerLayer(i, i) for i in sorted(p for p in picks if p is not None)]
     if draft_model is None:
-        raise UsageError(f"the {spec} draft runs its own model: pass draft_model= (the draft's config; "
-                         "swa_kit.deploy.drafts.draft_layout builds the one SGLang loads)")
+        draft_model, _ = default_draft_layout(model, spec)
     return [WorkerLayer(i, i) for i in range(draft_model.num_layers)]
 
 
@@ -303,8 +303,8 @@ class LayerPlan:
 
     @property
     def guard(self) -> str | None:
-        """Why the kit refuses this route: SGLang's own error, else the kit's judgement."""
-        return self.sglang_guard or self.judgement
+        """Why the kit refuses this route: SGLang's own error and the kit's judgement (None: neither)."""
+        return " | the kit also judges: ".join(m for m in (self.sglang_guard, self.judgement) if m) or None
 
     def to_json(self) -> dict[str, Any]:
         row = asdict(self)
@@ -445,8 +445,9 @@ def _window_problems(route: _Route, effective: int | None) -> tuple[list[str], l
     if route.intended is None:
         return [], []
     if route.sws <= -1:
-        return ([f"SGLang's model file passes no sliding_window_size, so {route.site.kernel} attends the whole "
-                 "context where the model was trained on a window"],
+        return ([f"the layer reaches SGLang with sliding_window_size=-1 (its model file passes no window, or a "
+                 f"window of 1 key whose sliding_window_size 0 RadixAttention stores as -1), so {route.site.kernel} "
+                 f"attends the whole context where the model attends {route.intended} keys"],
                 ["serve it with a model file that passes the window, or accept full attention knowingly"])
     if not route.honours_window:
         if route.site.name == "decode.paged":
@@ -587,6 +588,8 @@ def plan(
     path = site_path(site) if site.paths else None
     result = Plan(target.name, mode, spec, topk, env, pool, sglang_version=sglang_version)
     own = worker == "draft" and spec != "frozen_kv_mtp"
+    if own and draft_model is None:
+        draft_model, _ = default_draft_layout(target, spec)
     layout = draft_model if own else target
     for entry in worker_layers(target, worker, spec, draft_model if own else None):
         kind = layout.layer_kind(entry.source_layer)
