@@ -185,3 +185,19 @@ def test_draft_pools_per_algorithm(tmp_path):
     draft_decode = standalone.routes[("draft", "draft_decode")]
     assert draft_decode.pool.own_swa_pool and draft_decode.pool.swa_pool_resolved
     assert {e.page_table for e in draft_decode.layers if e.kind == "sliding"} == {"swa"}
+
+
+def test_models_command_shows_sglang_sizing_beside_the_labelled_minimum(capsys):
+    from swa_kit.cli import main
+    from swa_kit.deploy.decide import default_sizing
+
+    g4 = default_sizing("gemma4-31b")
+    assert g4["backend_rocm-gfx942"] == "triton" and g4["sglang_saved_pct"] == 18.2
+    assert abs(g4["sglang_bytes_per_token"] - 737_280) <= 1 and g4["one_pool_bytes_per_token"] == 901_120
+    assert default_sizing("gpt-oss-20b")["sglang_saved_pct"] == 10.0
+    assert main(["models", "gpt-oss-20b"]) == 0
+    text = capsys.readouterr().out
+    assert "sglang_saved_pct" in text and "min_saved_pct" in text and "PER-REQUEST MINIMUM" in text
+    assert main(["models", "gemma4-31b", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert row["sglang_sizing"]["sglang_saved_pct"] == 18.2 and row["per_request_minimum"][1]["min_saved_pct"] == 88.1

@@ -16,19 +16,6 @@ MINIMUM_NOTE = ("min_* columns: the PER-REQUEST MINIMUM (SWA layers hold only th
                 "default (SWA tokens = full tokens x swa_full_tokens_ratio 0.8), per token of context.")
 
 
-def sglang_sizing_row(name: str) -> dict:
-    """SGLang's default sizing for a bundled model on ROCm (gfx942), from :func:`swa_kit.deploy.decide.decide`."""
-    from swa_kit.deploy.decide import decide
-    from swa_kit.deploy.launch import Launch
-
-    decisions = decide(Launch.from_inputs(model=name))
-    return {"model": name, "sglang_backend_rocm": decisions.attention_backend.value,
-            "sglang_hybrid_pool": decisions.hybrid_swa_memory.value,
-            "sglang_bytes_per_token": round(decisions.pools.bytes_per_context_token),
-            "one_pool_bytes_per_token": decisions.pools.one_pool_cell_bytes,
-            "sglang_saved_pct": round(100 * decisions.bytes_saved_vs_one_pool.value, 1)}
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", nargs="?", help="one model (default: all)")
     parser.add_argument("--json", action="store_true", help="print JSON")
@@ -42,7 +29,9 @@ def _minimum_rows(layout) -> list[dict]:
 
 def run(args: argparse.Namespace) -> int:
     layouts = [load_model(args.name)] if args.name else load_all()
-    sizing = [sglang_sizing_row(m.name) for m in layouts]
+    from swa_kit.deploy.decide import default_sizing  # reads transformers and builds pools: import when asked
+
+    sizing = [default_sizing(m.name) for m in layouts]
     if args.json:
         print_json([{**per_token_summary(m), "sglang_sizing": s, "per_request_minimum": _minimum_rows(m),
                      "sources": m.sources, "unverified": list(m.unverified)} for m, s in zip(layouts, sizing)])

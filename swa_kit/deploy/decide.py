@@ -157,3 +157,17 @@ def decide(launch: Launch) -> Decisions:
         resolver=Decided(resolver, "sglang layers/attention/aiter_backend.py _resolve_swa_kv_pool"),
         routes=routes, route_note=note, pools=pools,
     )
+
+
+def default_sizing(model: str, platform: str = "rocm-gfx942") -> dict[str, Any]:
+    """SGLang's default start-up sizing for a bundled model (no server arguments), for tables and notebooks.
+
+    ``sglang_saved_pct`` is what the pool configurator saves per token of context against one pool of
+    every layer; the per-request minimum is :func:`swa_kit.memory.savings` (label it as such beside this).
+    """
+    decisions = decide(Launch.from_inputs(model=model, platform=platform))
+    return {"model": model, f"backend_{platform}": decisions.attention_backend.value,
+            "sglang_hybrid_pool": decisions.hybrid_swa_memory.value,
+            "sglang_bytes_per_token": round(decisions.pools.bytes_per_context_token),
+            "one_pool_bytes_per_token": decisions.pools.one_pool_cell_bytes,
+            "sglang_saved_pct": round(100 * decisions.bytes_saved_vs_one_pool.value, 1)}
