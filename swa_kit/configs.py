@@ -48,7 +48,7 @@ class LayerKind:
     num_kv_heads: int
     head_dim: int
     v_head_dim: int
-    window: Window = Window(None)
+    window: Window = field(default_factory=lambda: Window(None))
     window_field: str | None = None
     window_value: Any = None
     chunk_size: int | None = None
@@ -176,6 +176,7 @@ def _transformers_config(raw: dict, where: str) -> tuple[Any, str]:
     """transformers' own config object for ``raw``, and which class built it."""
     try:
         import transformers
+        from huggingface_hub.errors import StrictDataclassError
     except ImportError:  # a declared dependency; a broken install says so in one line
         raise _fail(where, "reading a config needs transformers: pip install transformers") from None
     model_type = raw.get("model_type")
@@ -185,7 +186,7 @@ def _transformers_config(raw: dict, where: str) -> tuple[Any, str]:
             config = transformers.AutoConfig.for_model(model_type, **values)
             return config, f"transformers {transformers.__version__} {type(config).__name__}"
         config = transformers.PretrainedConfig(**values)
-    except Exception as error:  # transformers' validators raise ValueError, TypeError or huggingface_hub's own
+    except (TypeError, ValueError, KeyError, StrictDataclassError) as error:  # transformers' validators
         detail = str(error).replace("\n", " ")
         raise _fail(where, f"transformers refuses this config ({type(error).__name__}: {detail})") from None
     return config, (f"transformers {transformers.__version__} PretrainedConfig (model_type {model_type!r} has no "
@@ -227,8 +228,8 @@ def _heads(text: Any, raw_text: dict, layer: int, attention: str, arch: str) -> 
     per_layer = getattr(text, "per_layer_config", None)
     cfg, origin = text, "num_attention_heads, num_key_value_heads, head_dim"
     if per_layer is not None and getattr(text, "is_heterogeneous", False) and layer < len(per_layer):
-        cfg, origin = per_layer[layer], "transformers per_layer_config (e.g. Gemma-4 global_head_dim / " \
-                                        "num_global_key_value_heads on full layers)"
+        cfg = per_layer[layer]
+        origin = "transformers per_layer_config (e.g. Gemma-4 global_head_dim / num_global_key_value_heads on full layers)"
     q = getattr(cfg, "num_attention_heads", None)
     kv = getattr(cfg, "num_key_value_heads", None) or q
     head_dim = getattr(cfg, "head_dim", None) or (getattr(cfg, "hidden_size", 0) // (q or 1))

@@ -55,8 +55,9 @@ measured by :mod:`swa_kit.probe`.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from swa_kit.attention.backends import Backend, all_backends, run_path
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
@@ -339,7 +340,7 @@ class Plan:
         more = f" ({len(guards)} layers refused; first shown)" if len(guards) > 1 else ""
         return guards[0] + more
 
-    def check(self) -> "Plan":
+    def check(self) -> Plan:
         """Raise :class:`DispatchGuardError` if any layer is refused; return self otherwise."""
         if self.error:
             raise DispatchGuardError(self.error)
@@ -433,35 +434,44 @@ def _ways_out(pool: PoolView) -> str:
            "attention backend (e.g. --attention-backend triton)"
 
 
+def _verdict(problem: str, way: str | None = None) -> tuple[list[str], list[str]]:
+    return [problem], [way] if way else []
+
+
+_NO_WINDOW = "takes no window, so the layer would attend the whole context and return wrong numbers silently"
+_VERIFY_WAY = ("unified verify needs speculative topk=1 (got {topk}) and SGLANG_AITER_UNIFIED_VERIFY=1 (plus "
+               "SGLANG_USE_AITER_UNIFIED_ATTN=1 without a hybrid pool); or select a different attention backend")
+_UNTRANSLATED = ("untranslated full-pool slot ids would index the layer's SWA buffer (other tokens' KV, or out of "
+                 "bounds)")
+_MISTRANSLATED = ("SWA-translated slot ids would index a full-size buffer the SWA mapping does not describe (the EAGLE "
+                  "draft bug, SGLang #25103)")
+
+
 def _window_problems(route: _Route, effective: int | None) -> tuple[list[str], list[str]]:
     """The kit's verdict on the keys: chunks it cannot express, windows dropped or read as 'none'."""
+    kernel, mode = route.site.kernel, _kernel_mode(route.mode, route.topk)
     if route.kind == "chunked":
-        return ([f"chunked local attention (chunk {route.intended}) cannot be expressed at this call site: the layer "
-                 f"keeps sliding_window_size=-1, so {route.site.kernel} attends the whole context"],
-                ["serve the model with a backend that implements chunked attention (e.g. --attention-backend fa3)"])
-    if route.backend is not None and _kernel_mode(route.mode, route.topk) not in route.backend.modes:
-        return ([f"path {route.backend.name} does not declare forward mode {_kernel_mode(route.mode, route.topk)!r} "
-                 f"(it declares {sorted(route.backend.modes)})"], [])
+        return _verdict(f"chunked local attention (chunk {route.intended}) cannot be expressed at this call site: the "
+                        f"layer keeps sliding_window_size=-1, so {kernel} attends the whole context",
+                        "serve the model with a backend that implements chunked attention (e.g. --attention-backend "
+                        "fa3)")
+    if route.backend is not None and mode not in route.backend.modes:
+        return _verdict(f"path {route.backend.name} does not declare forward mode {mode!r} (it declares "
+                        f"{sorted(route.backend.modes)})")
     if route.intended is None:
         return [], []
     if route.sws <= -1:
-        return ([f"the layer reaches SGLang with sliding_window_size=-1 (its model file passes no window, or a "
-                 f"window of 1 key whose sliding_window_size 0 RadixAttention stores as -1), so {route.site.kernel} "
-                 f"attends the whole context where the model attends {route.intended} keys"],
-                ["serve it with a model file that passes the window, or accept full attention knowingly"])
+        return _verdict(f"the layer reaches SGLang with sliding_window_size=-1 (its model file passes no window, or a "
+                        f"window of 1 key whose sliding_window_size 0 RadixAttention stores as -1), so {kernel} "
+                        f"attends the whole context where the model attends {route.intended} keys",
+                        "serve it with a model file that passes the window, or accept full attention knowingly")
     if not route.honours_window:
-        if route.site.name == "decode.paged":
-            return ([f"{route.site.kernel} ({route.site.name}) takes no window, so the layer would attend the whole "
-                     "context and return wrong numbers silently"], [_ways_out(route.pool)])
-        return ([f"{route.site.kernel} ({route.site.name}) takes no window, so the layer would attend the whole "
-                 "context and return wrong numbers silently"],
-                [f"unified verify needs speculative topk=1 (got {route.topk}) and SGLANG_AITER_UNIFIED_VERIFY=1 "
-                 "(plus SGLANG_USE_AITER_UNIFIED_ATTN=1 without a hybrid pool); or select a different attention "
-                 "backend"])
+        way = _ways_out(route.pool) if route.site.name == "decode.paged" else _VERIFY_WAY.format(topk=route.topk)
+        return _verdict(f"{kernel} ({route.site.name}) {_NO_WINDOW}", way)
     if effective is None:
-        return ([f"{route.site.kernel} gets window_size={route.window_arg} = {route.site.window_expr}, which its "
-                 "convention reads as 'no window': the layer attends the whole context"],
-                ["a path whose convention can express this window, e.g. CK prefill's (sws, -1)"])
+        return _verdict(f"{kernel} gets window_size={route.window_arg} = {route.site.window_expr}, which its "
+                        "convention reads as 'no window': the layer attends the whole context",
+                        "a path whose convention can express this window, e.g. CK prefill's (sws, -1)")
     return [], []
 
 
@@ -470,12 +480,10 @@ def _slot_problems(route: _Route) -> tuple[list[str], list[str]]:
     if route.buffer == route.page_table:
         return [], []
     if route.buffer == "swa":
-        return (["untranslated full-pool slot ids would index the layer's SWA buffer (other tokens' KV, or out of "
-                 "bounds)"],
-                ["resolve the SWA pool for this worker so the SWA page table is built (the fixed resolver)"])
-    return (["SWA-translated slot ids would index a full-size buffer the SWA mapping does not describe (the EAGLE "
-             "draft bug, SGLang #25103)"],
-            ["never apply the target's full->SWA mapping to a draft that owns its pool (the fixed resolver)"])
+        return _verdict(_UNTRANSLATED, "resolve the SWA pool for this worker so the SWA page table is built (the "
+                                       "fixed resolver)")
+    return _verdict(_MISTRANSLATED, "never apply the target's full->SWA mapping to a draft that owns its pool (the "
+                                    "fixed resolver)")
 
 
 def kit_judgement(route: _Route) -> tuple[str | None, int | None]:
@@ -637,14 +645,13 @@ def explain(plan_: Plan, *, as_json: bool = False, group: bool = True) -> str:
     if as_json:
         return json.dumps(plan_.to_json(), indent=2)
     flags = plan_.pool
-    lines = [
-        f"{plan_.model} · {flags.backend} backend · mode {plan_.mode} · worker {flags.worker} · spec {plan_.spec} · "
-        f"topk {plan_.topk} · resolver {flags.resolver} · SGLang {plan_.sglang_version}",
-        f"use_sliding_window_kv_pool={flags.use_sliding_window_kv_pool} "
-        f"use_triton_unified_attention={flags.use_triton_unified_attention} "
-        f"use_unified_verify={flags.use_unified_verify} kv_cache_vectorized_5d={flags.kv_cache_vectorized_5d} "
-        f"env={plan_.env or '{}'}",
-    ]
+    header = (f"{plan_.model} · {flags.backend} backend · mode {plan_.mode} · worker {flags.worker} · "
+              f"spec {plan_.spec} · topk {plan_.topk} · resolver {flags.resolver} · SGLang {plan_.sglang_version}")
+    switches = (f"use_sliding_window_kv_pool={flags.use_sliding_window_kv_pool} "
+                f"use_triton_unified_attention={flags.use_triton_unified_attention} "
+                f"use_unified_verify={flags.use_unified_verify} kv_cache_vectorized_5d={flags.kv_cache_vectorized_5d} "
+                f"env={plan_.env or '{}'}")
+    lines = [header, switches]
     groups: dict[tuple, list[int]] = {}
     for entry in plan_.layers:
         row = {c: getattr(entry, c) for c in TABLE_COLUMNS[1:-2]}

@@ -9,7 +9,11 @@ from hypothesis import strategies as st
 from swa_kit.configs import load_model, parse_hf_config
 from swa_kit.errors import ModelConfigError
 from swa_kit.memory import (
-    CONTEXTS, full_pool_bytes_per_token, one_pool_bytes_per_token, request_bytes, savings,
+    CONTEXTS,
+    full_pool_bytes_per_token,
+    one_pool_bytes_per_token,
+    request_bytes,
+    savings,
     swa_pool_bytes_per_token,
 )
 

@@ -18,9 +18,10 @@ import ast
 import dataclasses
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from swa_kit.configs import ModelLayout, load_hf_config, load_model
 from swa_kit.errors import UsageError
@@ -34,8 +35,8 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
     "SGLANG_USE_AITER_UNIFIED_ATTN": ("0", "bool", "aiter: unified_attention for every mode when no SWA pool forces it"),
     "SGLANG_AITER_UNIFIED_VERIFY": ("1", "bool", "aiter: target verify through unified_attention when topk == 1"),
     "SGLANG_AITER_UNIFIED_DRAFT_EXTEND": ("1", "EnvBool", "aiter: draft extend (v2) through unified_attention"),
-    "SGLANG_AITER_KV_CACHE_LAYOUT": ("nhd", "layout", "aiter: 'vectorized_5d' sends decode to pa_decode_gluon and "
-                                                      "extend to forward_extend_vectorized_5d (needs SGLANG_USE_AITER=1)"),
+    "SGLANG_AITER_KV_CACHE_LAYOUT": ("nhd", "layout", ("aiter: 'vectorized_5d' sends decode to pa_decode_gluon and "
+                                                       "extend to forward_extend_vectorized_5d (SGLANG_USE_AITER=1)")),
     "SGLANG_USE_AITER": ("0", "EnvBool", "ROCm: aiter kernels in the KV pool; without it the 5D layout is ignored"),
     "SGLANG_AITER_FP8_PREFILL_ATTN": ("1", "bool", "aiter: fp8 prefill for full-attention layers on gfx950"),
     "SGLANG_AITER_PAGED_PREFILL_ASM": ("1", "EnvBool", "aiter: asm paged prefill for full-attention layers"),
@@ -43,6 +44,7 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
     "SGLANG_SWA_EVICTION_INTERVAL": ("128", "int", "SWA eviction interval; the request-cap pool configurator reads it"),
 }
 _ACCEPTED = {"bool": (("true", "1"), ("false", "0")), "EnvBool": (("true", "1", "yes", "y"), ("false", "0", "no", "n"))}
+_BOOL_TRUE = ("1", "true", "yes", "y", "on")  # server-argument booleans written out (--flag=true, a file)
 
 #: Platforms: SGLang's platform predicates they set, and a typical GPU's memory (assumed when not given).
 PLATFORMS: dict[str, tuple[str, int | None]] = {
@@ -254,7 +256,7 @@ class Platform:
         return self.name.startswith("rocm")
 
     @classmethod
-    def parse(cls, name: str, gpu_memory_gib: float | None = None) -> "Platform":
+    def parse(cls, name: str, gpu_memory_gib: float | None = None) -> Platform:
         if name not in PLATFORMS:
             raise UsageError(f"platform {name!r}: one of {', '.join(PLATFORMS)}")
         if gpu_memory_gib is not None:
@@ -289,7 +291,7 @@ class Launch:
         sglang_version: str = "0.5.23",
         draft_hf_config: str | Path | None = None,
         weights_gib: float | None = None,
-    ) -> "Launch":
+    ) -> Launch:
         """Build a launch from what an engineer has; every bad input raises one clear line."""
         if (hf_config is None) == (model is None):
             raise UsageError("give exactly one of --hf-config PATH (a config.json or model directory) or --model NAME")
