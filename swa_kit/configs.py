@@ -162,6 +162,8 @@ ARCHITECTURES: dict[str, Architecture] = {
     "MiMoV2MTP": _arch("sliding_window_size", "mimo_v2_nextn.py", True),
     "SwaKitTinyForCausalLM": Architecture(
         "keys - 1", "swa_kit.model serves its tiny model as SGLang serves Gemma-4 (sliding_window - 1)", True),
+    "SwaKitTinyEagleForCausalLM": Architecture(
+        "keys - 1", "swa_kit.model's tiny EAGLE head: one windowed layer in a full pool of its own", False),
 }
 
 
@@ -337,7 +339,8 @@ def load_hf_config(path: str | Path) -> ModelLayout:
                                "config.json or a model directory holding one") from None
     except json.JSONDecodeError as error:
         raise ModelConfigError(f"config {str(file)!r} is not valid JSON ({error})") from None
-    layout = parse_hf_config(raw, where=str(file), name=path.stem if path.is_file() else path.name)
+    name = file.parent.name if file.name == "config.json" else file.stem  # the model directory's name
+    layout = parse_hf_config(raw, where=str(file), name=name.lower() or None)
     object.__setattr__(layout, "path", file)
     return layout
 

@@ -199,13 +199,20 @@ class PoolView:
     resolver: str
     swa_pool_resolved: bool  # _resolve_swa_kv_pool(...) is an SWA pool with swa_layer_nums > 0
     reads_target_kv: bool  # the worker's attention reads the target's (possibly hybrid) pool
-    use_sliding_window_kv_pool: bool
     use_triton_unified_attention: bool
     use_unified_verify: bool
     unified_draft_extend: bool
     kv_cache_vectorized_5d: bool = False
     backend: str = "aiter"
     own_swa_pool: bool = False  # a hybrid-SWA draft (MiMoV2MTP, Step3p5MTP, ...) owns an SWA pool
+
+    @property
+    def use_sliding_window_kv_pool(self) -> bool:
+        """SGLang's ``use_sliding_window_kv_pool``: by definition, the resolved pool is an SWA pool with SWA layers."""
+        return self.swa_pool_resolved
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "use_sliding_window_kv_pool": self.use_sliding_window_kv_pool}
 
 
 def resolve_runner(model_runner: Any, resolver: str) -> tuple[bool, bool]:
@@ -355,7 +362,7 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model, "mode": self.mode, "spec": self.spec, "topk": self.topk, "env": self.env,
-            "sglang_version": self.sglang_version, "flags": asdict(self.pool),
+            "sglang_version": self.sglang_version, "flags": self.pool.to_json(),
             "layers": [p.to_json() for p in self.layers], "error": self.error,
         }
 
@@ -549,7 +556,7 @@ def _pool_view(model: ModelLayout, worker: str, spec: str, topk: int, env: dict[
         unified, vec5d = False, False
     return PoolView(
         worker=worker, spec=spec, resolver=resolver, swa_pool_resolved=swa_resolved, reads_target_kv=reads_target,
-        use_sliding_window_kv_pool=swa_resolved, use_triton_unified_attention=unified,
+        use_triton_unified_attention=unified,
         use_unified_verify=unified and topk == 1 and env_flag(env, "SGLANG_AITER_UNIFIED_VERIFY"),
         unified_draft_extend=env_flag(env, "SGLANG_AITER_UNIFIED_DRAFT_EXTEND"), kv_cache_vectorized_5d=vec5d,
         backend=backend, own_swa_pool=own_swa,

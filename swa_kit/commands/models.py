@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from swa_kit.commands._output import print_json, print_table
-from swa_kit.configs import load_all, load_model
+from swa_kit.configs import load_all, load_hf_config, load_model
+from swa_kit.errors import UsageError
 from swa_kit.memory import per_token_summary, savings
 
 NAME = "models"
@@ -17,7 +18,8 @@ MINIMUM_NOTE = ("min_* columns: the PER-REQUEST MINIMUM (SWA layers hold only th
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", nargs="?", help="one model (default: all)")
+    parser.add_argument("name", nargs="?", help="one bundled model (default: all)")
+    parser.add_argument("--hf-config", metavar="PATH", help="a config.json or a model directory, instead of NAME")
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -28,10 +30,15 @@ def _minimum_rows(layout) -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    layouts = [load_model(args.name)] if args.name else load_all()
     from swa_kit.deploy.decide import default_sizing  # reads transformers and builds pools: import when asked
 
-    sizing = [default_sizing(m.name) for m in layouts]
+    if args.hf_config and args.name:
+        raise UsageError(f"give a bundled model NAME ({args.name!r}) or --hf-config PATH, not both")
+    if args.hf_config:
+        layouts = [load_hf_config(args.hf_config)]
+    else:
+        layouts = [load_model(args.name)] if args.name else load_all()
+    sizing = [default_sizing(m) for m in layouts]
     if args.json:
         print_json([{**per_token_summary(m), "sglang_sizing": s, "per_request_minimum": _minimum_rows(m),
                      "sources": m.sources, "unverified": list(m.unverified)} for m, s in zip(layouts, sizing)])
