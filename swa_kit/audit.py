@@ -10,7 +10,7 @@ expects), ``info``. Exit codes for scripts: :data:`EXIT_OK` (no finding above in
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from swa_kit.deploy.decide import Decisions, decide
@@ -42,30 +42,40 @@ class Audit:
         return EXIT_FINDINGS if any(f.severity != "info" for f in self.findings) else EXIT_OK
 
 
+def _route_finding(entry: Any) -> tuple[tuple, Finding] | None:
+    """The finding one planned layer gives (keyed so identical findings across modes merge), or None."""
+    if entry.sglang_guard:
+        return ("raises", entry.site), Finding("raises", "SGLang's guard refuses this route", entry.sglang_guard,
+                                               entry.sglang_guard.split("Ways out: ")[-1])
+    if entry.judgement:
+        return ("wrong", entry.kind, entry.site), Finding(
+            "wrong", "runs, but attends the wrong keys (silently)", entry.judgement,
+            entry.judgement.split("Ways out: ")[-1] if "Ways out: " in entry.judgement else "see the detail")
+    if entry.note and entry.effective_keys is not None and entry.intended_keys is not None:
+        gap = entry.intended_keys - entry.effective_keys
+        size = "one key short" if gap == 1 else f"{-gap:+d} keys"
+        return ("one-short", entry.kind, entry.effective_keys), Finding(
+            "one-short", f"{entry.kind} layers attend {entry.effective_keys} of {entry.intended_keys} keys ({size})",
+            f"{entry.kernel}: window argument {entry.window_arg} = {entry.window_expr}; {entry.note}",
+            "check whether it matters for your model (W vs W-1 comparison); a backend or path that passes the "
+            "full window (e.g. CK prefill's (sws, -1))")
+    return None
+
+
 def _route_findings(decisions: Decisions) -> list[Finding]:
-    found: dict[tuple, Finding] = {}
+    """One finding per distinct problem, naming every (worker, mode) where it occurs."""
+    found: dict[tuple, tuple[Finding, list[str]]] = {}
     for (worker, mode), plan in decisions.routes.items():
-        where = f"{worker} {mode} ({plan.pool.backend})"
         for entry in plan.layers:
-            if entry.sglang_guard:
-                key = ("raises", worker, mode)
-                found.setdefault(key, Finding("raises", "SGLang's guard refuses this route", entry.sglang_guard,
-                                              entry.sglang_guard.split("Ways out: ")[-1], where))
-            elif entry.judgement:
-                key = ("wrong", entry.kind, entry.site)
-                found.setdefault(key, Finding("wrong", "runs, but attends the wrong keys (silently)", entry.judgement,
-                                              entry.judgement.split("Ways out: ")[-1], where))
-            elif entry.note and entry.effective_keys is not None and entry.intended_keys is not None:
-                key = ("one-short", entry.site, entry.effective_keys)
-                gap = entry.intended_keys - entry.effective_keys
-                title = f"{entry.kind} layers attend {entry.effective_keys} of {entry.intended_keys} keys " \
-                        f"({'one key short' if gap == 1 else f'{gap:+d} keys'})"
-                found.setdefault(key, Finding(
-                    "one-short", title, f"{entry.site}: window argument {entry.window_arg} = {entry.window_expr}; "
-                                        f"{entry.note}",
-                    "check whether it matters for your model (W vs W-1 comparison); a backend or path that passes "
-                    "the full window (e.g. CK prefill's (sws, -1))", where))
-    return list(found.values())
+            keyed = _route_finding(entry)
+            if keyed is None:
+                continue
+            key, finding = keyed
+            where = found.setdefault(key, (finding, []))[1]
+            if f"{worker} {mode}" not in where:
+                where.append(f"{worker} {mode}")
+    backend = {plan.pool.backend for plan in decisions.routes.values()}
+    return [replace(f, where=f"{', '.join(where)} ({'/'.join(sorted(backend))})") for f, where in found.values()]
 
 
 def _memory_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
