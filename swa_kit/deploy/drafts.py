@@ -25,9 +25,6 @@ from swa_kit.configs import ARCHITECTURES, LayerKind, ModelLayout
 from swa_kit.deploy.launch import Launch
 from swa_kit.window import Window
 
-#: Draft architectures that are themselves hybrid-SWA (sglang 0.5.23 configs/model_config.py is_hybrid_swa_model).
-HYBRID_DRAFT_ARCHITECTURES = ("MiMoV2MTP", "Step3p5MTP", "DeepseekV4ForCausalLMNextN", "Gemma4ForCausalLM",
-                              "Gemma4ForConditionalGeneration")
 _MTP_FAMILY = ("EAGLE", "MTP", "NEXTN")
 
 
