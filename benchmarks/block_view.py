@@ -41,20 +41,20 @@ def _rss_mb() -> float:
 
 
 def child(index: int, length: int, block: int) -> None:
-    from swa_kit.masks import mask_spec
+    from swa_kit.masks import forward_mask
 
     mode, _, kwargs = CASES[index]
     kwargs = dict(kwargs)
     q_len = kwargs.pop("q_len", length)
-    spec = mask_spec(mode, q_len, length, **kwargs)
+    mask = forward_mask(mode, q_len, length, **kwargs)
     rss_before = _rss_mb()
     start = time.perf_counter()
-    view = spec.block_view(block)
+    view = mask.block_view(block)
     seconds = time.perf_counter() - start
     rss_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     del view
     tracemalloc.start()
-    view = spec.block_view(block)
+    view = mask.block_view(block)
     traced = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.stop()
     print(json.dumps(dict(seconds=seconds, rss_delta_mb=rss_peak - rss_before, rss_peak_mb=rss_peak,

@@ -11,7 +11,7 @@ import time
 import torch
 
 from swa_kit.model import load_models
-from swa_kit.spec import run_demo
+from swa_kit.speculative import run_demo
 
 
 def main() -> None:

@@ -37,13 +37,13 @@ import warnings
 import torch
 from IPython.display import display
 
-from swa_kit.commands._output import print_table
 from swa_kit.configs import load_model
-from swa_kit.masks import mask_spec
+from swa_kit.masks import forward_mask
 from swa_kit.memory import savings
-from swa_kit.viz.masks import block_view_figure, conventions_figure, mask_figure, naive_reads
+from swa_kit.tables import print_table
+from swa_kit.viz.masks import block_view_figure, conventions_figure, mask_figure
 from swa_kit.widgets.masks import mask_explorer
-from swa_kit.window import CONVENTIONS, Window
+from swa_kit.window import CONVENTIONS, Window, naive_reads
 
 # %% [markdown]
 # ## 1. Why sliding windows
@@ -68,7 +68,7 @@ print_table([row.as_row() for name in ("gemma3-27b", "gemma4-31b", "gpt-oss-120b
 # %%
 L = 131072
 for label, window in (("full", None), ("Gemma, 1024 keys", 1024), ("GPT-OSS, 128 keys", 128)):
-    view = mask_spec("prefill", L, L, window).block_view(128)
+    view = forward_mask("prefill", L, L, window).block_view(128)
     print(f"{label:18} {view.total_pairs:>16,} pairs   {int(view.needed.sum()):>7,} of {view.counts.size:,} "
           f"128x128 tiles read")
 
@@ -153,28 +153,28 @@ print("unified paths attend   ", Window.from_convention("aiter_unified", (sws - 
 # **Prefill**: the whole prompt at once, no cache.
 
 # %%
-mask_figure(mask_spec("prefill", 12, 12, 4), block=4)
+mask_figure(forward_mask("prefill", 12, 12, 4), block=4)
 
 # %% [markdown]
 # **Extend**: new tokens after a cached prefix (prefix caching, chunked prefill). Query `i` sits at
 # position `prefix + i`, so the mask is the bottom rows of a prefill.
 
 # %%
-mask_figure(mask_spec("extend", 5, 16, 4), block=4)
+mask_figure(forward_mask("extend", 5, 16, 4), block=4)
 
 # %% [markdown]
 # **Decode**: one query, the last position. With a window, only the last `W` keys matter: this is why the
 # decode kernel must be told the window (the seed's guard exists because one kernel was not).
 
 # %%
-mask_figure(mask_spec("decode", 1, 16, 4))
+mask_figure(forward_mask("decode", 1, 16, 4))
 
 # %% [markdown]
 # **Target verify, chain**: the target model scores a chain of draft tokens in one pass. A chain is
 # causal, so its mask is an extend mask over the draft tokens.
 
 # %%
-mask_figure(mask_spec("verify", 4, 14, 4))
+mask_figure(forward_mask("verify", 4, 14, 4))
 
 # %% [markdown]
 # **Target verify, EAGLE tree** (topk > 1): the draft tokens form a tree. Each sits at position
@@ -183,7 +183,7 @@ mask_figure(mask_spec("verify", 4, 14, 4))
 # given; here a complete binary tree, parents `[-1, 0, 0, 1, 1, 2, 2]`.
 
 # %%
-tree = mask_spec("tree", 7, 15, 4)
+tree = forward_mask("tree", 7, 15, 4)
 print("parents", tree.parents, "positions", tree.q_positions().tolist())
 mask_figure(tree)
 
@@ -193,7 +193,7 @@ mask_figure(tree)
 # sees `W` keys once the context is long enough.
 
 # %%
-mask_figure(mask_spec("chunked", 16, 16, None, chunk=6))
+mask_figure(forward_mask("chunked", 16, 16, None, chunk=6))
 
 # %% [markdown]
 # The same from the command line: `swa-kit mask --mode tree --kv-len 15 --q-len 7 --window 4` prints the
@@ -207,7 +207,7 @@ mask_figure(mask_spec("chunked", 16, 16, None, chunk=6))
 # (`benchmarks/block_view.py` measures time and memory).
 
 # %%
-gemma_view = mask_spec("prefill", L, L, 1024).block_view(128)
+gemma_view = forward_mask("prefill", L, L, 1024).block_view(128)
 print(gemma_view.summary())
 print("query block 100 reads KV blocks", gemma_view.kv_blocks(100).tolist())
 block_view_figure(gemma_view, title="Gemma sliding layer, 131072 tokens, window 1024")
@@ -225,29 +225,29 @@ display(mask_explorer(mode="tree", window=4, q_len=7, kv_len=15))
 # %% [markdown]
 # ## 7. Export to FlexAttention
 #
-# `MaskSpec.mask_mod()` is a FlexAttention `mask_mod(b, h, q_idx, kv_idx)`; for queries after a prefix it
-# adds the offset itself. `MaskSpec.block_mask()` builds the `BlockMask`. FlexAttention runs on the CPU
+# `ForwardMask.mask_mod()` is a FlexAttention `mask_mod(b, h, q_idx, kv_idx)`; for queries after a prefix it
+# adds the offset itself. `ForwardMask.block_mask()` builds the `BlockMask`. FlexAttention runs on the CPU
 # (unfused, without `torch.compile`), so we can check it against plain scaled-dot-product attention
 # with the dense mask, on random inputs.
 
 # %%
-spec = mask_spec("extend", 48, 200, 64)
-block_mask = spec.block_mask(block=16)
+mask = forward_mask("extend", 48, 200, 64)
+block_mask = mask.block_mask(block=16)
 print(block_mask)
 
 # %%
 from torch.nn.attention.flex_attention import flex_attention  # noqa: E402
 
 torch.manual_seed(0)
-q = torch.randn(1, 4, spec.q_len, 32)
-k, v = torch.randn(2, 1, 4, spec.kv_len, 32).unbind(0)
+q = torch.randn(1, 4, mask.q_len, 32)
+k, v = torch.randn(2, 1, 4, mask.kv_len, 32).unbind(0)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", UserWarning)  # "called without torch.compile": the unfused path is fine here
     flex_out = flex_attention(q, k, v, block_mask=block_mask)
-sdpa_out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=spec.dense())
+sdpa_out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask.dense())
 print("max |flex - sdpa| =", (flex_out - sdpa_out).abs().max().item())
 print("tiles FlexAttention reads == tiles the block view needs:",
-      bool((block_mask.to_dense()[0, 0].numpy().astype(bool) == spec.block_view(16).needed).all()))
+      bool((block_mask.to_dense()[0, 0].numpy().astype(bool) == mask.block_view(16).needed).all()))
 
 # %% [markdown]
 # ## What to remember

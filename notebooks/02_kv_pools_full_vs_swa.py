@@ -33,9 +33,9 @@
 # %matplotlib inline
 import torch
 
-from swa_kit.commands._output import print_table
 from swa_kit.configs import load_all
 from swa_kit.memory import per_token_summary, savings
+from swa_kit.tables import print_table
 from swa_kit.viz.pools import plot_mapping, plot_pool_occupancy
 from swa_kit.widgets.pools import decode_step_state, decode_stepper
 from swa_kit.workers import MODEL_KINDS, build_workers, run_decode

@@ -33,11 +33,16 @@
 # %matplotlib inline
 import torch
 
-from swa_kit.commands._output import print_table
 from swa_kit.errors import SlotError
 from swa_kit.resolver import RESOLVERS, decision_table, read_keys, slots_read
+from swa_kit.tables import print_table
 from swa_kit.viz.pools import plot_slots_read
-from swa_kit.workers import FROZEN_KV_DUMMY_POOL_SIZE, SpeculativeAlgorithm, build_workers
+from swa_kit.workers import (
+    FROZEN_KV_DUMMY_POOL_SIZE,
+    SpeculativeAlgorithm,
+    build_workers,
+    request_ids_past_swa_buffer,
+)
 
 # %% [markdown]
 # ## 1. The wiring
@@ -82,20 +87,15 @@ for r in rows:
 # The same table prints with `swa-kit resolve` (`--json` for machines).
 #
 # ## 4. Failure 1: a FROZEN_KV draft under the legacy resolver
-# Request 0 fills most of the SWA pool and leaves its window; request 1 then gets full-pool ids beyond the
-# 17-row SWA buffer. The draft's active pool is the dummy, so the legacy resolver says "no SWA", and the
-# draft's sliding layer indexes the target's SWA buffer with untranslated full ids.
+# `request_ids_past_swa_buffer` sets the scene: request 0 fills most of the SWA pool and leaves its window;
+# request 1 then gets full-pool ids beyond the 17-row SWA buffer. The draft's active pool is the dummy, so the
+# legacy resolver says "no SWA", and the draft's sliding layer indexes the target's SWA buffer with untranslated
+# full ids.
 
 # %%
-frozen = build_workers("hybrid_swa", SpeculativeAlgorithm.FROZEN_KV_MTP, size=64, size_swa=16)
-alloc = frozen.target.token_to_kv_pool_allocator
-first = alloc.alloc(14)
-alloc.free_swa(first[:10])  # request 0 leaves its window
-ids = alloc.alloc(10)
-frozen.target.req_to_token_pool.req_to_token[1, :10] = ids.to(torch.int32)
-
-legacy = slots_read(frozen, "draft", "legacy", 0, 1, 10)
-fixed = slots_read(frozen, "draft", "fixed", 0, 1, 10)
+frozen, ids = request_ids_past_swa_buffer(SpeculativeAlgorithm.FROZEN_KV_MTP)
+legacy = slots_read(frozen, "draft", "legacy", 0, 1, len(ids))
+fixed = slots_read(frozen, "draft", "fixed", 0, 1, len(ids))
 print("full ids of the window:   ", legacy.full_ids[legacy.attended].tolist())
 print("legacy reads (untranslated):", legacy.read_ids[legacy.attended].tolist(), "of", legacy.buffer_rows, "rows")
 print("fixed reads (translated):   ", fixed.read_ids[fixed.attended].tolist())
@@ -103,7 +103,7 @@ try:
     read_keys(frozen, legacy)
 except SlotError as error:
     print("SlotError:", error)
-plot_slots_read(frozen, "draft", 0, 1, 10)
+plot_slots_read(frozen, "draft", 0, 1, len(ids))
 
 # %% [markdown]
 # On a GPU there is no bounds check: this is the illegal memory access of SGLang #26957, or, while the ids
@@ -111,26 +111,21 @@ plot_slots_read(frozen, "draft", 0, 1, 10)
 # often coincide and the bug hides.
 #
 # ## 5. Failure 2: an EAGLE draft under the naive resolver
-# The EAGLE draft writes its KV into its own pool at the **full** ids. The naive resolver hands it the target's
-# SWA pool, so the backend translates those ids and reads other rows of the draft's pool: no error, just
-# wrong keys, and acceptance drops (SGLang #25103).
+# The same scene with an EAGLE draft, which writes its KV into its own pool at the **full** ids. The naive
+# resolver hands it the target's SWA pool, so the backend translates those ids and reads other rows of the
+# draft's pool: no error, just wrong keys, and acceptance drops (SGLang #25103).
 
 # %%
-eagle = build_workers("hybrid_swa", SpeculativeAlgorithm.EAGLE, size=64, size_swa=16)
-alloc = eagle.target.token_to_kv_pool_allocator
-first = alloc.alloc(14)
-alloc.free_swa(first[:10])
-ids = alloc.alloc(10)
-eagle.target.req_to_token_pool.req_to_token[1, :10] = ids.to(torch.int32)
+eagle, ids = request_ids_past_swa_buffer(SpeculativeAlgorithm.EAGLE)
 own = eagle.draft.token_to_kv_pool.get_key_buffer(0)
 own.copy_(torch.randn_like(own))  # the draft's keys, written at full ids
 
 for name in RESOLVERS:
-    read = slots_read(eagle, "draft", name, 0, 1, 10)
+    read = slots_read(eagle, "draft", name, 0, 1, len(ids))
     keys = read_keys(eagle, read)
     same = torch.equal(keys, own[read.full_ids[read.attended]])
     print(f"{name:6s} reads rows {read.read_ids[read.attended].tolist()}  keys the draft wrote: {same}")
-plot_slots_read(eagle, "draft", 0, 1, 10)
+plot_slots_read(eagle, "draft", 0, 1, len(ids))
 
 # %% [markdown]
 # The fixed resolver is right in every row of the table: it translates exactly when the pool a worker reads
@@ -151,8 +146,8 @@ plot_slots_read(eagle, "draft", 0, 1, 10)
 # %%
 from swa_kit.model import load_models
 from swa_kit.report import announce_all
-from swa_kit.spec import DEMO_PROMPTS, greedy_decode, guard_experiment, one_key_short_experiment, resolver_rows
-from swa_kit.viz.spec import acceptance_curve, guard_divergence
+from swa_kit.speculative import DEMO_PROMPTS, greedy_decode, guard_experiment, one_key_short_experiment, resolver_rows
+from swa_kit.viz.speculative import acceptance_curve, guard_divergence
 
 models = load_models()
 prompts = [models.cfg.encode(p) for p in DEMO_PROMPTS[:2]]

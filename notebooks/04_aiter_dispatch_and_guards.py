@@ -33,8 +33,8 @@
 from IPython.display import display
 
 from swa_kit import dispatch, probe
-from swa_kit.commands._output import print_table
 from swa_kit.report import announce_all
+from swa_kit.tables import print_table
 from swa_kit.viz.probe import draw_probe, draw_probe_table
 
 # %% [markdown]

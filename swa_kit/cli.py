@@ -1,28 +1,34 @@
 """The ``swa-kit`` command.
 
 Each subcommand lives in its own module under :mod:`swa_kit.commands` and provides
-``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``. This file only
-discovers them and turns the kit's deliberate errors into a one-line reason and a
-non-zero exit, never a traceback.
+``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``. This file lists them
+from :data:`swa_kit.commands.COMMANDS` and imports only the module of the command being run
+(so ``swa-kit --help`` and ``swa-kit window`` start without torch), and turns the kit's
+deliberate errors into a one-line reason and a non-zero exit, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 import sys
+from collections.abc import Collection
 from types import ModuleType
 
-from swa_kit import commands
+from swa_kit.commands import COMMANDS
 from swa_kit.errors import SwaKitError
 
 EXIT_BAD_INPUT = 2
 
 
-def _command_modules() -> list[ModuleType]:
-    names = sorted(m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_"))
-    return [importlib.import_module(f"{commands.__name__}.{name}") for name in names]
+def command_module(name: str) -> ModuleType:
+    """The module of command ``name`` (imported on first use)."""
+    return importlib.import_module(f"swa_kit.commands.{COMMANDS[name].module}")
+
+
+def command_modules() -> list[ModuleType]:
+    """Every command's module, in :data:`COMMANDS` order (imports them all: for tests and the README)."""
+    return [command_module(name) for name in COMMANDS]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -32,18 +38,24 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(load: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; only the commands in ``load`` (default: all) get their arguments, and so their imports."""
     parser = _Parser(prog="swa-kit", description="Sliding-window attention in LLM serving: teach, explore, debug.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
-    for module in _command_modules():
-        command = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
-        module.add_arguments(command)
-        command.set_defaults(run=module.run)
+    for name, command in COMMANDS.items():
+        subparser = sub.add_parser(name, help=command.help, description=command.help)
+        if load is None or name in load:
+            module = command_module(name)
+            module.add_arguments(subparser)
+            subparser.set_defaults(run=module.run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    # The top level has no option that takes a value, so the first word that is no option names the command.
+    named = next((word for word in argv if not word.startswith("-")), None)
+    args = build_parser(load={named} & COMMANDS.keys()).parse_args(argv)
     try:
         return int(args.run(args) or 0)
     except (SwaKitError, ValueError, FileNotFoundError) as error:

@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from swa_kit.errors import ModelConfigError
+from swa_kit.resources import data_path
 from swa_kit.window import Window
 
-MODELS_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
+MODELS_DIR = data_path("models")
 
 ATTENTION_KINDS = ("full", "sliding", "chunked")
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}

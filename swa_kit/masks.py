@@ -26,8 +26,8 @@ stand for, per mode:
              sliding window, so ``window`` must be ``None``.
 
 For long contexts :func:`block_view` gives, per (query block, KV block), how many (query, key)
-pairs are attended, without building the dense mask. :meth:`MaskSpec.mask_mod` and
-:meth:`MaskSpec.block_mask` export a mask to FlexAttention.
+pairs are attended, without building the dense mask. :meth:`ForwardMask.mask_mod` and
+:meth:`ForwardMask.block_mask` export a mask to FlexAttention.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def tree_ancestors(parents: Sequence[int]) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class MaskSpec:
+class ForwardMask:
     """One forward pass's attention pattern: validated once, then drawn densely, by blocks, or for Flex."""
 
     mode: str
@@ -239,7 +239,7 @@ class MaskSpec:
         except ImportError as error:
             raise BackendUnavailableError(
                 f"this torch ({torch.__version__}) has no FlexAttention BlockMask ({error}); "
-                "install torch >= 2.5 or use MaskSpec.dense()"
+                "install torch >= 2.5 or use ForwardMask.dense()"
             ) from None
         return create_block_mask(self.mask_mod(), None, None, self.q_len, self.kv_len, device=device,
                                  BLOCK_SIZE=block)
@@ -254,18 +254,47 @@ class MaskSpec:
         return (f"{self.mode}: {self.q_len} queries x {self.kv_len} keys (prefix {self.prefix_len}), "
                 f"{win}{extra}")
 
+    def to_json(self) -> dict[str, Any]:
+        """The mask and the positions its rows and columns stand for, as plain JSON values (builds it densely)."""
+        return {"mode": self.mode, "q_len": self.q_len, "kv_len": self.kv_len, "window_keys": self.window.keys,
+                "parents": None if self.parents is None else list(self.parents), "chunk": self.chunk,
+                "q_positions": self.q_positions().tolist(), "k_positions": self.k_positions().tolist(),
+                "mask": self.dense().int().tolist()}
 
-def mask_spec(mode: str, q_len: int, kv_len: int, window: WindowLike, *,
-              parents: Sequence[int] | None = None, chunk: int | None = None) -> MaskSpec:
+    def to_text(self) -> str:
+        """:meth:`describe`, then one line per query: its position, ``#`` per attended key, ``.`` per other key."""
+        positions = self.q_positions().tolist()
+        width = len(str(max(positions)))
+        rows = ["".join("#" if cell else "." for cell in row) for row in self.dense().tolist()]
+        return "\n".join([self.describe(), *(f"q {pos:>{width}} {row}" for pos, row in zip(positions, rows))])
+
+    def blocks_to_json(self, block: int | tuple[int, int] = 128) -> dict[str, Any]:
+        """The block view as plain JSON values: per query block, the KV blocks it reads (never the dense mask)."""
+        view = self.block_view(block)
+        return {"describe": self.describe(), "block": block, "summary": view.summary(), "q_blocks": view.q_blocks()}
+
+    def blocks_to_text(self, block: int | tuple[int, int] = 128) -> str:
+        """:meth:`describe`, the block view's summary, then per query block the KV blocks it reads."""
+        view = self.block_view(block)
+        lines = [self.describe(), view.summary()]
+        for row in view.q_blocks():
+            kv = row["kv_blocks"]
+            span = f"{kv[0]}..{kv[-1]}" if kv == list(range(kv[0], kv[-1] + 1)) else ",".join(map(str, kv))
+            lines.append(f"  q block {row['q_block']}: kv blocks {span} ({len(kv)} blocks, {row['pairs']} pairs)")
+        return "\n".join(lines)
+
+
+def forward_mask(mode: str, q_len: int, kv_len: int, window: WindowLike, *,
+              parents: Sequence[int] | None = None, chunk: int | None = None) -> ForwardMask:
     """Validate a forward pass's attention pattern (see the module docstring for each mode)."""
-    return MaskSpec(mode, q_len, kv_len, as_window(window),
+    return ForwardMask(mode, q_len, kv_len, as_window(window),
                     None if parents is None else check_parents(parents), chunk)
 
 
 def mask_for(mode: str, q_len: int, kv_len: int, window: WindowLike, *,
              parents: Sequence[int] | None = None, chunk: int | None = None) -> torch.Tensor:
     """The dense ``[q_len, kv_len]`` bool mask of ``mode`` (the CLI's and the widget's entry)."""
-    return mask_spec(mode, q_len, kv_len, window, parents=parents, chunk=chunk).dense()
+    return forward_mask(mode, q_len, kv_len, window, parents=parents, chunk=chunk).dense()
 
 
 def prefill_mask(seq_len: int, window: WindowLike) -> torch.Tensor:
@@ -347,6 +376,11 @@ class BlockView:
         """Attended (query, key) pairs in the whole mask: the attention's compute in units of q.k."""
         return int(self.counts.sum())
 
+    def q_blocks(self) -> list[dict[str, Any]]:
+        """Per query block: its index, the KV blocks it reads and the (query, key) pairs it attends."""
+        return [{"q_block": qb, "kv_blocks": self.kv_blocks(qb).tolist(), "pairs": int(self.keys_per_q_block[qb])}
+                for qb in range(self.counts.shape[0])]
+
     def summary(self) -> str:
         needed = int(self.needed.sum())
         tiles = self.counts.size
@@ -362,8 +396,8 @@ def _block_sizes(block: int | tuple[int, int]) -> tuple[int, int]:
     return tuple(_int("block", b, 1, "blocks hold at least one row/column, e.g. 128") for b in pair)  # type: ignore
 
 
-def block_view(spec: MaskSpec, block: int | tuple[int, int] = 128) -> BlockView:
-    """Tile counts of ``spec``'s mask in ``block`` (or ``(block_q, block_kv)``) tiles.
+def block_view(mask: ForwardMask, block: int | tuple[int, int] = 128) -> BlockView:
+    """Tile counts of ``mask``'s mask in ``block`` (or ``(block_q, block_kv)``) tiles.
 
     Contiguous modes never build the mask: with each row's attended columns ``[lo_r, hi_r)``
     (non-decreasing in r), the keys row r attends before column c are
@@ -372,24 +406,24 @@ def block_view(spec: MaskSpec, block: int | tuple[int, int] = 128) -> BlockView:
     O(q_len + n_q_blocks * n_kv_blocks). A tree's mask is small and is reduced densely.
     """
     bq, bk = _block_sizes(block)
-    nqb, nkb = -(-spec.q_len // bq), -(-spec.kv_len // bk)
-    ranges = spec.row_ranges()
+    nqb, nkb = -(-mask.q_len // bq), -(-mask.kv_len // bk)
+    ranges = mask.row_ranges()
     if ranges is None:
-        dense = spec.dense().numpy()
+        dense = mask.dense().numpy()
         padded = np.zeros((nqb * bq, nkb * bk), dtype=np.int64)
-        padded[: spec.q_len, : spec.kv_len] = dense
+        padded[: mask.q_len, : mask.kv_len] = dense
         counts = padded.reshape(nqb, bq, nkb, bk).sum(axis=(1, 3))
-        return BlockView(spec.q_len, spec.kv_len, bq, bk, counts)
+        return BlockView(mask.q_len, mask.kv_len, bq, bk, counts)
     lo, hi = ranges
     lo_cum = np.concatenate([[0], np.cumsum(lo)])
     hi_cum = np.concatenate([[0], np.cumsum(hi)])
-    bounds = np.minimum(np.arange(nkb + 1, dtype=np.int64) * bk, spec.kv_len)  # [nkb + 1]
+    bounds = np.minimum(np.arange(nkb + 1, dtype=np.int64) * bk, mask.kv_len)  # [nkb + 1]
     # Rows r with hi_r <= c contribute hi_r - lo_r; rows with lo_r < c < hi_r contribute c - lo_r.
     done = np.searchsorted(hi, bounds, side="right")  # rows with hi_r <= c (a prefix, hi sorted)
     begun = np.searchsorted(lo, bounds, side="left")  # rows with lo_r < c (a prefix, lo sorted)
     starts = np.arange(nqb, dtype=np.int64)[:, None] * bq
-    ends = np.minimum(starts + bq, spec.q_len)
+    ends = np.minimum(starts + bq, mask.q_len)
     a = np.clip(done[None, :], starts, ends)  # [nqb, nkb + 1]
     b = np.clip(begun[None, :], starts, ends)
     before = (hi_cum[a] - hi_cum[starts]) + bounds[None, :] * (b - a) - (lo_cum[b] - lo_cum[starts])
-    return BlockView(spec.q_len, spec.kv_len, bq, bk, np.diff(before, axis=1))
+    return BlockView(mask.q_len, mask.kv_len, bq, bk, np.diff(before, axis=1))

@@ -13,20 +13,21 @@ the aiter backend's call sites (:data:`swa_kit.dispatch.SITES`) with the argumen
 passes for a layer whose ``sliding_window_size`` is ``W - 1``. Both measure prefill, extend,
 decode and verify (a chain) wherever the path declares the mode, on the device given.
 
-:func:`synthetic_batch` builds the paged batches used here and in the tests: random slots in
-shuffled pages, a reserved dummy page 0, and (optionally) garbage in the slots of keys that
-left every query's window, as an SWA pool's freed and reused slots would hold.
+:func:`~swa_kit.attention.batch.random_paged_batch` builds the paged batches measured here:
+random slots in shuffled pages, a reserved dummy page 0, and garbage in the slots of keys
+that left every query's window, as an SWA pool's freed and reused slots would hold.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
 from swa_kit.attention.backends import Backend, all_backends, get_backend
-from swa_kit.attention.batch import AttentionBatch
+from swa_kit.attention.batch import random_paged_batch
 from swa_kit.attention.reference import attended_mask
 from swa_kit.dispatch import SITES, CallSite, site_path
 from swa_kit.errors import BackendUnavailableError, UsageError
@@ -36,93 +37,6 @@ from swa_kit.window import Window, check_keys, from_keys
 PROBE_MODES = ("prefill", "extend", "decode", "verify")
 #: Page size for block-table paths (a GPU's Triton decode needs >= 16); token paths use 1.
 BLOCK_TABLE_PAGE = 16
-
-
-# -- batches -------------------------------------------------------------------------------------
-
-
-@dataclass
-class SyntheticBatch:
-    """A paged batch and the clean per-position K/V it was built from."""
-
-    batch: AttentionBatch
-    keys: list[torch.Tensor]  # per request [seq_len, Hkv, D], by position
-    values: list[torch.Tensor]  # per request [seq_len, Hkv, Dv]
-    freed: list[torch.Tensor]  # per request bool [seq_len]: slots overwritten with garbage
-
-
-def synthetic_batch(
-    q_lens: Sequence[int],
-    seq_lens: Sequence[int],
-    *,
-    num_q_heads: int = 4,
-    num_kv_heads: int = 2,
-    head_dim: int = 64,
-    page_size: int = 1,
-    window_keys: int | None = None,
-    garbage: float | None = None,
-    tree_masks: list[torch.Tensor] | None = None,
-    q: torch.Tensor | None = None,
-    keys: list[torch.Tensor] | None = None,
-    values: list[torch.Tensor] | None = None,
-    dtype: torch.dtype = torch.float32,
-    device: str | torch.device = "cpu",
-    generator: torch.Generator | None = None,
-) -> SyntheticBatch:
-    """Requests with ``q_lens[b]`` queries over ``seq_lens[b]`` keys, their K/V in shuffled pages.
-
-    Page 0 is the reserved dummy page and one spare page is never used; both hold ``garbage``
-    (or random data when ``garbage`` is None). With ``garbage`` set, the slots of key positions
-    no query attends under ``window_keys`` (and the tree masks) are overwritten with it.
-    """
-    gen = generator or torch.Generator().manual_seed(0)
-    window = Window(window_keys)
-    if len(q_lens) != len(seq_lens):
-        raise UsageError(f"q_lens has {len(q_lens)} requests, seq_lens {len(seq_lens)}")
-    pages = [-(-int(s) // page_size) for s in seq_lens]
-    total_pages = 2 + sum(pages)  # + dummy page 0 + one spare page
-    order = (torch.randperm(total_pages - 1, generator=gen) + 1).tolist()
-    d_v = values[0].shape[-1] if values is not None else head_dim
-    shape = (total_pages * page_size, num_kv_heads)
-    fill = (lambda d: torch.full((*shape, d), garbage, dtype=dtype)) if garbage is not None else \
-        (lambda d: torch.randn(*shape, d, generator=gen).to(dtype))
-    k_buffer, v_buffer = fill(head_dim), fill(d_v)
-    kv_indices, k_clean, v_clean, freed = [], [], [], []
-    cursor = 0
-    for b, (q_len, seq_len) in enumerate(zip(q_lens, seq_lens)):
-        own = torch.tensor(order[cursor: cursor + pages[b]])
-        cursor += pages[b]
-        slots = (own[:, None] * page_size + torch.arange(page_size)).flatten()[:seq_len]
-        k = keys[b] if keys is not None else torch.randn(seq_len, num_kv_heads, head_dim, generator=gen)
-        v = values[b] if values is not None else torch.randn(seq_len, num_kv_heads, d_v, generator=gen)
-        k_buffer[slots], v_buffer[slots] = k.to(dtype), v.to(dtype)
-        q_pos = torch.arange(seq_len - q_len, seq_len)[:, None]
-        seen = window.attends(q_pos, torch.arange(seq_len)[None, :])
-        if tree_masks is not None:
-            seen = seen & tree_masks[b]
-        gone = ~seen.any(dim=0)
-        if garbage is not None:
-            k_buffer[slots[gone]] = garbage
-            v_buffer[slots[gone]] = garbage
-        kv_indices.append(slots)
-        k_clean.append(k)
-        v_clean.append(v)
-        freed.append(gone)
-    total_q = int(sum(q_lens))
-    if q is None:
-        q = torch.randn(total_q, num_q_heads, head_dim, generator=gen)
-    batch = AttentionBatch(
-        q=q.to(dtype).to(device),
-        k_buffer=k_buffer.to(device),
-        v_buffer=v_buffer.to(device),
-        qo_indptr=torch.tensor([0, *torch.tensor(list(q_lens)).cumsum(0).tolist()], dtype=torch.int32).to(device),
-        kv_indptr=torch.tensor([0, *torch.tensor(list(seq_lens)).cumsum(0).tolist()], dtype=torch.int32).to(device),
-        kv_indices=torch.cat(kv_indices).to(torch.int32).to(device),
-        sm_scale=head_dim ** -0.5,
-        page_size=page_size,
-        tree_masks=None if tree_masks is None else [m.to(device) for m in tree_masks],
-    )
-    return SyntheticBatch(batch, k_clean, v_clean, freed)
 
 
 # -- measurement -----------------------------------------------------------------------------------
@@ -184,17 +98,17 @@ def measure(
         v = torch.zeros(kv_len, num_kv_heads, head_dim)
         pos = torch.arange(first, min(kv_len, first + head_dim))
         v[pos, :, pos - first] = 1.0
-        made = synthetic_batch([q_len], [kv_len], num_q_heads=num_q_heads, num_kv_heads=num_kv_heads,
-                               head_dim=head_dim, page_size=page, garbage=0.0,
-                               q=torch.zeros(q_len, num_q_heads, head_dim), keys=[k], values=[v],
-                               dtype=dtype, device=device, generator=torch.Generator().manual_seed(2))
-        result = backend.run(made.batch, window_arg)
+        batch = random_paged_batch([q_len], [kv_len], num_q_heads=num_q_heads, num_kv_heads=num_kv_heads,
+                                   head_dim=head_dim, page_size=page, garbage=0.0, dtype=dtype, device=device,
+                                   generator=torch.Generator().manual_seed(2))
+        slots = batch.request_slots(0).to(torch.int64)
+        batch.q.zero_()
+        batch.k_buffer[slots], batch.v_buffer[slots] = k.to(batch.k_buffer), v.to(batch.v_buffer)
+        result = backend.run(batch, window_arg)
         out = result.out.double().cpu()  # [q_len, Hq, D]
         weights[:, :, pos] = out[:, :, : len(pos)].permute(1, 0, 2)
     measured = weights > 0.25 / kv_len  # attended keys weigh 1/n >= 1/kv_len; the rest ~0
-    made = synthetic_batch([q_len], [kv_len], num_q_heads=num_q_heads, num_kv_heads=num_kv_heads,
-                           head_dim=head_dim)
-    intended = attended_mask(made.batch, 0, Window(intended_keys))
+    intended = attended_mask(batch, 0, Window(intended_keys))
     heads_agree = bool((measured == measured[0]).all())
     return MeasuredMask(mode, q_len, kv_len, intended, measured[0], weights[0].float(), heads_agree), result
 
@@ -292,7 +206,8 @@ def agreement(keys: int | None = 5, *, device: str | torch.device = "cpu", head_
 
     The window argument is the kit's converter's for ``keys``; a path that declares no window
     runs without one and is compared with the reference without one (it cannot mean otherwise).
-    Freed slots hold finite garbage (aiter's tiles load them; FACTS.md section 6). Returns rows
+    Freed slots hold finite garbage (aiter's unified kernel loads whole tiles, so NaN there would poison
+    its output; ``tests/test_aiter_triton.py`` measures that). Returns rows
     ``path, tier, device, mode, window_arg, max_abs_err``.
     """
     from swa_kit.attention.reference import reference_attention
@@ -308,15 +223,15 @@ def agreement(keys: int | None = 5, *, device: str | torch.device = "cpu", head_
         for mode, (q_lens, seq_lens) in shapes.items():
             if mode not in backend.modes:
                 continue
-            made = synthetic_batch(q_lens, seq_lens, head_dim=head_dim, page_size=page, window_keys=used,
-                                   garbage=1e4, device=device, generator=gen)
+            batch = random_paged_batch(q_lens, seq_lens, head_dim=head_dim, page_size=page, window_keys=used,
+                                       garbage=1e4, device=device, generator=gen)
             try:
-                result = backend.run(made.batch, window_arg)
+                result = backend.run(batch, window_arg)
             except BackendUnavailableError as error:
                 rows.append({"path": backend.name, "tier": backend.tier, "device": str(device), "mode": mode,
                              "window_arg": window_arg, "max_abs_err": f"skipped: {error}"})
                 continue
-            err = (result.out.double() - reference_attention(made.batch, used).out).abs().max().item()
+            err = (result.out.double() - reference_attention(batch, used).out).abs().max().item()
             rows.append({"path": backend.name, "tier": result.tier, "device": result.device, "mode": mode,
                          "window_arg": window_arg, "max_abs_err": float(f"{err:.2e}")})
     return rows

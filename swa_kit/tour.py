@@ -133,13 +133,15 @@ def extract_figures(nb: Any, stem: str, directory: Path) -> list[Path]:
 
 def run_notebook(path: Path, *, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
                  on_cell: Callable[[int], None] | None = None,
-                 threads: int | None = None) -> tuple[Any, NotebookRun]:
+                 threads: int | None = None, cwd: Path | None = None) -> tuple[Any, NotebookRun]:
     """Execute the notebook at ``path`` headless; returns the executed notebook and its run record.
 
     A failing cell does not raise: the run record says ``failed`` with the error, and the
     notebook holds every output up to the failure. ``on_cell(index)`` is called after each cell.
     ``threads`` caps the kernel's OpenMP/MKL threads: give 1 when other processes share the
     cores (pytest -n): oversubscribed OpenMP spin-waits made one notebook 40x slower here.
+    ``cwd`` is the kernel's working directory (default: the notebook's folder; an exercise
+    version written elsewhere runs in its source notebook's folder).
     """
     import nbformat
     from jupyter_client.manager import AsyncKernelManager
@@ -161,7 +163,7 @@ def run_notebook(path: Path, *, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
                                      transport="ipc", ip=str(sockets / "kernel"))
         client = NotebookClient(
             nb, km=manager, kernel_name=KERNEL_NAME, timeout=cell_timeout, allow_errors=False,
-            resources={"metadata": {"path": str(path.parent.resolve())}},
+            resources={"metadata": {"path": str(Path(cwd or path.parent).resolve())}},
             # concurrent kernels would contend for IPython's one history database
             extra_arguments=["--HistoryManager.enabled=False"],
             on_cell_start=started, on_cell_executed=executed,
@@ -170,7 +172,7 @@ def run_notebook(path: Path, *, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
         try:
             limits = {} if threads is None else {name: str(threads) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
             client.execute(cleanup_kc=True, env={**os.environ, **limits})
-        except Exception as error:  # the record carries it; the caller decides what a failure means
+        except Exception as error:  # noqa: BLE001 (the record carries it; the caller decides what a failure means)
             return nb, NotebookRun(path.stem, FAILED, round(time.perf_counter() - start, 2), _error_text(error),
                                    current[0] if current else None, compute_paths(nb))
     return nb, NotebookRun(path.stem, OK, round(time.perf_counter() - start, 2), paths=compute_paths(nb))
@@ -198,9 +200,26 @@ def _index_html(runs: list[NotebookRun]) -> str:
             f"<th>error</th></tr>\n{rows}\n</table>")
 
 
+def with_exercise_versions(notebooks: list[Path], out: Path) -> list[tuple[Path, Path]]:
+    """``(notebook to run, working directory)`` for each notebook, each followed by its exercise version
+    (written to ``out/exercises/`` by :mod:`swa_kit.exercises`) when it tags solution cells."""
+    from swa_kit.exercises import has_exercises, write_exercise_notebook
+
+    listed: list[tuple[Path, Path]] = []
+    for path in notebooks:
+        listed.append((path, path.parent))
+        if has_exercises(path):
+            listed.append((write_exercise_notebook(path, out / "exercises"), path.parent))
+    return listed
+
+
 def run_tour(notebooks: list[Path], out: Path, *, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
-             progress: bool = True) -> dict[str, Any]:
-    """Execute ``notebooks`` into ``out``; returns the summary (also written to ``out/summary.json``)."""
+             progress: bool = True, exercises: bool = True) -> dict[str, Any]:
+    """Execute ``notebooks`` into ``out``; returns the summary (also written to ``out/summary.json``).
+
+    With ``exercises``, each notebook that tags solution cells is followed by its exercise version
+    (``NN_topic.exercises``), executed the same way: it must run without the answers.
+    """
     import nbformat
     from tqdm import tqdm
 
@@ -208,15 +227,16 @@ def run_tour(notebooks: list[Path], out: Path, *, cell_timeout: float = DEFAULT_
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    parsed = [nbformat.read(p, as_version=4) for p in notebooks]
+    listed = with_exercise_versions(notebooks, out) if exercises else [(p, p.parent) for p in notebooks]
+    parsed = [nbformat.read(p, as_version=4) for p, _ in listed]
     total_cells = sum(_code_cells(nb) for nb in parsed)
     runs: list[NotebookRun] = []
     started = time.perf_counter()
     with tqdm(total=total_cells, unit="cell", disable=not progress, file=sys.stderr, dynamic_ncols=True) as bar:
-        for path, source in zip(notebooks, parsed):
+        for (path, cwd), source in zip(listed, parsed):
             bar.set_description(path.stem)
             done_before = bar.n
-            nb, run = run_notebook(path, cell_timeout=cell_timeout, on_cell=lambda i: bar.update(1))
+            nb, run = run_notebook(path, cell_timeout=cell_timeout, on_cell=lambda i: bar.update(1), cwd=cwd)
             bar.update(_code_cells(source) - (bar.n - done_before))  # cells skipped after a failure
             executed = out / f"{path.stem}.ipynb"
             nbformat.write(nb, executed)
@@ -270,8 +290,8 @@ def render_summary(summary: dict[str, Any]) -> str:
     failed = [r for r in runs if r["status"] != OK]
     env = summary["environment"]
     where = ", ".join(env["devices"]) or "CPU only"
-    lines = [f"swa-kit tour: {len(runs)} notebooks, {len(runs) - len(failed)} ok, {len(failed)} failed, "
-             f"{summary['seconds']:.1f} s  (torch {env['torch']} {env['torch_build']}, {where})"]
+    lines = [(f"swa-kit tour: {len(runs)} notebooks, {len(runs) - len(failed)} ok, {len(failed)} failed, "
+             f"{summary['seconds']:.1f} s  (torch {env['torch']} {env['torch_build']}, {where})")]
     width = max(len(r["name"]) for r in runs)
     for r in runs:
         used = ", ".join(f"{p['path']}[{p['tier']}@{p['device']}]" for p in r["paths"]) or "-"

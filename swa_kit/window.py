@@ -30,6 +30,7 @@ FlashAttention 4 also reads a pair whose ``left + right < 0`` as no window, so `
 
 from __future__ import annotations
 
+import ast
 import numbers
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -232,3 +233,56 @@ def from_keys(convention: str, keys: Keys) -> Any:
 def convert(value: Any, src: str, dst: str) -> Any:
     """Rewrite a window value from convention ``src`` to convention ``dst``."""
     return from_keys(dst, to_keys(src, value))
+
+
+def parse_value(text: str) -> object:
+    """Parse a window value as typed on a command line: 4095, -1, none, 4095,0 or (4095, 0)."""
+    cleaned = text.strip()
+    if cleaned.lower() in {"none", "null"}:
+        return None
+    try:
+        value = ast.literal_eval(cleaned.replace("null", "None").replace("none", "None"))
+    except (ValueError, SyntaxError):
+        raise WindowConventionError(
+            f"cannot read window value {text!r}: give an int (4095), a pair (4095,0) or none"
+        ) from None
+    return tuple(value) if isinstance(value, list) else value
+
+
+@dataclass(frozen=True)
+class NaiveRead:
+    """One API given the number you hold as-is, instead of converting it."""
+
+    convention: str
+    wanted: object  # what the API should get for the window you mean
+    passed: object  # what it gets when you pass your number unconverted
+    keys: int | None  # keys it then attends (None = window off); None as well when ``error`` is set
+    meant: int
+    error: str | None = None
+
+    @property
+    def delta(self) -> int | None:
+        """Keys attended minus keys meant; None when the value is rejected or switches the window off."""
+        return None if self.error or self.keys is None else self.keys - self.meant
+
+
+def naive_reads(keys: int, held_in: str = "hf") -> list[NaiveRead]:
+    """For every API: the window ``keys`` written in ``held_in``, passed to it without conversion.
+
+    ``held_in="hf"`` passes the config's ``sliding_window`` (W) everywhere: APIs counting ``W - 1``
+    then attend one key more. ``held_in="sglang"`` passes ``sliding_window_size`` (W - 1): APIs
+    counting W attend one key less, and with W = 1 ``paged_attention_v1`` reads 0 as "off".
+    """
+    keys = check_keys(keys)
+    if keys is None:
+        raise WindowConventionError("keys: invalid window value None: the trap needs a window; give keys >= 1")
+    held = from_keys(held_in, keys)
+    number = held[0] if isinstance(held, tuple) else held
+    reads = []
+    for name, conv in CONVENTIONS.items():
+        passed = (number, 0) if isinstance(conv.off, tuple) else number
+        try:
+            reads.append(NaiveRead(name, from_keys(name, keys), passed, to_keys(name, passed), keys))
+        except WindowConventionError as error:
+            reads.append(NaiveRead(name, from_keys(name, keys), passed, None, keys, str(error)))
+    return reads

@@ -134,11 +134,6 @@ MODEL_KINDS: dict[str, WorkerLayout] = {
                                       4, False),
     "no_window": WorkerLayout("no_window", ("full",) * 4, None, False, draft_layer_types=("full",)),
 }
-MODEL_KIND_HELP = {
-    "hybrid_swa": "sliding layers in an SWAKVPool (Gemma-4, GPT-OSS, Llama-4, MiMo-V2)",
-    "windowed_one_pool": "sliding layers, one full-size pool (Gemma-2/3/3n)",
-    "no_window": "no sliding layer",
-}
 
 
 @dataclass(eq=False)
@@ -359,3 +354,20 @@ def run_decode(workers: Workers, prompt_len: int, decode_steps: int, req: int = 
                                          token_to_kv_pool_allocator=allocator)
         snapshots.append(snapshot(workers, {req: seq_len}, step))
     return snapshots
+
+
+def request_ids_past_swa_buffer(algorithm: SpeculativeAlgorithm | str) -> tuple[Workers, torch.Tensor]:
+    """A hybrid target (and its draft) where request 1's full-pool slot ids run past the end of the SWA buffer.
+
+    The pools hold 64 full and 16 SWA slots (17 SWA rows with the dummy). Request 0 takes 14 slots and its
+    first 10 leave the window, which frees their SWA slots; request 1's 10 tokens then get full ids past 16
+    but recycled SWA slots. Untranslated, the ids of its window index past the SWA buffer; translated, they
+    land inside it. Returns the workers and request 1's full ids (row 1 of ``req_to_token``).
+    """
+    workers = build_workers("hybrid_swa", algorithm, size=64, size_swa=16)
+    first = _alloc(workers, 14)
+    workers.target.token_to_kv_pool_allocator.free_swa(first[:10])  # request 0 leaves its window
+    ids = _alloc(workers, 10)
+    req_to_token = workers.target.req_to_token_pool.req_to_token
+    req_to_token[1, : ids.numel()] = ids.to(req_to_token.dtype)
+    return workers, ids

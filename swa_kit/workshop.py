@@ -1,24 +1,131 @@
-"""Reference solutions to the exercises of ``docs/workshop.md``, one function per exercise.
+"""Reference solutions to the exercises of ``docs/workshop.md``, one function per exercise, and the checks
+the notebooks call on a learner's answer.
 
 Each solution is a few calls over the kit's own API, the way a participant would write it in a
 notebook cell; ``tests/test_workshop.py`` checks every answer against an independent computation
-(hand arithmetic from the model configs, FACTS.md's tables, real reads from the pools).
+(hand arithmetic from the model configs, the window conventions written out by hand, real reads
+from the pools). A ``check_*`` function takes the learner's answer and returns a :class:`Verdict`;
+an answer left as ``...`` gets "not answered yet", so the exercise versions of the notebooks run.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from swa_kit import dispatch, probe
 from swa_kit.bench import HEADLINE, DecodeCase, math_floor_us
 from swa_kit.configs import load_model
 from swa_kit.errors import DispatchGuardError, UsageError
-from swa_kit.memory import Savings, full_pool_bytes_per_token, request_bytes, savings
+from swa_kit.memory import (
+    Savings,
+    full_pool_bytes_per_token,
+    one_pool_bytes_per_token,
+    request_bytes,
+    savings,
+    swa_pool_bytes_per_token,
+)
 from swa_kit.resolver import decision_table
-from swa_kit.viz.masks import naive_reads
-from swa_kit.window import Window
+from swa_kit.window import Window, naive_reads
 
 UNIFIED_FIX = {"SGLANG_USE_AITER_UNIFIED_ATTN": "1"}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A check's answer to the learner: right (True), wrong (False) or not answered yet (None)."""
+
+    exercise: str
+    ok: bool | None
+    message: str
+
+    def __str__(self) -> str:
+        mark = {True: "right", False: "not yet right", None: "not answered yet"}[self.ok]
+        return f"Exercise {self.exercise}: {mark}. {self.message}"
+
+    __repr__ = __str__
+
+
+def _unanswered(exercise: str, answer: Any, how: str) -> Verdict | None:
+    return Verdict(exercise, None, f"Replace the ... with {how}, then run the cell again.") if answer is ... else None
+
+
+# -- 00: the story -----------------------------------------------------------------------------------
+
+#: SGLang's default ``swa_full_tokens_ratio``: SWA-pool tokens per full-pool token, fixed at start-up
+#: (SGLang 0.5.23, ``server_args`` / ``arg_groups/fields/schedule.py``; bytes per full-pool token
+#: ``full_cell + ratio * swa_cell`` in ``model_executor/pool_configurator.py``).
+SGLANG_SWA_FULL_TOKENS_RATIO = 0.8
+
+
+def story_memory(model: str = "gemma4-31b", context: int = 128 * 1024,
+                 ratio: float = SGLANG_SWA_FULL_TOKENS_RATIO) -> dict[str, float]:
+    """What a hybrid pool buys ``model``, two ways: SGLang's start-up sizing and the per-request minimum.
+
+    ``default_*``: KV bytes per full-pool token when the SWA pool holds ``ratio`` tokens per full-pool
+    token (what a server sized by SGLang's default gets); ``minimum_*``: one request of ``context``
+    tokens whose sliding layers keep exactly their window (perfect eviction, the floor).
+    """
+    # TODO(lead): switch default_bytes_per_token to SGLang's pool sizing in swa_kit/memory.py / swa_kit/deploy
+    # (the configurator's bytes per full-pool token) once the deploy work lands; this is the same formula.
+    if not 0 < ratio <= 1:
+        raise UsageError(f"ratio {ratio!r}: SGLang's swa_full_tokens_ratio lies in (0, 1]; its default is 0.8")
+    spec = load_model(model)
+    one = one_pool_bytes_per_token(spec)
+    default = full_pool_bytes_per_token(spec) + ratio * swa_pool_bytes_per_token(spec)
+    hybrid, whole = request_bytes(spec, context, hybrid=True), request_bytes(spec, context, hybrid=False)
+    return {"one_pool_bytes_per_token": one, "default_bytes_per_token": default,
+            "default_saved_fraction": 1 - default / one,
+            "minimum_request_bytes": hybrid, "one_pool_request_bytes": whole,
+            "minimum_saved_fraction": 1 - hybrid / whole}
+
+
+def check_default_saving(percent: Any, model: str = "gemma4-31b") -> Verdict:
+    """Exercise 0.1: the percentage of KV bytes per token SGLang's default sizing saves (within 1 point)."""
+    if (missing := _unanswered("0.1", percent, "a percentage such as 42")) is not None:
+        return missing
+    if not isinstance(percent, (int, float)) or isinstance(percent, bool):
+        raise UsageError(f"answer {percent!r}: give the saving as a number of percent, e.g. 42.5")
+    truth = 100 * story_memory(model)["default_saved_fraction"]
+    if abs(percent - truth) <= 1:
+        return Verdict("0.1", True, f"SGLang's default sizing saves {truth:.1f} % of KV bytes per token.")
+    hint = ("that is the per-request minimum (window-sized SWA pool), not SGLang's start-up sizing"
+            if abs(percent - 100 * story_memory(model)["minimum_saved_fraction"]) <= 2 else
+            "bytes per full-pool token are full_cell + 0.8 x swa_cell; compare with one pool's full_cell + swa_cell")
+    return Verdict("0.1", False, f"{percent} % is off: {hint}.")
+
+
+#: Exercise 0.2's cases: what is broken, and in which worker. The triage rule maps the worker to the cost.
+TRIAGE_CASES: dict[str, str] = {
+    "naive resolver: an EAGLE draft reads its own pool through the target's SWA mapping (SGLang #25103)": "draft",
+    "legacy resolver: a FROZEN_KV MTP draft reads the target's SWA pool with untranslated ids": "draft",
+    "guard off: a target sliding layer decodes on paged_attention_ragged (no window)": "target",
+    "SGLang's unified call sites: every target sliding layer attends one key short": "target",
+}
+
+
+def triage(worker: str) -> str:
+    """The triage rule. Verification is lossless: the target checks every drafted token with its own
+    forward pass, so a bug in the draft can only cost acceptance (speed; or stop the run if it faults),
+    while a bug in the target changes the output itself."""
+    costs = {"draft": "acceptance", "target": "output"}
+    if worker not in costs:
+        raise UsageError(f"worker {worker!r}: the triage rule knows 'draft' and 'target'")
+    return costs[worker]
+
+
+def check_triage(answers: Any) -> Verdict:
+    """Exercise 0.2: ``{case: "acceptance" | "output"}`` for every case of :data:`TRIAGE_CASES`."""
+    if (missing := _unanswered("0.2", answers, 'a dict {case: "acceptance" or "output"}')) is not None:
+        return missing
+    if not isinstance(answers, dict) or set(answers) != set(TRIAGE_CASES):
+        raise UsageError("answers: give a dict with exactly the keys of workshop.TRIAGE_CASES, "
+                         "each mapped to 'acceptance' or 'output'")
+    wrong = [case for case, worker in TRIAGE_CASES.items() if answers[case] != triage(worker)]
+    if not wrong:
+        return Verdict("0.2", True, "A draft bug costs acceptance, a target bug costs output.")
+    return Verdict("0.2", False, f"{len(wrong)} of {len(TRIAGE_CASES)} wrong, e.g. {wrong[0]!r}: ask which worker "
+                                 "is broken, and whether the target re-checks what it produces.")
 
 
 # -- 01: conventions ---------------------------------------------------------------------------------
@@ -107,11 +214,12 @@ def decode_kv_bytes(model: str = "gemma4-31b", context: int = 128 * 1024) -> dic
             "without_window": request_bytes(spec, context, hybrid=False)}
 
 
-def headline_floor_us(context: int, copy_tbs: float = 4.27) -> float:
+def headline_floor_us(context: int, copy_tbs: float) -> float:
     """Exercise 5.2: the bandwidth floor of the benchmark's headline decode case at ``context`` tokens.
 
     The headline case is :data:`swa_kit.bench.HEADLINE` (batch 32, 32/8 heads, head dim 128, window
-    4096, bf16); ``copy_tbs`` is the device-to-device copy bandwidth measured in the same run.
+    4096, bf16); ``copy_tbs`` is the device-to-device copy bandwidth measured in the same run (a recorded
+    run keeps it as ``copy_tbs`` in its JSON under data/bench/), so no bandwidth is typed in here.
     """
     if not copy_tbs > 0:
         raise UsageError(f"copy_tbs {copy_tbs!r}: give the measured copy bandwidth in TB/s (> 0)")

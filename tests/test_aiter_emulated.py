@@ -2,30 +2,22 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
 from swa_kit.attention import aiter_emulated
 from swa_kit.attention.aiter_native import mha_batch_prefill_args, paged_attention_ragged_args
 from swa_kit.attention.backends import get_backend, run_path
-from swa_kit.attention.batch import AttentionBatch
+from swa_kit.attention.batch import random_paged_batch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.errors import BackendUnavailableError
 from swa_kit.window import from_keys
 
 
-def token_batch(q_lens, seq_lens, *, hq=4, hkv=2, d=32, dtype=torch.float32, spare=7):
-    """Random page-size-1 batch with scattered slots (slot 0 = zeroed dummy, spare slots = garbage)."""
-    n = sum(seq_lens) + spare + 1
-    k, v = torch.randn(n, hkv, d).to(dtype), torch.randn(n, hkv, d).to(dtype)
-    k[0] = v[0] = 0
-    slots = torch.randperm(n - 1)[: sum(seq_lens)] + 1
-    q = torch.randn(sum(q_lens), hq, d).to(dtype)
-    qo = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()])
-    kv = torch.tensor([0, *torch.tensor(seq_lens).cumsum(0).tolist()])
-    return AttentionBatch(q, k, v, qo, kv, slots, 1 / math.sqrt(d))
+def token_batch(q_lens, seq_lens, *, hq=4, hkv=2, d=32, dtype=torch.float32):
+    """A fresh random page-size-1 batch with scattered slots; 7 spare slots hold unread random data."""
+    return random_paged_batch(q_lens, seq_lens, num_q_heads=hq, num_kv_heads=hkv, head_dim=d, spare_pages=7,
+                              dtype=dtype, generator=torch.Generator().manual_seed(torch.seed()))
 
 
 def max_err(result, expected):

@@ -6,30 +6,20 @@ and fails if the kit passes an argument the called function does not have.
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
 from swa_kit.attention import aiter_native
 from swa_kit.attention.aiter_loader import aiter_package_dir
 from swa_kit.attention.backends import get_backend, run_path
-from swa_kit.attention.batch import AttentionBatch
+from swa_kit.attention.batch import random_paged_batch
 from swa_kit.errors import BackendUnavailableError, WindowConventionError
 
 
 def batch_of(q_lens, seq_lens, *, hq=8, hkv=2, d=64, page_size=1, dtype=torch.bfloat16):
-    pages = sum(-(-s // page_size) for s in seq_lens) + 1
-    k = torch.randn(pages * page_size, hkv, d).to(dtype)
-    v = torch.randn(pages * page_size, hkv, d).to(dtype)
-    slots, page = [], 1
-    for s in seq_lens:
-        slots.append(torch.arange(page * page_size, page * page_size + s))
-        page += -(-s // page_size)
-    q = torch.randn(sum(q_lens), hq, d).to(dtype)
-    qo = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()])
-    kv = torch.tensor([0, *torch.tensor(seq_lens).cumsum(0).tolist()])
-    return AttentionBatch(q, k, v, qo, kv, torch.cat(slots), 1 / math.sqrt(d), page_size=page_size)
+    """A random batch in shuffled pages after the dummy page 0, with no spare page (the buffer sizes below)."""
+    return random_paged_batch(q_lens, seq_lens, num_q_heads=hq, num_kv_heads=hkv, head_dim=d, page_size=page_size,
+                              spare_pages=0, dtype=dtype, generator=torch.Generator().manual_seed(torch.seed()))
 
 
 def test_unified_args_layout():
@@ -37,7 +27,9 @@ def test_unified_args_layout():
     a = aiter_native.unified_attention_args(batch, (4, 0))
     assert a["k"].shape == (6, 16, 2, 64) and a["v"].shape == (6, 16, 2, 64)
     assert a["k"].data_ptr() == batch.k_buffer.data_ptr()  # a view of the pool, no copy
-    assert a["block_table"].dtype == torch.int32 and a["block_table"].tolist() == [[1, 2, 3], [4, 5, 0]]
+    pages = [(batch.request_slots(b)[::16] // 16).tolist() for b in range(2)]  # each request's pages, in order
+    assert sorted(pages[0] + pages[1]) == [1, 2, 3, 4, 5]
+    assert a["block_table"].dtype == torch.int32 and a["block_table"].tolist() == [pages[0], pages[1] + [0]]
     assert a["cu_seqlens_q"].tolist() == [0, 3, 4] and a["cu_seqlens_q"].dtype == torch.int32
     assert a["seqused_k"].tolist() == [40, 17] and a["seqused_k"].dtype == torch.int32
     assert a["max_seqlen_q"] == 3 and a["max_seqlen_k"] == 3 * 16  # page_table.shape[1] * page_size
@@ -52,7 +44,8 @@ def test_mha_batch_prefill_args_layout():
     q, k, v, qo, kv_indptr, indices, max_q, max_k = args
     assert q.shape == (7, 8, 64) and k.shape == (15, 2, 64) and v.shape == (15, 2, 64)
     assert [t.dtype for t in (qo, kv_indptr, indices)] == [torch.int32] * 3
-    assert qo.tolist() == [0, 5, 7] and kv_indptr.tolist() == [0, 5, 14] and indices.tolist() == list(range(1, 15))
+    assert qo.tolist() == [0, 5, 7] and kv_indptr.tolist() == [0, 5, 14]
+    assert indices.tolist() == batch.kv_indices.tolist() and sorted(indices.tolist()) == list(range(1, 15))
     assert (max_q, max_k) == (5, 9)
     assert kwargs == dict(
         causal=True, logits_soft_cap=0.0, alibi_slopes=None, return_lse=False, return_attn_probs=False,

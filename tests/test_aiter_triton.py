@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
 from swa_kit.attention import aiter_triton
 from swa_kit.attention.backends import get_backend, run_path
-from swa_kit.attention.batch import AttentionBatch
+from swa_kit.attention.batch import random_paged_batch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.errors import BackendUnavailableError, WindowConventionError
 from swa_kit.window import from_keys
@@ -18,25 +16,10 @@ _INTERPRETER = aiter_triton.interpreter_status()
 pytestmark = pytest.mark.skipif(not _INTERPRETER[0], reason=_INTERPRETER[1])
 
 
-def paged_batch(q_lens, seq_lens, *, hq=4, hkv=2, d=64, page_size=16, dtype=torch.float32, seed=None):
-    """Random batch whose requests own shuffled whole pages; page 0 (the dummy) stays zero."""
-    g = torch.Generator().manual_seed(torch.seed() if seed is None else seed)
-    pages_per = [-(-s // page_size) for s in seq_lens]
-    n_pages = sum(pages_per) + 3  # spare pages hold unused random data
-    k = torch.randn(n_pages * page_size, hkv, d, generator=g).to(dtype)
-    v = torch.randn(n_pages * page_size, hkv, d, generator=g).to(dtype)
-    k[:page_size] = 0
-    v[:page_size] = 0
-    order = (torch.randperm(n_pages - 1, generator=g) + 1).tolist()
-    indices, used = [], 0
-    for s, n in zip(seq_lens, pages_per):
-        pages = torch.tensor(order[used : used + n])
-        used += n
-        indices.append((pages[:, None] * page_size + torch.arange(page_size)).flatten()[:s])
-    q = torch.randn(sum(q_lens), hq, d, generator=g).to(dtype)
-    qo = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()])
-    kv = torch.tensor([0, *torch.tensor(seq_lens).cumsum(0).tolist()])
-    return AttentionBatch(q, k, v, qo, kv, torch.cat(indices), 1 / math.sqrt(d), page_size=page_size)
+def paged_batch(q_lens, seq_lens, *, hq=4, hkv=2, d=64, page_size=16, dtype=torch.float32):
+    """A fresh random batch whose requests own shuffled whole pages; two spare pages hold unread random data."""
+    return random_paged_batch(q_lens, seq_lens, num_q_heads=hq, num_kv_heads=hkv, head_dim=d, page_size=page_size,
+                              spare_pages=2, dtype=dtype, generator=torch.Generator().manual_seed(torch.seed()))
 
 
 def check(batch, keys, tol=2e-5):
@@ -93,7 +76,7 @@ def test_sglang_argument_attends_one_key_short():
 
 
 def test_nan_in_freed_out_of_window_slots():
-    """FACTS §6, measured: V = NaN in slots no query attends.
+    """Measured: V = NaN in slots no query attends.
 
     Extend (tiles of 64 keys): a freed page inside the window-start tile is loaded, and
     0 x NaN poisons the output. Decode (tiles of one block): pages wholly before the window

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from swa_kit import bench
+from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.cli import main
 from swa_kit.viz import bench as viz
@@ -40,8 +41,11 @@ def test_prefill_flops_count_attended_pairs() -> None:
         assert case.flops(None) == 4 * 4 * 8 * causal
 
 
-def _synthetic(kit16_us: float = 140.0, kit1_us: float = 160.0, flat: float = 1.02) -> dict:
-    """A result with the headline shape at two contexts, times in microseconds, copy 4.0 TB/s."""
+def _synthetic(kit16_us: float = 140.0, kit1_us: float = 160.0, flat: float = 1.02, verify: float = 1.1) -> dict:
+    """A result with the headline shape at two contexts and B 1, times in microseconds, copy 4.0 TB/s.
+
+    512 MiB in 140 us is 3.83 TB/s = 96% of 4.0; 160 us at p1 = 84%; SDPA-window 150 us.
+    """
     copy = 4.0
     times = {"kit_triton_swa@p16": kit16_us, "kit_triton_swa@p1": kit1_us, "aiter_triton_unified@p16": 400.0,
              "flex_attention": 200.0, "sdpa_window": 150.0}
@@ -50,9 +54,15 @@ def _synthetic(kit16_us: float = 140.0, kit1_us: float = 160.0, flat: float = 1.
         case = bench.DecodeCase(32, 32, 8, 128, ctx, 4096)
         for label, us in times.items():
             path, _, ps = label.partition("@p")
-            rows.append(bench.make_row("decode", case, path, int(ps) if ps else None, us * 1e-3 * scale, copy, True))
+            rows.append(bench.make_row("decode", case, path, int(ps) if ps else None, us * 1e-3 * scale, copy, True,
+                                       timing={"method": "test"}))
+        twin = bench.verify_twin(case)
+        for ps, us in ((16, kit16_us), (1, kit1_us)):
+            rows.append(bench.make_row("verify", twin, "kit_triton_swa", ps, us * 1e-3 * scale * verify, copy, True,
+                                       timing={"method": "test"}))
     other = bench.DecodeCase(1, 32, 8, 128, 8192, 4096)  # another shape: must not mix into the ratios
-    rows.append(bench.make_row("decode", other, "kit_triton_swa", 16, 0.05, copy, True))
+    rows.append(bench.make_row("decode", other, "kit_triton_swa", 16, 0.05, copy, True, timing={"method": "test"}))
+    rows.append(bench.make_row("decode", other, "sdpa_window", None, 0.045, copy, True, timing={"method": "test"}))
     pcase = bench.PrefillCase(8192, 32, 8, 128, 1024)
     prefill = [bench.make_row("prefill", pcase, "flex_attention", None, 2.0, None, True),
                bench.make_row("prefill", pcase, "sdpa_dense_mask", None, 9.0, None, True),
@@ -89,23 +99,37 @@ def test_ratios_compare_every_path_of_the_same_case_only() -> None:
 
 
 def _verdicts(result: dict) -> dict:
-    return {(t["target"], t["label"]): t["met"] for t in result["targets"]}
+    return {t["target"]: t for t in result["targets"]}
 
 
 def test_targets_met_and_missed() -> None:
-    good = _verdicts(_synthetic())
-    # 512 MiB in 140 us is 3.83 TB/s = 96% of 4.0; 160 us at p1 = 84%; 200/140 = 1.43x flex; 400/140 = 2.9x aiter
-    assert good[("bandwidth_p16", "kit_triton_swa@p16")] and good[("bandwidth_p1", "kit_triton_swa@p1")]
-    assert good[("vs_flex", "kit_triton_swa@p16")] and good[("vs_aiter", "kit_triton_swa@p16")]
-    assert good[("context_flatness", "kit_triton_swa@p16")]
-    assert good[("vs_aiter", "kit_triton_swa@p1")] is None  # aiter has no page-size-1 row: not applicable
-    bad = _verdicts(_synthetic(kit16_us=170.0, kit1_us=190.0, flat=1.2))
-    assert not bad[("bandwidth_p16", "kit_triton_swa@p16")]  # 79%
-    assert not bad[("bandwidth_p1", "kit_triton_swa@p1")]  # 70%
-    assert not bad[("vs_flex", "kit_triton_swa@p16")]  # 200/170 = 1.18x
-    assert not bad[("context_flatness", "kit_triton_swa@p1")]
-    prefill = next(t for t in _synthetic()["targets"] if t["target"] == "prefill_fastest")
-    assert "flex_attention" in next(iter(prefill["by_context"].values()))  # sdpa_full is not windowed: excluded
+    good = _verdicts(_synthetic(kit16_us=140.0, kit1_us=145.0))
+    assert good["bandwidth"]["met"] and good["bandwidth"]["cells"] == 4  # 2 contexts x 2 page sizes, B > 1 only
+    assert good["vs_sdpa_window"]["met"]  # 150 / 145 and 150 / 140
+    assert good["verify_over_decode"]["met"] and good["verify_over_decode"]["worst"] == pytest.approx(1.1)
+    assert good["context_flatness"]["met"]
+    b1 = good["b1_vs_fastest"]  # B 1: the kit 50 us, SDPA 45 us: 0.9 >= 1 / 1.2
+    assert b1["met"] and b1["worst"] == pytest.approx(0.9)
+    bad = _verdicts(_synthetic(kit16_us=170.0, kit1_us=190.0, flat=1.2, verify=1.3))
+    assert not bad["bandwidth"]["met"] and bad["bandwidth"]["missed"] == 4  # 79% and 70%
+    misses = {(m["context"], m["page_size"]) for m in bad["vs_sdpa_window"]["misses"]}
+    assert misses == {(8192, 16), (8192, 1), (131072, 16), (131072, 1)}
+    assert not bad["verify_over_decode"]["met"] and not bad["context_flatness"]["met"]
+    prefill = bad["prefill_fastest"]
+    assert "flex_attention" in next(iter(prefill["by_case"].values()))  # sdpa_full is not windowed: excluded
+
+
+def test_grid_rows_pair_every_kit_row_with_its_ratios_and_verify_twin() -> None:
+    result = _synthetic()
+    grid = bench.grid_rows(result)
+    assert len(grid) == 5  # 2 contexts x 2 page sizes at B 32, one page size at B 1
+    for g in grid:
+        if g["case"]["batch"] == 32:
+            kit = 140.0 if g["page_size"] == 16 else 160.0
+            assert g["vs_sdpa_window"] * g["kit_us"] == pytest.approx(150.0 * g["kit_us"] / kit)
+            assert g["vs_aiter"] * g["kit_us"] == pytest.approx(400.0 * g["kit_us"] / kit)
+            assert g["verify_over_decode"] == pytest.approx(1.1)
+    assert all(set(r) >= {"B", "heads", "kit_us", "xSDPA_w", "ver/dec"} for r in bench.grid_table(result))
 
 
 def test_schema_check_names_what_is_missing(tmp_path) -> None:
@@ -153,11 +177,12 @@ def test_pictures_render_and_say_recorded() -> None:
 
 def test_random_batch_pages_are_disjoint_and_poison_spares_the_window() -> None:
     gen = torch.Generator().manual_seed(rng.randrange(2**31))
-    batch = bench.random_decode_batch([40, 3, 17], 4, 2, 16, 4, torch.float32, "cpu", gen)
+    batch = random_paged_batch([1, 1, 1], [40, 3, 17], num_q_heads=4, num_kv_heads=2, head_dim=16, page_size=4,
+                               spare_pages=0, generator=gen)
     slots = batch.kv_indices.tolist()
     assert len(set(slots)) == len(slots) and 0 not in slots  # slot 0 stays the dummy
     assert batch.block_table().shape == (3, 10)  # whole aligned pages, or block_table() would raise
-    bench.poison_unattended(batch, 5)
+    poison_unattended(batch, 5)
     out = reference_attention(batch, 5).out
     assert torch.isfinite(out).all()
     assert torch.isnan(batch.k_buffer).any()
@@ -175,18 +200,38 @@ def test_cli_without_gpu(capsys) -> None:
         assert json.loads(capsys.readouterr().out)["recorded"] is True
 
 
-def test_decode_data_batch_reads_the_slots_the_kernels_read() -> None:
-    # The reference checks and aiter's native call both read data.batch(page): it must describe exactly
-    # the paged tables the kit's kernel and aiter's Triton launcher are given.
-    from swa_kit.attention import aiter_native
+def test_decode_inputs_reference_is_the_kits_reference_over_the_same_slots() -> None:
+    """The bench's float64 reference (all queries at once, sinks) against the oracle on the slots the kernels read."""
+    from swa_kit.attention.batch import AttentionBatch
+    from swa_kit.attention.reference import reference_attention
+    from swa_kit.attention.sinks import reference_with_sinks
+    from swa_kit.bench.paths import DecodeInputs
 
-    case = bench.DecodeCase(batch=2, hq=4, hkv=2, head_dim=16, context=64, window=8)
-    data = bench._DecodeData(case, torch.device("cpu"), torch.Generator().manual_seed(random.randrange(2**31)))
-    assert torch.equal(data.batch(1).kv_indices, data.tables[1][0])
-    paged = data.batch(16)
-    assert torch.equal(paged.block_table(), data.block_table.cpu())
-    assert paged.seq_lens.tolist() == [64, 64] and paged.q_lens.tolist() == [1, 1]
-    args = aiter_native.unified_attention_args(paged, (7, 0))
-    assert args["window_size"] == (7, 0) and args["k"].shape == (2 * 64 // 16, 16, 2, 16)
-    if torch.version.hip is None:  # off ROCm the native rows are left out, never faked
-        assert not bench.native_aiter_runs()
+    gen = torch.Generator().manual_seed(rng.randrange(2**31))
+    for sinks in (False, True):
+        case = bench.DecodeCase(batch=3, hq=8, hkv=2, head_dim=16, context=96, window=20, dtype="float32", sinks=sinks)
+        data = DecodeInputs(case, torch.device("cpu"), gen)
+        for twin in (data, data.with_queries(bench.verify_twin(case))):
+            for ps in (1, 16):
+                table = twin.tables[ps][0]
+                if ps == 1:
+                    kv_indices = table
+                else:
+                    kv_indices = (table.view(case.batch, -1).long()[:, :, None] * 16 + torch.arange(16)).flatten()
+                batch = AttentionBatch(twin.q, twin.k, twin.v, twin.q_start, torch.arange(4) * 96, kv_indices,
+                                       twin.sm_scale, page_size=ps)
+                oracle = (reference_attention(batch, 20).out if not sinks
+                          else reference_with_sinks(batch, 20, twin.sinks))
+                assert torch.isfinite(oracle).all()  # the oracle never touches the NaN dummy page
+                assert torch.allclose(twin.reference(ps), oracle, atol=1e-10)
+        sdpa = data.sdpa_window()[0]
+        if not sinks:  # SDPA has no sinks; over the pre-sliced window it is the same attention
+            got = sdpa().reshape(3, 8, 16).double()
+            assert float((got - data.reference(16)).norm() / data.reference(16).norm()) < 1e-5
+
+
+def test_verify_cases_are_ragged_and_read_the_decode_kv() -> None:
+    case = bench.DecodeCase(32, 64, 8, 64, 8192, 128, sinks=True)
+    twin = bench.verify_twin(case)
+    assert sorted(set(twin.q_lens())) == list(range(2, bench.DRAFTS + 1)) and twin.decode_twin() == case
+    assert twin.window_bytes == case.window_bytes and case.q_lens() == [1] * 32

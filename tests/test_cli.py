@@ -3,22 +3,41 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from swa_kit.cli import EXIT_BAD_INPUT, _command_modules, build_parser, main
+from swa_kit import commands
+from swa_kit.cli import EXIT_BAD_INPUT, build_parser, command_modules, main
 
-COMMANDS = [module.NAME for module in _command_modules()]
+COMMANDS = [module.NAME for module in command_modules()]
 
 
 def test_every_command_module_is_complete():
-    for module in _command_modules():
+    for module in command_modules():
         assert isinstance(module.NAME, str) and module.NAME and isinstance(module.HELP, str) and module.HELP
         assert callable(module.add_arguments) and callable(module.run), module.__name__
+
+
+def test_the_command_table_matches_the_modules():
+    """The CLI lists commands from commands.COMMANDS without importing them: it must say what the modules say."""
+    found = sorted(m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_"))
+    modules = {name: importlib.import_module(f"swa_kit.commands.{name}") for name in found}
+    assert commands.COMMANDS == {m.NAME: commands.Command(name, m.HELP) for name, m in modules.items()}
+
+
+def test_top_level_help_lists_every_command_with_its_help(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps the help lines
+    for module in command_modules():
+        assert module.NAME in out and " ".join(module.HELP.split()) in out
 
 
 def test_the_foundation_commands_are_there():
@@ -100,7 +119,7 @@ def cli_reference() -> str:
     """Markdown for every subcommand: its --help at a fixed width, so the text is the same on every machine."""
     parts = [BEGIN, "<!-- generated from the parser: SWA_KIT_WRITE_README=1 python -m pytest tests/test_cli.py "
                     "-k readme -->"]
-    for module in _command_modules():
+    for module in command_modules():
         parser = argparse.ArgumentParser(prog=f"swa-kit {module.NAME}", description=module.HELP,
                                          formatter_class=lambda prog: argparse.HelpFormatter(prog, width=100))
         module.add_arguments(parser)

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from swa_kit import dispatch
+from swa_kit.attention.batch import random_paged_batch
 from swa_kit.cli import main
 from swa_kit.configs import MODELS_DIR, load_model, parse_hf_config
 from swa_kit.deploy.drafts import assumed_eagle_head, with_window
 from swa_kit.errors import DispatchGuardError, UsageError
-from swa_kit.probe import synthetic_batch
 from swa_kit.window import to_keys
 from swa_kit.workers import build_workers
 
@@ -145,15 +145,15 @@ def test_bad_inputs(kwargs, match):
 
 def test_run_layer_uses_sglang_argument_and_refuses_guarded_routes():
     entry = dispatch.plan(GEMMA4, "decode").layer(0)
-    made = synthetic_batch([1], [8], num_q_heads=4, num_kv_heads=2, head_dim=16, page_size=16)
+    batch = random_paged_batch([1], [8], num_q_heads=4, num_kv_heads=2, head_dim=16, page_size=16)
     small = dispatch.LayerPlan(**{**entry.__dict__, "window_arg": (3, 0), "intended_keys": 5})
-    result = dispatch.run_layer(small, made.batch)
+    result = dispatch.run_layer(small, batch)
     assert result.path == "aiter_triton_unified" and "window_arg=(3, 0)" in result.notes[-1]
     from swa_kit.attention.reference import reference_attention
-    torch.testing.assert_close(result.out.double(), reference_attention(made.batch, 4).out, rtol=2e-4, atol=2e-4)
+    torch.testing.assert_close(result.out.double(), reference_attention(batch, 4).out, rtol=2e-4, atol=2e-4)
     guarded = dispatch.plan("gemma3-27b", "decode", strict=False).layer(0)
     with pytest.raises(DispatchGuardError):
-        dispatch.run_layer(guarded, made.batch)
+        dispatch.run_layer(guarded, batch)
 
 
 def test_explain_table_and_json(capsys):

@@ -1,4 +1,4 @@
-"""The kit's Triton decode kernel in Triton's CPU interpreter, against the float64 reference.
+"""The kit's Triton kernel (decode, chain verify, sinks) in Triton's CPU interpreter, against the float64 reference.
 
 The interpreter is chosen when ``triton`` is first imported (Triton decorates its own
 ``tl.zeros``/``tl.max`` at that moment; see ``kit_triton.interpreter_active``), and this
@@ -24,8 +24,9 @@ import pytest
 import torch
 
 from swa_kit.attention.backends import get_backend, run_path
+from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.attention.reference import reference_attention
-from swa_kit.bench import poison_unattended, random_decode_batch
+from swa_kit.attention.sinks import reference_with_sinks
 from swa_kit.errors import BackendUnavailableError
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
@@ -39,15 +40,22 @@ def kit_triton():
 
     return module
 
-# (seq_lens, Hq, Hkv, head_dim, page_size, keys, forced splits, block_n)
+# (seq_lens, q_lens (None: decode), Hq, Hkv, head_dim, page_size, keys, forced splits, block_n, sinks)
 CASES = [
-    ([37, 5, 64], 4, 2, 16, 1, 7, None, 16),  # GQA 2, windows shorter than most requests
-    ([37, 5, 64], 4, 2, 16, 4, 7, 3, 16),  # page size 4, three splits (one empty for the short request)
-    ([90, 1, 33], 8, 1, 32, 16, 40, 2, 16),  # page size 16, GQA 8, a one-token request
-    ([90, 70], 8, 8, 32, 16, None, 4, 16),  # no window (full causal), MHA
-    ([50, 64], 4, 4, 64, 1, 1, None, 16),  # window of one key: the query's own
-    ([100, 17, 64], 16, 2, 16, 16, 200, 5, 32),  # window wider than every request, GQA 8
-    ([128, 96], 4, 1, 32, 1, 64, 2, 32),  # GQA 4, window a whole tile, two splits
+    ([37, 5, 64], None, 4, 2, 16, 1, 7, None, 16, False),  # GQA 2, windows shorter than most requests
+    ([37, 5, 64], None, 4, 2, 16, 4, 7, 3, 16, False),  # page size 4, three splits (one empty for the short request)
+    ([90, 1, 33], None, 8, 1, 32, 16, 40, 2, 16, False),  # page size 16, GQA 8, a one-token request
+    ([90, 70], None, 8, 8, 32, 16, None, 4, 16, False),  # no window (full causal), MHA
+    ([50, 64], None, 4, 4, 64, 1, 1, None, 16, False),  # window of one key: the query's own
+    ([100, 17, 64], None, 16, 2, 16, 16, 200, 5, 32, False),  # window wider than every request, GQA 8
+    ([128, 96], None, 4, 1, 32, 1, 64, 2, 32, False),  # GQA 4, window a whole tile, two splits
+    ([37, 9, 64], [3, 1, 8], 8, 2, 16, 1, 7, None, 16, False),  # ragged chain verify, windows shorter than chains
+    ([70, 12, 40], [8, 2, 5], 4, 1, 16, 4, 9, 3, 16, False),  # verify, page size 4, three splits
+    ([90, 33], [2, 8], 8, 8, 32, 16, None, 2, 16, False),  # verify with no window: causal within the chunk
+    ([40, 8], [4, 8], 4, 2, 16, 1, 1, None, 16, False),  # window of one key: each draft sees only itself
+    ([60, 20, 45], None, 8, 1, 16, 16, 11, 2, 16, True),  # GPT-OSS-style sinks, decode, split
+    ([60, 20, 45], [5, 2, 8], 8, 2, 16, 1, 11, None, 16, True),  # sinks in verify, one split
+    ([40, 70], [8, 5], 8, 1, 16, 16, 9, 2, 16, False),  # 64 rows (8 drafts x GQA 8): masks on every tile
 ]
 
 
@@ -58,8 +66,8 @@ def _worker(path: str) -> None:
     assert kt.interpreter_active(), "the child must be started with TRITON_INTERPRET=1"
     payload = torch.load(path, weights_only=False)  # our own file: AttentionBatch objects
     outputs = []
-    for batch, keys, splits, block_n in payload["cases"]:
-        plan = kt.plan_batch(batch, keys, splits=splits, block_n=block_n)
+    for batch, keys, splits, block_n, sinks in payload["cases"]:
+        plan = kt.plan_batch(batch, keys, sinks=sinks, splits=splits, block_n=block_n)
         out = torch.full_like(batch.q, float("nan"))
         plan.run(batch.q, out)
         outputs.append((out, plan.splits, plan.chunk))
@@ -70,23 +78,25 @@ def _worker(path: str) -> None:
 def interpreted_runs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple]:
     gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
     cases = []
-    for seq_lens, hq, hkv, dim, page, keys, splits, block_n in CASES:
-        batch = random_decode_batch(seq_lens, hq, hkv, dim, page, torch.float16, "cpu", gen)
+    for seq_lens, q_lens, hq, hkv, dim, page, keys, splits, block_n, sinks in CASES:
+        batch = random_paged_batch(q_lens or [1] * len(seq_lens), seq_lens, num_q_heads=hq, num_kv_heads=hkv,
+                                   head_dim=dim, page_size=page, spare_pages=0, dtype=torch.float16, generator=gen)
         poison_unattended(batch, keys)
-        cases.append((batch, keys, splits, block_n))
+        cases.append((batch, keys, splits, block_n, torch.randn(hq, generator=gen) * 3 if sinks else None))
     path = str(tmp_path_factory.mktemp("kit_triton") / "cases.pt")
     torch.save({"cases": cases}, path)
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    child = subprocess.run([sys.executable, __file__, path], env=env, capture_output=True, text=True, timeout=600)
+    child = subprocess.run([sys.executable, __file__, path], env=env, capture_output=True, text=True, timeout=600,
+                           check=False)
     assert child.returncode == 0, child.stderr[-3000:]
     outputs = torch.load(path + ".out")
-    return [(case, out) for case, out in zip(cases, outputs)]
+    return [(case, out) for case, out in zip(cases, outputs, strict=True)]
 
 
 @pytest.mark.parametrize("index", range(len(CASES)))
 def test_interpreted_kernel_matches_reference(interpreted_runs: list[tuple], index: int) -> None:
-    (batch, keys, splits, _), (out, used_splits, chunk) = interpreted_runs[index]
-    ref = reference_attention(batch, keys).out
+    (batch, keys, splits, _, sinks), (out, used_splits, _) = interpreted_runs[index]
+    ref = reference_attention(batch, keys).out if sinks is None else reference_with_sinks(batch, keys, sinks)
     assert not torch.isnan(out).any(), "an output element was never written, or a poisoned slot leaked in"
     error = float((out.double() - ref).norm() / ref.norm())
     assert error < 2e-3, f"case {CASES[index]}: relative error {error:.2e}"
@@ -105,23 +115,27 @@ def test_split_count_follows_the_window_not_the_context(kit_triton) -> None:
 def test_chunks_cover_the_window_exactly_once(kit_triton) -> None:
     gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
     for _ in range(200):
-        pairs, window = int(torch.randint(1, 600, (1,), generator=gen)), int(torch.randint(1, 9000, (1,), generator=gen))
+        pairs = int(torch.randint(1, 600, (1,), generator=gen))
+        window = int(torch.randint(1, 9000, (1,), generator=gen))
         splits, chunk = kit_triton.choose_splits(pairs, window, 132)
         assert (splits - 1) * chunk < window <= splits * chunk
         assert splits == 1 or chunk >= kit_triton.MIN_CHUNK  # no chunk shorter than the floor
 
 
-def _batch(**overrides):
-    gen = torch.Generator().manual_seed(1)
-    args = dict(seq_lens=[20, 9], hq=4, hkv=2, head_dim=16, page_size=1, dtype=torch.float16, device="cpu",
-                generator=gen)
-    args.update(overrides)
-    return random_decode_batch(**args)
+def _batch(q_lens=(1, 1), head_dim=16, dtype=torch.float16):
+    return random_paged_batch(list(q_lens), [20, 9], num_q_heads=4, num_kv_heads=2, head_dim=head_dim, dtype=dtype,
+                              generator=torch.Generator().manual_seed(1))
 
 
 def test_refuses_what_it_cannot_compute(kit_triton) -> None:
-    with pytest.raises(BackendUnavailableError, match="decode only"):
-        kit_triton.plan_batch(_batch(q_lens=[2, 1]), 4)
+    with pytest.raises(BackendUnavailableError, match="up to 8 queries; request 0 has q_len 9"):
+        kit_triton.plan_batch(_batch(q_lens=[9, 1]), 4)
+    batch = _batch()
+    with pytest.raises(BackendUnavailableError, match="sinks of shape"):
+        kit_triton.plan_batch(batch, 4, sinks=torch.zeros(3))
+    batch.tree_masks = [torch.ones(1, 20, dtype=torch.bool), torch.ones(1, 9, dtype=torch.bool)]
+    with pytest.raises(BackendUnavailableError, match="tree masks"):
+        kit_triton.plan_batch(batch, 4)
     with pytest.raises(BackendUnavailableError, match="dtype"):
         kit_triton.plan_batch(_batch(dtype=torch.float32), 4)
     with pytest.raises(BackendUnavailableError, match="head_dim 24"):
@@ -132,7 +146,7 @@ def test_refuses_what_it_cannot_compute(kit_triton) -> None:
 
 def test_backend_declares_itself_and_is_unavailable_on_plain_cpu(kit_triton) -> None:
     backend = get_backend("kit_triton_swa")
-    assert backend.tier == "kit-triton" and backend.modes == frozenset({"decode"}) and backend.honours_window
+    assert backend.tier == "kit-triton" and backend.modes == frozenset({"decode", "verify"}) and backend.honours_window
     if not torch.cuda.is_available() and not kit_triton.interpreter_active():
         ok, reason = backend.available()
         assert not ok and "TRITON_INTERPRET" in reason

@@ -21,20 +21,19 @@ from swa_kit.masks import (
     chunked_mask,
     decode_mask,
     extend_mask,
+    forward_mask,
     mask_for,
-    mask_spec,
     prefill_mask,
     verify_chain_mask,
     verify_tree_mask,
 )
 from swa_kit.window import Window
 
-
 # ---- the oracle: plain loops over positions, the window read as "the `keys` most recent positions" ----
 
 def _depths(parents):
     out = []
-    for i, p in enumerate(parents):
+    for i in range(len(parents)):
         d, node = 0, i
         while parents[node] != -1:
             node, d = parents[node], d + 1
@@ -166,7 +165,7 @@ def test_single_node_tree_is_decode():
 
 
 def test_tree_positions_and_default_binary_tree():
-    spec = mask_spec("tree", 7, 12, 4)
+    spec = forward_mask("tree", 7, 12, 4)
     assert spec.parents == binary_tree_parents(7) == (-1, 0, 0, 1, 1, 2, 2)
     assert spec.q_positions().tolist() == [5, 6, 6, 7, 7, 7, 7]
     assert spec.k_positions().tolist() == [0, 1, 2, 3, 4, 5, 6, 6, 7, 7, 7, 7]
@@ -211,7 +210,7 @@ def test_accepts_a_window_object():
         (lambda: mask_for("chunked", 2, 5, 3, chunk=4), "pass window=None"),
         (lambda: mask_for("extend", 2, 5, 3, chunk=4), "only applies to mode 'chunked'"),
         (lambda: verify_chain_mask(-1, 2, 3), "prefix_len must be >= 0, got -1"),
-        (lambda: block_view(mask_spec("prefill", 4, 4, 2), 0), "block must be >= 1, got 0"),
+        (lambda: block_view(forward_mask("prefill", 4, 4, 2), 0), "block must be >= 1, got 0"),
     ],
 )
 def test_bad_arguments_raise_mask_error_naming_the_value(call, needle):
@@ -241,7 +240,7 @@ def _tiles(dense: np.ndarray, bq: int, bk: int) -> np.ndarray:
 
 @given(cases(), st.integers(1, 9), st.integers(1, 9))
 def test_block_view_matches_dense(c, bq, bk):
-    spec = mask_spec(c["mode"], c["q_len"], c["kv_len"], c["keys"], parents=c["parents"], chunk=c["chunk"])
+    spec = forward_mask(c["mode"], c["q_len"], c["kv_len"], c["keys"], parents=c["parents"], chunk=c["chunk"])
     dense = brute(c["mode"], c["q_len"], c["kv_len"], c["keys"], c["parents"], c["chunk"]).numpy()
     view = spec.block_view((bq, bk))
     want = _tiles(dense, bq, bk)
@@ -256,7 +255,7 @@ def test_block_view_matches_dense(c, bq, bk):
 
 
 def test_block_view_at_128k_without_the_dense_mask():
-    view = mask_spec("prefill", 131072, 131072, 1024).block_view(128)
+    view = forward_mask("prefill", 131072, 131072, 1024).block_view(128)
     assert isinstance(view, BlockView) and view.counts.shape == (1024, 1024)
     # closed form: query q attends min(q + 1, 1024) keys
     assert view.total_pairs == sum(range(1, 1025)) + (131072 - 1024) * 1024
@@ -271,7 +270,7 @@ flex = pytest.importorskip("torch.nn.attention.flex_attention")
 
 @given(cases())
 def test_mask_mod_over_index_grid_equals_dense(c):
-    spec = mask_spec(c["mode"], c["q_len"], c["kv_len"], c["keys"], parents=c["parents"], chunk=c["chunk"])
+    spec = forward_mask(c["mode"], c["q_len"], c["kv_len"], c["keys"], parents=c["parents"], chunk=c["chunk"])
     q_idx = torch.arange(spec.q_len)[:, None]
     kv_idx = torch.arange(spec.kv_len)[None, :]
     got = spec.mask_mod()(torch.tensor(0), torch.tensor(0), q_idx, kv_idx)
@@ -289,7 +288,7 @@ FLEX_CASES = [
 
 @pytest.mark.parametrize("case", FLEX_CASES, ids=[c["mode"] for c in FLEX_CASES])
 def test_block_mask_and_flex_attention_match_dense(case):
-    spec = mask_spec(**case)
+    spec = forward_mask(**case)
     block_mask = spec.block_mask(block=8)
     present = block_mask.to_dense()[0, 0].numpy().astype(bool)
     assert np.array_equal(present, spec.block_view(8).needed)
@@ -331,14 +330,14 @@ def test_cli_json_is_the_dense_mask(capsys, argv, mode, q_len, kv_len, keys, ext
     want = mask_for(mode, q_len, kv_len, keys, **extra)
     assert out["mask"] == want.int().tolist() and out["window_keys"] == keys
     assert set(v for row in out["mask"] for v in row) <= {0, 1}
-    spec = mask_spec(mode, q_len, kv_len, keys, **extra)
+    spec = forward_mask(mode, q_len, kv_len, keys, **extra)
     assert out["q_positions"] == spec.q_positions().tolist() and out["k_positions"] == spec.k_positions().tolist()
 
 
 def test_cli_text_grid(capsys):
     assert main(["mask", "--mode", "extend", "--q-len", "3", "--kv-len", "6", "--window", "2"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == mask_spec("extend", 3, 6, 2).describe()
+    assert lines[0] == forward_mask("extend", 3, 6, 2).describe()
     assert lines[1:] == ["q 3 ..##..", "q 4 ...##.", "q 5 ....##"]
 
 
@@ -347,7 +346,7 @@ def test_cli_block_view_at_128k(capsys, as_json):
     argv = ["mask", "--mode", "prefill", "--kv-len", "131072", "--window", "1024", "--block", "128"]
     assert main(argv + (["--json"] if as_json else [])) == 0
     out = capsys.readouterr().out
-    view = mask_spec("prefill", 131072, 131072, 1024).block_view(128)
+    view = forward_mask("prefill", 131072, 131072, 1024).block_view(128)
     if as_json:
         rows = json.loads(out)["q_blocks"]
         assert len(rows) == 1024
@@ -393,3 +392,39 @@ def test_cli_argparse_errors_exit_2(capsys, argv):
     with pytest.raises(SystemExit) as info:
         main(["mask", *argv, "--window", "2"])
     assert info.value.code == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+# --- the mask as JSON and text (what `swa-kit mask` prints) ------------------------------------------------------
+
+def test_to_json_and_to_text_of_a_tree_show_siblings_apart():
+    rng = np.random.default_rng()
+    prefix, keys = int(rng.integers(0, 6)), int(rng.integers(2, 6))
+    mask = forward_mask("tree", 5, prefix + 5, keys, parents=[-1, 0, 0, 1, 2])
+    data = mask.to_json()
+    assert json.loads(json.dumps(data)) == data  # plain JSON values only
+    assert data["parents"] == [-1, 0, 0, 1, 2] and data["window_keys"] == keys
+    # siblings 1 and 2 share position prefix + 1; token 3 sees its parent 1 and root 0 (window allowing), never 2
+    assert data["q_positions"] == [prefix, prefix + 1, prefix + 1, prefix + 2, prefix + 2]
+    dense = np.array(data["mask"])
+    assert dense[3, prefix + 2] == 0 and dense[3, prefix + 1] == 1 and dense[4, prefix + 1] == 0
+    lines = mask.to_text().splitlines()
+    assert lines[0] == mask.describe() and len(lines) == 6
+    width = len(str(prefix + 2))
+    for line, pos, row in zip(lines[1:], data["q_positions"], data["mask"]):
+        assert line == f"q {pos:>{width}} " + "".join(".#"[v] for v in row)
+
+
+def test_blocks_to_text_lists_gaps_and_runs():
+    # four roots on a 6-token prefix, token 4 hangs off root 3: it reads prefix key 5 (block 2), root 3 (column 9,
+    # block 4) and itself (column 10, block 5), never roots 0..2 (block 3): a gap
+    mask = forward_mask("tree", 5, 11, 3, parents=[-1, -1, -1, -1, 3])
+    view = mask.block_view(2)
+    rows = mask.blocks_to_json(2)["q_blocks"]
+    assert rows == view.q_blocks() and [r["q_block"] for r in rows] == [0, 1, 2]
+    assert rows[2] == {"q_block": 2, "kv_blocks": [2, 4, 5], "pairs": 3}
+    text = mask.blocks_to_text(2).splitlines()
+    assert text[:2] == [mask.describe(), view.summary()] and len(text) == 5
+    assert text[4] == "  q block 2: kv blocks 2,4,5 (3 blocks, 3 pairs)"
+    kv = rows[0]["kv_blocks"]
+    assert text[2] == f"  q block 0: kv blocks {kv[0]}..{kv[-1]} ({len(kv)} blocks, {rows[0]['pairs']} pairs)"
+    assert kv == list(range(kv[0], kv[-1] + 1))

@@ -3,8 +3,8 @@
 Windows {1, small, >= kv_len, None} x GQA ratios x page sizes 1 / 16 x q_len 1 / > 1 x head
 dims 64 / 128 / 256, cycled so each path sees every value of each axis without the full product
 (aiter's kernels run in Triton's CPU interpreter here, which is slow). Out-of-window slots hold
-garbage that must not leak: NaN, except for aiter's unified kernel, which FACTS.md section 6 and
-the path's docstring declare NaN-unsafe (it loads whole tiles), so it and :data:`NAN_UNSAFE` get huge
+garbage that must not leak: NaN, except for aiter's unified kernel, which loads whole tiles (its
+docstring says so and tests/test_aiter_triton.py measures it), so it and :data:`NAN_UNSAFE` get huge
 finite garbage, which still must not leak.
 A path that declares no window only runs cases where the window does not bind.
 """
@@ -17,13 +17,14 @@ import pytest
 import torch
 
 from swa_kit.attention.backends import Backend, run_path
+from swa_kit.attention.batch import random_paged_batch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.errors import BackendUnavailableError
-from swa_kit.probe import runnable_paths, synthetic_batch
+from swa_kit.probe import runnable_paths
 from swa_kit.window import from_keys
 
 # Paths that multiply masked weights by every gathered V row, so NaN (0 x NaN) would poison them:
-# aiter's unified kernel loads whole tiles (FACTS.md section 6).
+# aiter's unified kernel loads whole tiles (measured in tests/test_aiter_triton.py).
 NAN_UNSAFE = {"aiter_triton_unified", "aiter_native_unified"}
 WINDOWS = ["one", "small", "wide", None]
 GQA = [(4, 4), (8, 2), (8, 1)]
@@ -56,14 +57,14 @@ def test_path_matches_reference(path, window, gqa, page, q_len, head_dim):
     seq_lens = [int(torch.randint(q_len + 6, 28, (1,), generator=gen)) for _ in range(2)]
     keys = _keys(window, max(seq_lens))
     garbage = 1e4 if path in NAN_UNSAFE else math.nan
-    made = synthetic_batch([q_len] * 2, seq_lens, num_q_heads=gqa[0], num_kv_heads=gqa[1], head_dim=head_dim,
-                           page_size=page, window_keys=keys, garbage=garbage, generator=gen)
+    batch = random_paged_batch([q_len] * 2, seq_lens, num_q_heads=gqa[0], num_kv_heads=gqa[1], head_dim=head_dim,
+                               page_size=page, window_keys=keys, garbage=garbage, generator=gen)
     window_arg = from_keys(backend.convention, keys) if backend.convention else None
     try:
-        result = run_path(path, made.batch, window_arg)
+        result = run_path(path, batch, window_arg)
     except BackendUnavailableError as error:  # a declared limit of this path (e.g. FlexAttention head dims)
         pytest.skip(str(error))
-    expected = reference_attention(made.batch, keys).out
+    expected = reference_attention(batch, keys).out
     assert torch.isfinite(result.out).all(), f"{path}: garbage from freed slots leaked"
     tol = 2e-4 if result.tier.startswith("aiter") else 1e-5
     torch.testing.assert_close(result.out.double(), expected, rtol=tol, atol=tol)

@@ -8,6 +8,9 @@ freed pages (sorted by ``torch.unique`` in ``free``, as given in ``free_page_ids
 
 from __future__ import annotations
 
+import random
+from itertools import pairwise
+
 import pytest
 import torch
 
@@ -238,7 +241,7 @@ def test_swa_allocator_mapping_sentinel_and_order_page1():
 
 
 def test_swa_allocator_paged_extend_decode_free_swa():
-    pool, a = swa(32, 16, 4)
+    _pool, a = swa(32, 16, 4)
     out = a.alloc_extend(T(0, 0), T(0, 0), T(5, 3), T(5, 3), T(-1, -1), 8)
     assert out.tolist() == [4, 5, 6, 7, 8, 12, 13, 14]
     assert a.translate_loc_from_full_to_swa(out).tolist() == [4, 5, 6, 7, 8, 12, 13, 14]
@@ -261,7 +264,7 @@ def test_swa_allocator_paged_extend_decode_free_swa():
 
 
 def test_swa_allocator_decode_fails_without_leaking_the_full_side():
-    pool, a = swa(32, 8, 4)  # SWA side: 2 pages
+    _pool, a = swa(32, 8, 4)  # SWA side: 2 pages
     a.alloc_extend(T(0, 0), T(0, 0), T(4, 4), T(4, 4), T(-1, -1), 8)
     full_before = a.full_available_size()
     assert a.alloc_decode(T(5, 5), T(5, 5), T(7, 11)) is None
@@ -269,7 +272,7 @@ def test_swa_allocator_decode_fails_without_leaking_the_full_side():
 
 
 def test_swa_free_group_releases_in_enqueue_order():
-    pool, a = swa(64, 32, 4)
+    _pool, a = swa(64, 32, 4)
     out = a.alloc_extend(T(0, 0), T(0, 0), T(8, 8), T(8, 8), T(-1, -1), 16)
     assert a.swa_attn_allocator.free_pages.tolist() == [5, 6, 7, 8]
     a.free_group_begin()
@@ -283,7 +286,7 @@ def test_swa_free_group_releases_in_enqueue_order():
 
 
 def test_swa_allocator_bad_segment_and_dummy():
-    pool, a = swa(32, 16, 4)
+    _pool, a = swa(32, 16, 4)
     out = a.alloc_extend(T(0), T(0), T(8), T(8), T(-1), 8)
     with pytest.raises(PoolUsageError, match="not a multiple"):
         a.free_swa_segment(out[2:], start_pos=2)
@@ -303,3 +306,123 @@ def test_pools_accept_a_device_argument():
     a = SWATokenToKVPoolAllocator(16, 8, 4, F32, dev, pool, need_sort=False)
     out = a.alloc_extend(T(0).to(dev), T(0), T(3).to(dev), T(3), T(-1).to(dev), 3)
     assert out.device.type == torch.device(dev).type and pool.get_key_buffer(0).device.type == out.device.type
+
+
+# -- segment frees (SGLang's free_segments / free_full_segments) ------------------------------------------------------
+
+def interleaved_rows(alloc, page_size: int, lens: list[int], rng) -> list[list[int]]:
+    """Rows of several requests grown token by token in random turn, so each row's pages are scattered."""
+    rows: list[list[int]] = [[] for _ in lens]
+    todo = [i for i, n in enumerate(lens) for _ in range(n)]
+    rng.shuffle(todo)
+    for i in todo:
+        n = len(rows[i]) + 1
+        if page_size == 1:
+            out = alloc.alloc(1)
+        else:
+            last = rows[i][-1] if rows[i] else -1
+            out = alloc.alloc_extend(T(n - 1), T(n - 1), T(n), T(n), T(last), 1)
+        rows[i].append(int(out[0]))
+    return rows
+
+
+def page_aligned_runs(row: list[int], page_size: int, rng) -> list[tuple[torch.Tensor, int]]:
+    """``row`` cut at random page boundaries into ``(slots, start_pos)`` runs, in row order."""
+    bounds = sorted(rng.sample(range(page_size, len(row), page_size), k=rng.randint(0, (len(row) - 1) // page_size)))
+    edges = [0, *bounds, len(row)]
+    return [(torch.tensor(row[a:b], dtype=torch.int64), a) for a, b in pairwise(edges)]
+
+
+def pages_of(run: list[int], page_size: int) -> list[int]:
+    """The pages a row run covers, in row order, each once (written out by hand: no allocator code)."""
+    seen: list[int] = []
+    for slot in run:
+        if slot // page_size not in seen:
+            seen.append(slot // page_size)
+    return seen
+
+
+@pytest.mark.parametrize("page_size", [1, 4])
+def test_free_segments_frees_each_run_in_order(page_size: int):
+    rng = random.Random()
+    for _ in range(10):
+        size = page_size * 64
+        a = (TokenToKVPoolAllocator(size, F32, "cpu") if page_size == 1
+             else PagedTokenToKVPoolAllocator(size, page_size, F32, "cpu"))
+        rows = interleaved_rows(a, page_size, [rng.randint(1, 30), rng.randint(1, 30)], rng)
+        before = a.free_pages.tolist()
+        runs = page_aligned_runs(rows[0], page_size, rng)
+        a.free_segments(runs)
+        freed = [pages_of(r.tolist(), page_size) for r, _ in runs]
+        if page_size == 1:  # a page-1 free appends at the back, run after run
+            expected = before + [p for pages in freed for p in pages]
+        else:  # a paged free puts its pages in front, so the last run ends up first
+            expected = [p for pages in reversed(freed) for p in pages] + before
+        assert a.free_pages.tolist() == expected
+        held = pages_of(rows[1], page_size)
+        assert torch.nonzero(a.ledger.live).reshape(-1).tolist() == sorted(held)
+        assert a.available_size() == size - len(held) * page_size
+
+
+@pytest.mark.parametrize("page_size", [1, 4])
+def test_free_segments_refuses_runs_that_share_a_page_or_go_backwards(page_size: int):
+    a = (TokenToKVPoolAllocator(32, F32, "cpu") if page_size == 1
+         else PagedTokenToKVPoolAllocator(32, page_size, F32, "cpu"))
+    row = a.alloc(12) if page_size == 1 else a.alloc_extend(T(0), T(0), T(10), T(10), T(-1), 10)
+    left = a.available_size()
+    back = [(row[page_size:], page_size), (row[:page_size], 0)]
+    with pytest.raises(PoolUsageError, match="row order"):
+        a.free_segments(back)
+    if page_size > 1:  # a run ending mid-page and one starting on that page share it
+        with pytest.raises(PoolUsageError, match="each page in one run"):
+            a.free_full_segments([(row[:6], 0), (row[6:], 6)])
+        with pytest.raises(PoolUsageError, match="not a multiple"):
+            a.free_full_segment(row[2:], start_pos=2)
+    assert a.available_size() == left  # refused before anything was freed
+    a.free_segments([(row[:0], 0), (row, 0), (row[:0], 99)])  # empty runs are skipped
+    assert a.available_size() == 32
+
+
+@pytest.mark.parametrize("page_size", [1, 2, 4])
+def test_swa_free_full_segments_then_free_segments_give_back_a_finished_row(page_size: int):
+    """A finished request whose middle was evicted: the dead middle goes back full-side only, the rest both sides."""
+    rng = random.Random()
+    for _ in range(10):
+        _pool, a = swa(page_size * 70, page_size * 64, page_size)
+        rows = interleaved_rows(a, page_size, [rng.randint(4, 40), rng.randint(1, 20)], rng)
+        row, n = rows[0], len(rows[0])
+        lo = page_size * rng.randint(0, n // page_size // 2)  # the protected prefix
+        hi = max(lo, page_size * rng.randint(lo // page_size, n // page_size))  # the eviction cursor
+        full_before, swa_before = a.full_attn_allocator.free_pages.tolist(), a.swa_attn_allocator.free_pages.tolist()
+        swa_of = a.full_to_swa_index_mapping[T(*row)].tolist()
+        a.free_swa_segment(T(*row[lo:hi]), start_pos=lo)  # out-of-window eviction
+        dead, alive = [(T(*row[lo:hi]), lo)], [(T(*row[:lo]), 0), (T(*row[hi:]), hi)]
+        a.free_full_segments(dead)
+        a.free_segments(alive)
+        # a paged free prepends its pages (page 1 appends): evicted SWA pages first, then run 1, then run 2
+        full_runs = [pages_of(row[lo:hi], page_size), pages_of(row[:lo], page_size), pages_of(row[hi:], page_size)]
+        swa_runs = [pages_of(swa_of[lo:hi], page_size), pages_of(swa_of[:lo], page_size),
+                    pages_of(swa_of[hi:], page_size)]
+        for sub, runs, before in ((a.full_attn_allocator, full_runs, full_before),
+                                  (a.swa_attn_allocator, swa_runs, swa_before)):
+            if page_size == 1:
+                expected = before + [p for pages in runs for p in pages]
+            else:
+                expected = [p for pages in reversed(runs) for p in pages] + before
+            assert sub.free_pages.tolist() == expected
+        assert a.full_to_swa_index_mapping[T(*row)].abs().sum() == 0
+        other = T(*rows[1])
+        assert bool((a.full_to_swa_index_mapping[other] > 0).all())  # the other request keeps both sides
+        assert a.full_available_size() == page_size * 70 - len(pages_of(rows[1], page_size)) * page_size
+
+
+def test_swa_segment_frees_refuse_the_wrong_side():
+    _pool, a = swa(64, 32, 4)
+    row = a.alloc_extend(T(0), T(0), T(12), T(12), T(-1), 12)
+    a.free_swa_segment(row[4:8], start_pos=4)
+    sizes = (a.full_available_size(), a.swa_available_size())
+    with pytest.raises(SlotError, match="still holds SWA slot"):
+        a.free_full_segments([(row[:4], 0)])  # its SWA side is live: free_segments frees both
+    with pytest.raises(SlotError, match="no live SWA"):
+        a.free_segments([(row[4:8], 4)])  # evicted already: free_full_segments frees the full side
+    assert (a.full_available_size(), a.swa_available_size()) == sizes

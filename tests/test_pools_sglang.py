@@ -11,7 +11,8 @@ dependencies (checked on Linux, Python 3.11, torch 2.13 CPU)::
         frozenlist transformers tokenizers sentencepiece safetensors regex huggingface_hub httpx2 httpcore2 \\
         truststore dill gguf apache-tvm-ffi compressed-tensors loguru openai sniffio partial-json-parser
     # SGLang's configs import torchvision; a CPU torch has no matching wheel, so give it an import-only
-    # stand-in: a package `torchvision` whose module __getattr__ returns placeholder sub-modules, plus a
+    # stand-in: a package `torchvision` whose module __getattr__ and a sys.meta_path finder return placeholder
+    # sub-modules (so `from torchvision.transforms import X` works), plus a
     # `torchvision-0.28.0.dist-info/METADATA` (Name/Version) so transformers reads a version.
     PYTHONPATH=/tmp/sglang/src:/tmp/sgdeps:/tmp/sgstubs python -m pytest tests/test_pools_sglang.py
 
@@ -21,7 +22,9 @@ Triton allocator kernels (``use_triton_kernels = False``) so its paged allocator
 torch fallback (``alloc_extend_naive`` / ``alloc_decode_naive``) on CPU tensors.
 
 Random request traffic (prefill, extend, decode, out-of-window eviction with drafts and
-page slack, finish) is driven through the kit's :class:`~swa_kit.eviction.RequestTable`
+page slack, finish, and finish through SGLang's own ``free_kv_row_segments``, which hands the
+row, cut into random page-aligned runs, to ``free_full_segments`` / ``free_segments``) is driven through the kit's
+:class:`~swa_kit.eviction.RequestTable`
 over both stacks; after every step the returned slots, ``req_to_token``, the full->SWA
 mapping, the free lists and every available size must agree.
 """
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import random
 import sys
+from itertools import pairwise
 
 import pytest
 import torch
@@ -52,6 +56,7 @@ def _import_sglang():
     sys.meta_path.insert(0, _HideAiter)
     try:
         from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
+        from sglang.srt.mem_cache.common import free_kv_row_segments
         from sglang.srt.mem_cache.memory_pool import KVWriteLoc, ReqToTokenPool
         from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
     except Exception as err:  # any failure to import means: not runnable here
@@ -59,11 +64,11 @@ def _import_sglang():
                     allow_module_level=True)
     finally:
         sys.meta_path.remove(_HideAiter)
-    return SWATokenToKVPoolAllocator, KVWriteLoc, ReqToTokenPool, SWAKVPool
+    return SWATokenToKVPoolAllocator, KVWriteLoc, ReqToTokenPool, SWAKVPool, free_kv_row_segments
 
 
 pytest.importorskip("sglang")
-SgAllocator, SgKVWriteLoc, SgReqToTokenPool, SgSWAKVPool = _import_sglang()
+SgAllocator, SgKVWriteLoc, SgReqToTokenPool, SgSWAKVPool, sg_free_kv_row_segments = _import_sglang()
 
 F32 = torch.float32
 SWA_LAYERS, FULL_LAYERS = [0, 2, 3], [1]
@@ -140,7 +145,7 @@ def _run_traffic(rng: random.Random, page_size: int, need_sort: bool) -> None:
     next_rid = 0
     for _ in range(60):
         live = list(kt.reqs)
-        op = rng.choice(["prefill", "extend", "decode", "decode", "evict", "finish"])
+        op = rng.choice(["prefill", "extend", "decode", "decode", "evict", "finish", "finish_segments"])
         if op == "prefill" and len(live) < 5:
             n = rng.randint(1, 14)
             protected = rng.choice([0, page_size * (n // page_size // 2)])
@@ -164,7 +169,29 @@ def _run_traffic(rng: random.Random, page_size: int, need_sort: bool) -> None:
             both(kt, st, "evict", window, page_slack=rng.random() < 0.5, num_draft_tokens=drafts)
         elif op == "finish" and live:
             both(kt, st, "finish", rng.choice(live))
+        elif op == "finish_segments" and live:
+            rid = rng.choice(live)
+            segments = row_segments(kt, rid, rng)
+            for table in (kt, st):
+                finish_by_segments(table, rid, segments)
         assert_same(kt, st)
+
+
+def row_segments(table: RequestTable, rid, rng: random.Random) -> list[tuple[torch.Tensor, int]]:
+    """A request's row cut at random page boundaries into ``(kv_indices, start_pos)`` runs (a radix cache hands
+    rows back in such pieces)."""
+    row, ps = table.get_kv_indices(rid), table.page_size
+    cuts = sorted({rng.randrange(row.numel() + 1) // ps * ps for _ in range(rng.randint(0, 3))} | {0, row.numel()})
+    return [(row[a:b], a) for a, b in pairwise(cuts) if b > a]
+
+
+def finish_by_segments(table: RequestTable, rid, segments: list[tuple[torch.Tensor, int]]) -> None:
+    """Finish a request as SGLang's scheduler does: its row through free_kv_row_segments, then its row slot."""
+    req = table.req(rid)
+    sg_free_kv_row_segments(table.token_to_kv_pool_allocator, segments, swa_evicted_seqlen=req.swa_evicted_seqlen,
+                            swa_dead_lo=req.cache_protected_len)
+    table.req_to_token_pool.free_rows([req.req_pool_idx])
+    del table.reqs[rid]
 
 
 class Layer:

@@ -124,7 +124,7 @@ class PoolTraffic(RuleBasedStateMachine):
             pages = torch.unique(held // ps)
             live = torch.zeros(sub.num_pages + 1, dtype=torch.bool)
             live[pages] = True
-            assert torch.equal(sub._page_live, live)  # nothing leaked, nothing freed while held
+            assert torch.equal(sub.ledger.live, live)  # nothing leaked, nothing freed while held
             free = (sub.get_all_free_pages() if ps > 1 else torch.cat((sub.free_pages, sub.release_pages)))
             assert free.unique().numel() == free.numel()  # no page on the free list twice
             expected_free = torch.nonzero(~live[1:]).reshape(-1) + 1

@@ -7,10 +7,10 @@ import json
 import pytest
 import torch
 
-from swa_kit.cli import main
-from swa_kit.probe import PROBE_MODES, measure, probe_path, probe_sglang_sites, runnable_paths, synthetic_batch
 from swa_kit.attention.backends import get_backend
+from swa_kit.cli import main
 from swa_kit.errors import UsageError
+from swa_kit.probe import PROBE_MODES, measure, probe_path, probe_sglang_sites, runnable_paths
 
 
 def hand_mask(q_len, kv_len, keys):
@@ -71,15 +71,7 @@ def test_kit_converter_argument_is_exact_for_every_runnable_path():
             assert torch.equal(mask.measured, hand_mask(mask.q_len, mask.kv_len, 3)), (backend.name, mask.mode)
 
 
-def test_synthetic_batch_layout():
-    made = synthetic_batch([2, 1], [20, 35], page_size=16, window_keys=4, garbage=-7.0)
-    table = made.batch.block_table()
-    assert table.shape == (2, 3) and 0 not in table.tolist()[0][:2]
-    assert made.freed[1].sum() == 31
-    slots = made.batch.request_slots(1)[made.freed[1]].long()
-    assert (made.batch.k_buffer[slots] == -7.0).all()
-    with pytest.raises(UsageError, match="q_lens has 1 requests, seq_lens 2"):
-        synthetic_batch([1], [2, 3])
+def test_sglang_sites_need_a_window():
     with pytest.raises(UsageError, match="--keys W >= 1"):
         probe_sglang_sites(None)
 

@@ -34,7 +34,7 @@ EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
 
 
 def expected_returns(role: str, algorithm: str, model: str, resolver: str) -> str:
-    """Written from FACTS.md section 2 and the seed, independently of swa_kit.resolver."""
+    """Written from SGLang 0.5.23's ``_resolve_swa_kv_pool`` (PR #38756), independently of swa_kit.resolver."""
     if model != "hybrid_swa":
         return "none"  # no SWA pool anywhere
     if role == "target":
@@ -107,7 +107,7 @@ def _runner(active_swa, alloc_swa, draft, algo, has_flag=True):
 def test_resolvers_on_duck_typed_runners(active_swa, alloc_swa, draft, algo, has_flag):
     runner, active, kv = _runner(active_swa, alloc_swa, draft, algo, has_flag)
     is_draft = draft and has_flag  # a missing is_draft_worker reads as False
-    # FACTS.md section 2, rule by rule
+    # SGLang 0.5.23's _resolve_swa_kv_pool, rule by rule
     if active_swa:
         fixed = active
     elif is_draft and not algo.is_frozen_kv_mtp():

@@ -31,10 +31,10 @@ from swa_kit.tour import (
 GOOD = [
     "import os, sys\nprint(sys.executable)\nprint(os.getcwd())",
     "import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figsize=(2, 2))\nax.imshow([[0, 1], [1, 0]])\nplt.show()",
-    "from swa_kit.report import announce\n"
+    ("from swa_kit.report import announce\n"
     "announce(path='reference', tier='reference', device='cpu')\n"
     "announce({'path': 'aiter_triton_unified', 'tier': 'aiter-triton-interpreter', 'device': 'cpu'})\n"
-    "announce(path='reference', tier='reference', device='cpu')",
+    "announce(path='reference', tier='reference', device='cpu')"),
 ]
 BAD = ["x = 1", "raise ValueError('boom from the notebook')", "y = 2"]
 
@@ -224,8 +224,41 @@ def test_twin_drift_without_a_twin(tmp_path):
 
 
 def test_thread_cap_reaches_the_kernel(tmp_path):
-    notebook = _write(tmp_path / "01_threads.ipynb", ["import os, torch\nprint(os.environ.get('OMP_NUM_THREADS'), "
-                                                      "torch.get_num_threads())"])
+    notebook = _write(tmp_path / "01_threads.ipynb", [("import os, torch\nprint(os.environ.get('OMP_NUM_THREADS'), "
+                                                      "torch.get_num_threads())")])
     nb, run = run_notebook(notebook, cell_timeout=120, threads=1)
     assert run.status == "ok", run.error
     assert nb.cells[1].outputs[0].text.split() == ["1", "1"]
+
+
+# --- exercise versions ----------------------------------------------------------------------------------------
+
+def test_tour_runs_the_exercise_version_after_its_notebook(tmp_path):
+    import jupytext
+
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    nb = jupytext.reads('# %%\nimport os\nprint(os.getcwd())\n\n# %% tags=["solution"]\nprint("the answer")\n',
+                        fmt="py:percent")
+    nbformat.write(nb, notebooks / "01_tagged.ipynb")
+    _write(notebooks / "02_plain.ipynb", ["print(2)"])
+    summary = run_tour(list_notebooks(notebooks), tmp_path / "out", cell_timeout=120, progress=False)
+    assert [r["name"] for r in summary["notebooks"]] == ["01_tagged", "01_tagged.exercises", "02_plain"]
+    assert summary["ok"]
+    executed = nbformat.read(tmp_path / "out" / "01_tagged.exercises.ipynb", as_version=4)
+    printed = "".join(o.get("text", "") for c in executed.cells for o in c.get("outputs", []))
+    assert "the answer" not in printed  # the solution cell is gone
+    assert os.path.realpath(printed.split()[0]) == os.path.realpath(notebooks)  # runs in the source's folder
+
+
+@pytest.mark.notebook
+def test_story_notebook_exercise_version_runs(tmp_path):
+    from swa_kit.exercises import write_exercise_notebook
+
+    source = find_notebooks_dir() / "00_the_story.ipynb"
+    nb, run = run_notebook(write_exercise_notebook(source, tmp_path), cell_timeout=300, threads=1,
+                           cwd=source.parent)
+    assert run.status == "ok", f"cell index {run.failed_cell}: {run.error}"
+    printed = "".join(o.get("text", "") or str(o.get("data", {}).get("text/plain", ""))
+                      for c in nb.cells for o in c.get("outputs", []))
+    assert printed.count("not answered yet") == 2 and "0.1: right" not in printed

@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from swa_kit.errors import WindowConventionError
-from swa_kit.masks import mask_spec
-from swa_kit.viz.masks import block_view_figure, conventions_figure, mask_figure, naive_reads
-from swa_kit.window import CONVENTIONS
+from swa_kit.masks import forward_mask
+from swa_kit.viz.masks import block_view_figure, conventions_figure, mask_figure
+from swa_kit.window import CONVENTIONS, naive_reads
 
 
 def _render(fig: Figure) -> None:
@@ -21,14 +20,14 @@ def _by_gid(ax, gid):
 
 
 @pytest.mark.parametrize("kwargs", [
-    dict(mode="prefill", q_len=12, kv_len=12, window=3),
-    dict(mode="extend", q_len=5, kv_len=17, window=6),
-    dict(mode="decode", q_len=1, kv_len=9, window=None),
-    dict(mode="tree", q_len=7, kv_len=15, window=4),
-    dict(mode="chunked", q_len=9, kv_len=20, window=None, chunk=4),
+    {"mode": "prefill", "q_len": 12, "kv_len": 12, "window": 3},
+    {"mode": "extend", "q_len": 5, "kv_len": 17, "window": 6},
+    {"mode": "decode", "q_len": 1, "kv_len": 9, "window": None},
+    {"mode": "tree", "q_len": 7, "kv_len": 15, "window": 4},
+    {"mode": "chunked", "q_len": 9, "kv_len": 20, "window": None, "chunk": 4},
 ])
 def test_mask_figure_image_is_the_mask(kwargs):
-    spec = mask_spec(**kwargs)
+    spec = forward_mask(**kwargs)
     fig = mask_figure(spec, block=4)
     _render(fig)
     ax = fig.axes[0]
@@ -42,7 +41,7 @@ def test_mask_figure_image_is_the_mask(kwargs):
 
 
 def test_window_edge_steps_along_the_oldest_key():
-    spec = mask_spec("extend", 4, 10, 3)  # queries 6..9 see keys 4..6, 5..7, 6..8, 7..9
+    spec = forward_mask("extend", 4, 10, 3)  # queries 6..9 see keys 4..6, 5..7, 6..8, 7..9
     (edge,) = _by_gid(mask_figure(spec).axes[0], "window-edge")
     xs = edge.get_xdata()
     assert list(xs[::2]) == [3.5, 4.5, 5.5, 6.5]
@@ -50,34 +49,9 @@ def test_window_edge_steps_along_the_oldest_key():
 
 
 def test_no_window_draws_no_edge_and_chunked_draws_chunk_edges():
-    assert not _by_gid(mask_figure(mask_spec("prefill", 6, 6, None)).axes[0], "window-edge")
-    ax = mask_figure(mask_spec("chunked", 10, 10, None, chunk=4)).axes[0]
+    assert not _by_gid(mask_figure(forward_mask("prefill", 6, 6, None)).axes[0], "window-edge")
+    ax = mask_figure(forward_mask("chunked", 10, 10, None, chunk=4)).axes[0]
     assert [line.get_xdata()[0] for line in _by_gid(ax, "chunk-edge")] == [3.5, 7.5]
-
-
-def test_naive_reads_from_hf_attend_one_more_where_w_minus_one_is_meant():
-    reads = {r.convention: r for r in naive_reads(1024, "hf")}
-    assert set(reads) == set(CONVENTIONS)
-    for name in ("sglang", "flash_attn", "aiter_ck", "flashinfer", "aiter_unified", "flash_attn_4"):
-        assert reads[name].keys == 1025 and reads[name].delta == 1
-    for name in ("hf", "aiter_v1", "flex"):
-        assert reads[name].keys == 1024 and reads[name].delta == 0
-    assert reads["sglang"].wanted == 1023 and reads["flash_attn"].passed == (1024, 0)
-
-
-def test_naive_reads_from_sglang_one_less_and_v1_zero_is_off():
-    reads = {r.convention: r for r in naive_reads(128, "sglang")}
-    assert reads["aiter_v1"].delta == -1 and reads["hf"].keys == 127 and reads["sglang"].delta == 0
-    ones = {r.convention: r for r in naive_reads(1, "sglang")}
-    assert ones["aiter_v1"].keys is None and ones["aiter_v1"].error is None  # 0 means "off" there
-    assert ones["hf"].error and "0" in ones["hf"].error and ones["hf"].delta is None
-
-
-def test_naive_reads_need_a_window():
-    with pytest.raises(WindowConventionError):
-        naive_reads(None)  # type: ignore[arg-type]
-    with pytest.raises(WindowConventionError):
-        naive_reads(0)
 
 
 @pytest.mark.parametrize("keys, held_in", [(1024, "hf"), (6, "hf"), (6, "sglang"), (1, "sglang"), (128, "flash_attn")])
@@ -126,7 +100,7 @@ def test_wide_windows_show_gaps_with_real_positions():
 
 
 def test_block_view_figure_shows_tile_states():
-    view = mask_spec("prefill", 4096, 4096, 300).block_view(128)
+    view = forward_mask("prefill", 4096, 4096, 300).block_view(128)
     fig = block_view_figure(view)
     _render(fig)
     image = np.asarray(fig.axes[0].images[0].get_array())
@@ -138,3 +112,31 @@ def test_block_view_figure_shows_tile_states():
     (line,) = fig.axes[2].get_lines()
     assert np.array_equal(line.get_ydata(), view.keys_per_q_block)
     assert f"{int(view.needed.sum()):,} of" in fig.axes[2].get_title()
+
+
+def test_mask_plot_redraws_in_place():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from swa_kit.viz.masks import MaskPlot
+
+    plot = MaskPlot(layout=None, max_ticks=12)
+    first = forward_mask("extend", 6, 20, 3)
+    fig = plot.draw(first, block=4)
+    canvas, image = FigureCanvasAgg(fig), plot.image
+    canvas.draw()
+    pixels_first = np.asarray(canvas.buffer_rgba()).copy()
+    second = forward_mask("chunked", 9, 30, None, chunk=5)
+    assert plot.draw(second, block=4) is fig and plot.image is image  # same figure, same image artist
+    canvas.draw()
+    pixels_second = np.asarray(canvas.buffer_rgba())
+    assert np.array_equal(np.asarray(image.get_array()), second.dense().numpy().astype(int))
+    ax = fig.axes[0]
+    assert not _by_gid(ax, "window-edge")  # the old edge went away with the old mask
+    assert [line.get_xdata()[0] for line in _by_gid(ax, "chunk-edge")] == [4.5, 9.5, 14.5, 19.5, 24.5]
+    assert len(_by_gid(ax, "block")) == len(range(4, 30, 4)) + len(range(4, 9, 4))  # not accumulated
+    assert ax.get_xlim() == (-0.5, 29.5) and ax.get_ylim() == (8.5, -0.5)
+    assert ax.get_title() == second.describe()
+    assert not np.array_equal(pixels_first, pixels_second)
+    plot.draw(first)
+    (edge,) = _by_gid(ax, "window-edge")
+    assert list(edge.get_xdata()[::2]) == [first.window.first_key(int(q)) - 0.5 for q in first.q_positions()]

@@ -6,12 +6,11 @@ import random
 
 import numpy as np
 import pytest
-import torch
 
 from swa_kit.errors import ModelConfigError
 from swa_kit.resolver import slots_read
 from swa_kit.viz.pools import OUT, RIGHT, WRONG, occupancy_images, plot_mapping, plot_pool_occupancy, plot_slots_read
-from swa_kit.workers import build_workers, run_decode
+from swa_kit.workers import build_workers, request_ids_past_swa_buffer, run_decode
 
 
 def test_occupancy_images_follow_the_window():
@@ -60,21 +59,10 @@ def _colors(collection):
     return [tuple(c) for c in collection.get_facecolors()]
 
 
-def _wrapped(algo):
-    """Request 0 fills the SWA pool and leaves its window; request 1's SWA slots then wrap round."""
-    w = build_workers("hybrid_swa", algo, size=64, size_swa=16)
-    alloc = w.target.token_to_kv_pool_allocator
-    first = alloc.alloc(14)
-    alloc.free_swa(first[:10])
-    ids = alloc.alloc(10)
-    w.target.req_to_token_pool.req_to_token[1, :10] = ids.to(torch.int32)
-    return w
-
-
 def test_slots_read_marks_out_of_bounds_and_right_rows():
     from matplotlib.colors import to_rgba
 
-    w = _wrapped("FROZEN_KV_MTP")
+    w, _ = request_ids_past_swa_buffer("FROZEN_KV_MTP")
     fig = plot_slots_read(w, "draft", 0, 1, 10)
     ax = fig.axes[0]
     by_gid = {c.get_gid(): c for c in ax.collections if c.get_gid() in ("legacy", "naive", "fixed")}
@@ -92,5 +80,41 @@ def test_slots_read_marks_out_of_bounds_and_right_rows():
 
 
 def test_slots_read_marks_wrong_rows_for_eagle_under_naive():
-    fig = plot_slots_read(_wrapped("EAGLE"), "draft", 0, 1, 10)
+    fig = plot_slots_read(request_ids_past_swa_buffer("EAGLE")[0], "draft", 0, 1, 10)
     assert [t.get_text() for t in fig.axes[0].texts] == ["ok", "wrong slots", "ok"]  # legacy, naive, fixed
+
+
+def test_occupancy_and_mapping_redraw_in_place():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from swa_kit.viz.pools import MappingPlot, OccupancyPlot
+
+    prompt, steps = random.randint(4, 8), random.randint(4, 10)
+    snaps = run_decode(build_workers("hybrid_swa", size=40, size_swa=12, max_context_len=prompt + steps),
+                       prompt, steps)
+    plot = OccupancyPlot(snaps)
+    canvas = FigureCanvasAgg(plot.fig)
+    shown = []
+    for step in (steps, 1):
+        assert plot.show(step) is plot.fig
+        for im, full in zip(plot.images, occupancy_images(snaps)):
+            data = im.get_array()
+            assert np.array_equal(np.ma.getmaskarray(data).all(axis=1), np.arange(steps + 1) > step)
+            assert np.array_equal(data[: step + 1], full[: step + 1])
+        live = {line.get_label(): list(line.get_ydata()) for line in plot.fig.axes[2].lines}
+        assert live["swa live"] == [min(prompt + s, 4) for s in range(step + 1)]
+        canvas.draw()
+        shown.append(np.asarray(canvas.buffer_rgba()).copy())
+    assert not np.array_equal(*shown)  # step 1 blanks the later rows
+
+    mapping = MappingPlot(41)
+    for snap in (snaps[-1], snaps[0]):
+        ax = mapping.show(snap).axes[0]
+        n = len(snap.full_ids[0])
+        assert len(ax.lines) == n  # old links removed, not accumulated
+        assert [list(ln.get_xdata()) for ln in ax.lines] == [[f, s] for f, s in
+                                                             zip(snap.full_ids[0].tolist(), snap.swa_ids[0].tolist())]
+        full, swa = (c for c in ax.collections)
+        assert full.get_offsets()[:, 0].tolist() == snap.full_ids[0].tolist()
+        assert swa.get_offsets()[:, 0].tolist() == snap.swa_ids[0].tolist()
+        assert f"step {snap.step}:" in ax.get_title()

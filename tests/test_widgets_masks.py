@@ -6,7 +6,6 @@ import html
 import itertools
 
 import numpy as np
-
 import pytest
 
 from swa_kit.masks import MODES, mask_for
@@ -84,9 +83,52 @@ def test_widget_wires_controls_to_explore():
     no_window.value = True
     assert explore("extend", None, 6, 16)[1] in shown()
     assert bytes(figure.value).startswith(b"\x89PNG") and bytes(figure.value) != first
-    q_len, kv_len = box.children[2].children
+    q_len, _kv_len = box.children[2].children
     q_len.value = 40  # > kv_len: the friendly message, no exception out of the observer
     assert "Cannot draw this combination" in shown()
     assert figure.layout.display == "none"
     mode.value = "decode"
     assert shown().startswith("<pre>decode: 1 queries x 16 keys")
+
+
+def test_explore_redraws_into_the_widgets_plot():
+    from swa_kit.viz.masks import MaskPlot
+
+    plot = MaskPlot(layout=None)
+    fig, _ = explore("extend", 4, 6, 16, plot=plot)
+    before = np.asarray(plot.image.get_array()).copy()
+    again, text = explore("extend", 5, 6, 16, plot=plot)
+    assert again is fig and "attends 5 to 5 keys" in text
+    after = np.asarray(plot.image.get_array())
+    assert np.array_equal(after, mask_for("extend", 6, 16, 5).int().numpy()) and not np.array_equal(before, after)
+    assert explore("extend", 5, 20, 16, plot=plot)[0] is None  # a bad combination leaves the figure alone
+    assert np.array_equal(np.asarray(plot.image.get_array()), after)
+
+
+def test_blitted_mask_frames_match_a_full_render():
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
+
+    from swa_kit.viz.masks import MaskPlot
+    from swa_kit.widgets._panel import BlitFigure
+
+    plot = MaskPlot(layout=None, max_ticks=12)
+    frames = BlitFigure(plot.fig, plot.changing_artists)
+    shown = []
+    for window, kv_len in ((4, 30), (9, 30), (9, 40)):  # a data-only change, then an axes change
+        explore("extend", window, 12, kv_len, plot=plot)
+        assert plot.axes_changed == (window == 4 or kv_len == 40)
+        if plot.axes_changed:
+            frames.invalidate()
+        frame = np.asarray(Image.open(io.BytesIO(frames.png())).convert("RGBA")).astype(int)
+        for artist in plot.changing_artists():
+            artist.set_animated(False)
+        canvas = FigureCanvasAgg(plot.fig)
+        canvas.draw()
+        assert np.abs(frame - np.asarray(canvas.buffer_rgba()).astype(int)).max() <= 2, (window, kv_len)
+        frames.canvas = FigureCanvasAgg(plot.fig)
+        frames.invalidate()  # the ordinary draw above replaced the blitting canvas's background
+        shown.append(frame)
+    assert not np.array_equal(shown[0], shown[1])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+
 import pytest
 
 from swa_kit.errors import ModelConfigError
@@ -47,3 +48,35 @@ def test_widget_builds_and_redraws():
     slider.value = 3  # fires the callback
     assert html.unescape(text.value) == f"<pre>{decode_step_state(3, 4, 3)['text']}</pre>"
     assert bytes(occupancy.value).startswith(b"\x89PNG") and bytes(occupancy.value) != first
+
+
+def test_blit_frames_match_a_full_render():
+    import io
+
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
+
+    from swa_kit.viz.pools import OccupancyPlot
+    from swa_kit.widgets._panel import BlitFigure, freeze_layout
+
+    run = decode_step_state(12)
+    plot = OccupancyPlot(run["history"])
+    frames = BlitFigure(freeze_layout(plot.fig), plot.changing_artists)
+
+    def pixels(png: bytes) -> np.ndarray:
+        return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA")).astype(int)
+
+    shown = {}
+    for step in (12, 3, 7):
+        plot.show(step)
+        shown[step] = pixels(frames.png())
+        for artist in plot.changing_artists():
+            artist.set_animated(False)
+        canvas = FigureCanvasAgg(plot.fig)  # the same state drawn the ordinary way, every artist at once
+        canvas.draw()
+        full = np.asarray(canvas.buffer_rgba()).astype(int)
+        assert shown[step].shape == full.shape and np.abs(shown[step] - full).max() <= 2, step
+        frames.canvas = FigureCanvasAgg(plot.fig)  # back to the blitting canvas and its background
+        frames.canvas.restore_region(frames._background)
+    assert not np.array_equal(shown[3], shown[7])

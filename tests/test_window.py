@@ -1,4 +1,4 @@
-"""swa_kit.window: round trips through every convention, FACTS.md §4 values, invalid input, the CLI."""
+"""swa_kit.window: round trips through every convention, each API's value for W keys, invalid input, the CLI."""
 
 from __future__ import annotations
 
@@ -12,7 +12,17 @@ from hypothesis import strategies as st
 
 from swa_kit.cli import main
 from swa_kit.errors import WindowConventionError
-from swa_kit.window import CONVENTIONS, Window, check_keys, convert, from_keys, get_convention, to_keys
+from swa_kit.window import (
+    CONVENTIONS,
+    Window,
+    check_keys,
+    convert,
+    from_keys,
+    get_convention,
+    naive_reads,
+    parse_value,
+    to_keys,
+)
 
 PAIRS = {"flash_attn", "aiter_ck", "aiter_unified", "flash_attn_4"}
 NAMES = ["hf", "sglang", "flash_attn", "aiter_ck", "flashinfer", "aiter_unified", "aiter_v1", "flex", "flash_attn_4"]
@@ -75,7 +85,7 @@ def test_numpy_and_torch_ints_are_accepted():
     assert Window(np.int32(5)).keys == 5 and type(Window(np.int32(5)).keys) is int
 
 
-# ---- FACTS.md §4: what each API wants for W keys ----
+# ---- what each API wants for W keys (the table in swa_kit/window.py, with its sources) ----
 
 @pytest.mark.parametrize("keys", [128, 1024, 4096])  # GPT-OSS, Gemma-3/4, Mistral-style
 def test_table_values(keys):
@@ -226,3 +236,48 @@ def test_cli_unknown_convention_exits_2_with_one_line(capsys):
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert "fa2" in err and err.count("\n") == 1
+
+
+# --- parse_value: a window as typed on a command line ------------------------------------------------------------
+
+@pytest.mark.parametrize("text, value", [
+    ("4095", 4095), (" -1 ", -1), ("none", None), ("None", None), ("NULL", None), ("4095,0", (4095, 0)),
+    ("(4095, 0)", (4095, 0)), ("[4095, 0]", (4095, 0)), ("-1,-1", (-1, -1)), ("(None, None)", (None, None)),
+    ("null, 0", (None, 0)), ("1.5", 1.5),
+])
+def test_parse_value_reads_every_spelling(text, value):
+    assert parse_value(text) == value and type(parse_value(text)) is type(value)
+
+
+@pytest.mark.parametrize("text", ["banana", "", "(1, ", "import os", "4095 0"])
+def test_parse_value_rejects_what_is_no_value(text):
+    with pytest.raises(WindowConventionError, match="cannot read window value") as error:
+        parse_value(text)
+    assert repr(text) in str(error.value) and isinstance(error.value, ValueError)
+
+
+# --- naive_reads: the number you hold, handed to every API unconverted ------------------------------------------
+
+def test_naive_reads_from_hf_attend_one_more_where_w_minus_one_is_meant():
+    reads = {r.convention: r for r in naive_reads(1024, "hf")}
+    assert set(reads) == set(CONVENTIONS)
+    for name in ("sglang", "flash_attn", "aiter_ck", "flashinfer", "aiter_unified", "flash_attn_4"):
+        assert reads[name].keys == 1025 and reads[name].delta == 1
+    for name in ("hf", "aiter_v1", "flex"):
+        assert reads[name].keys == 1024 and reads[name].delta == 0
+    assert reads["sglang"].wanted == 1023 and reads["flash_attn"].passed == (1024, 0)
+
+
+def test_naive_reads_from_sglang_one_less_and_v1_zero_is_off():
+    reads = {r.convention: r for r in naive_reads(128, "sglang")}
+    assert reads["aiter_v1"].delta == -1 and reads["hf"].keys == 127 and reads["sglang"].delta == 0
+    ones = {r.convention: r for r in naive_reads(1, "sglang")}
+    assert ones["aiter_v1"].keys is None and ones["aiter_v1"].error is None  # 0 means "off" there
+    assert ones["hf"].error and "0" in ones["hf"].error and ones["hf"].delta is None
+
+
+def test_naive_reads_need_a_window():
+    with pytest.raises(WindowConventionError):
+        naive_reads(None)  # type: ignore[arg-type]
+    with pytest.raises(WindowConventionError):
+        naive_reads(0)

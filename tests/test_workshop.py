@@ -1,6 +1,6 @@
 """The workshop's reference solutions (swa_kit.workshop) against independent computations.
 
-Oracles: hand arithmetic from the config.json of data/models, each API's window rule
+Oracles: hand arithmetic from the config.json of data/models, each API's window value for W keys
 written out literally, masks built from each API's own rule, KV written into real pools and read
 back, and attention computed by hand on fresh random inputs. No check re-calls the solution's
 own chain of functions.
@@ -15,13 +15,13 @@ import pytest
 import torch
 
 from swa_kit import workshop
+from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.configs import MODELS_DIR
 from swa_kit.dispatch import SITES, site_path
 from swa_kit.errors import SlotError, UsageError
 from swa_kit.pools import KVWriteLoc
-from swa_kit.probe import synthetic_batch
 from swa_kit.resolver import RESOLVERS, read_keys, slots_read
-from swa_kit.workers import SpeculativeAlgorithm, build_workers
+from swa_kit.workers import SpeculativeAlgorithm, request_ids_past_swa_buffer
 
 # -- independent helpers -------------------------------------------------------------------------
 
@@ -51,7 +51,7 @@ def per_token_bytes(kind: dict, dtype_bytes: int = 2) -> int:
 
 
 # Each API's own rule for "key k is visible to query q", with the value as that API takes it
-# (each library's own code). Used to count keys without the kit's converters.
+# (the sources are named in swa_kit/window.py). Used to count keys without the kit's converters.
 def _pair_rule(v):
     return lambda q, k: q - v[0] <= k <= q + v[1]
 
@@ -142,16 +142,6 @@ def test_saving_at_random_contexts():
 # -- 03 ------------------------------------------------------------------------------------------
 
 
-def _request_past_the_swa_pool(workers):
-    """Request 1's full ids run past the SWA buffer: request 0 filled the SWA pool and left its window."""
-    alloc = workers.target.token_to_kv_pool_allocator
-    first = alloc.alloc(14)
-    alloc.free_swa(first[:10])
-    ids = alloc.alloc(10)
-    workers.target.req_to_token_pool.req_to_token[1, :10] = ids.to(torch.int32)
-    return ids
-
-
 def _reads_right_keys(workers, resolver, written):
     """Whether the draft's layer 0 reads, for every attended position, the key written for it."""
     read = slots_read(workers, "draft", resolver, 0, 1, 10)
@@ -163,8 +153,7 @@ def _reads_right_keys(workers, resolver, written):
 
 
 def test_frozen_kv_mtp_is_broken_by_the_legacy_resolver_only():
-    workers = build_workers("hybrid_swa", SpeculativeAlgorithm.FROZEN_KV_MTP, size=64, size_swa=16)
-    ids = _request_past_the_swa_pool(workers)
+    workers, ids = request_ids_past_swa_buffer(SpeculativeAlgorithm.FROZEN_KV_MTP)
     target_pool, draft = workers.target.token_to_kv_pool, workers.draft
     layer = draft.source_layer(0)
     assert draft.layer_is_sliding(0) and target_pool.is_swa_layer(layer)
@@ -180,8 +169,7 @@ def test_frozen_kv_mtp_is_broken_by_the_legacy_resolver_only():
 
 
 def test_eagle_is_broken_by_the_naive_resolver_only():
-    workers = build_workers("hybrid_swa", SpeculativeAlgorithm.EAGLE, size=64, size_swa=16)
-    ids = _request_past_the_swa_pool(workers)
+    workers, ids = request_ids_past_swa_buffer(SpeculativeAlgorithm.EAGLE)
     own = workers.draft.token_to_kv_pool.get_key_buffer(0)
     written = torch.randn(10, *own.shape[1:])
     own[ids] = written  # an EAGLE draft writes its own pool at the allocator's full ids
@@ -244,8 +232,8 @@ def test_one_key_short_sites_match_facts_and_random_inputs():
     W = random.Random().randint(3, 9)
     answer = workshop.attended_keys_per_site(W)
     unified = {name for name in SITES if name.endswith(".unified")}
-    # SGLang's aiter_backend.py: unified paths get (sws - 1, 0) -> W - 1 keys; CK prefill (sws, -1) -> W; paged decode and
-    # the legacy verify take no window -> the whole context.
+    # SGLang's aiter call sites: unified paths get (sws - 1, 0) -> W - 1 keys; CK prefill (sws, -1) -> W; paged decode
+    # and the legacy verify take no window -> the whole context.
     assert {s for s, n in answer.items() if n == W - 1} == unified
     assert answer["extend.ck"] == W
     assert answer["decode.paged"] > W and answer["verify.legacy"] > W
@@ -255,13 +243,15 @@ def test_one_key_short_sites_match_facts_and_random_inputs():
     site = SITES["decode.unified"]
     backend = site_path(site)
     L = W + 7
-    made = synthetic_batch([1], [L], page_size=16 if backend.kv_layout == "block_table" else 1,
-                           garbage=1e4, window_keys=W, generator=torch.Generator().manual_seed(random.randint(0, 9999)))
-    out = backend.run(made.batch, site.window_arg(W - 1)).out[0].double()
-    by_hand = _attend_by_hand(made.batch.q[0], made.keys[0], made.values[0], W - 1, made.batch.sm_scale)
+    batch = random_paged_batch([1], [L], page_size=16 if backend.kv_layout == "block_table" else 1,
+                               generator=torch.Generator().manual_seed(random.randint(0, 9999)))
+    slots = batch.request_slots(0).long()
+    keys, values = batch.k_buffer[slots].clone(), batch.v_buffer[slots].clone()  # before the freed slots are poisoned
+    poison_unattended(batch, W, fill=1e4)
+    out = backend.run(batch, site.window_arg(W - 1)).out[0].double()
+    by_hand = _attend_by_hand(batch.q[0], keys, values, W - 1, batch.sm_scale)
     assert (out - by_hand).abs().max() < 1e-4
-    assert (out - _attend_by_hand(made.batch.q[0], made.keys[0], made.values[0], W, made.batch.sm_scale)
-            ).abs().max() > 1e-3
+    assert (out - _attend_by_hand(batch.q[0], keys, values, W, batch.sm_scale)).abs().max() > 1e-3
 
 
 @pytest.mark.parametrize("model, env", [("gemma4-31b", {}), ("gemma3-27b", {"SGLANG_USE_AITER_UNIFIED_ATTN": "1"})])
@@ -298,3 +288,74 @@ def test_headline_floor_follows_the_window_not_the_context():
     assert workshop.headline_floor_us(8192, tbs) == workshop.headline_floor_us(131072, tbs)
     with pytest.raises(UsageError, match="copy bandwidth"):
         workshop.headline_floor_us(8192, 0.0)
+
+
+# -- 00: the story -------------------------------------------------------------------------------
+
+
+def test_story_memory_by_hand():
+    d = raw("gemma4-31b")
+    types = layer_types("gemma4-31b")
+    per = {kind: per_token_bytes(d["kinds"][kind]) for kind in d["kinds"]}
+    full, swa = types.count("full") * per["full"], types.count("sliding") * per["sliding"]
+    story = workshop.story_memory("gemma4-31b")
+    assert story["one_pool_bytes_per_token"] == full + swa
+    assert story["default_bytes_per_token"] == pytest.approx(full + 0.8 * swa)
+    # 10 x 4 x 1024 x 2 = 81,920 B full; 50 x 16 x 512 x 2 = 819,200 B sliding: saves 0.2 x 819200 / 901120
+    assert (full, swa) == (81_920, 819_200)
+    assert story["default_saved_fraction"] == pytest.approx(0.2 * 819_200 / 901_120)
+    ctx = 128 * 1024
+    assert story["minimum_request_bytes"] == full * ctx + swa * d["kinds"]["sliding"]["window"]["value"]
+    ratio = random.Random().uniform(0.05, 1.0)
+    assert workshop.story_memory("gemma4-31b", ratio=ratio)["default_bytes_per_token"] == \
+        pytest.approx(full + ratio * swa)
+    with pytest.raises(UsageError, match="1.5"):
+        workshop.story_memory("gemma4-31b", ratio=1.5)
+
+
+def test_check_default_saving():
+    truth = 100 * 0.2 * 819_200 / 901_120
+    assert workshop.check_default_saving(...).ok is None
+    assert workshop.check_default_saving(round(truth, 1)).ok is True
+    minimum = workshop.check_default_saving(90)
+    assert minimum.ok is False and "per-request minimum" in minimum.message
+    assert workshop.check_default_saving(truth + 5).ok is False
+    with pytest.raises(UsageError, match="'18'"):
+        workshop.check_default_saving("18")
+
+
+def test_check_triage():
+    right = {case: ("acceptance" if worker == "draft" else "output") for case, worker in workshop.TRIAGE_CASES.items()}
+    assert workshop.check_triage(...).ok is None
+    assert workshop.check_triage(right).ok is True
+    flipped = dict(right)
+    case = random.choice(list(flipped))
+    flipped[case] = "output" if flipped[case] == "acceptance" else "acceptance"
+    verdict = workshop.check_triage(flipped)
+    assert verdict.ok is False and "1 of 4 wrong" in verdict.message and case in verdict.message
+    with pytest.raises(UsageError, match="TRIAGE_CASES"):
+        workshop.check_triage({"something": "output"})
+    with pytest.raises(UsageError, match="'verifier'"):
+        workshop.triage("verifier")
+
+
+def test_triage_rule_holds_on_the_tiny_model():
+    """The oracle: run the tiny model. Draft-side bugs never change the output (or stop the run); target-side
+    bugs do."""
+    from swa_kit.model import load_models
+    from swa_kit.speculative import DEMO_PROMPTS, greedy_decode, guard_experiment, resolver_rows
+
+    models = load_models()
+    prompts = [models.cfg.encode(p) for p in DEMO_PROMPTS[:2]]
+    plain = greedy_decode(models, prompts, 48)
+    rows, _ = resolver_rows(models, prompts, 48, plain)
+    broken = {("eagle", "naive"), ("frozen_kv_mtp", "legacy")}
+    draft_bugs = [r for r in rows if (r["algorithm"], r["resolver"]) in broken]
+    assert len(draft_bugs) == 2
+    fixed = {r["algorithm"]: r for r in rows if r["resolver"] == "fixed"}
+    for r in draft_bugs:
+        assert r["error"] is not None or (r["agreement_with_plain"] == 1.0
+                                          and r["acceptance_rate"] < fixed[r["algorithm"]]["acceptance_rate"]), r
+    assert guard_experiment(models, prompts, 48, plain)["agreement_with_plain"] < 1.0
+    assert {workshop.TRIAGE_CASES[c] for c in workshop.TRIAGE_CASES if "resolver" in c} == {"draft"}
+    assert {workshop.triage(w) for w in ("draft", "target")} == {"acceptance", "output"}

@@ -2,7 +2,8 @@
 
 aiter's Python wrapper (``aiter/ops/triton/unified_attention.py``) cannot be used off ROCm:
 its package ``__init__`` needs ROCm, it asks ``torch.cuda`` for the SM count, and it passes
-``waves_per_eu``, an AMD-only launch option that Triton's CUDA backend rejects (FACTS.md §6).
+``waves_per_eu`` (on every launch, in aiter 0.1.7), an AMD-only launch option that Triton's CUDA
+backend rejects.
 :func:`unified_attention` here computes the same launch arguments the wrapper computes
 (:func:`launch_plan`) and launches aiter's ``@triton.jit`` kernels, loaded by
 :mod:`~swa_kit.attention.aiter_loader`, without AMD-only options. CPU tensors run in
@@ -104,14 +105,15 @@ def launch_plan(
     return plan
 
 
-def _padded_block_table(table: torch.Tensor, seq_lens: list[int], block_size: int, tile: int) -> torch.Tensor:
+def _padded_block_table(table: torch.Tensor, max_seqlen_k: int, block_size: int, tile: int) -> torch.Tensor:
     """Widen the block table so every tile's unmasked block-table load stays in bounds.
 
     The kernel reads ``block_table[seq, pos // block_size]`` for every position of a tile
     without a mask; with tiles wider than what a row covers it would read past the row (the
     next request's pages, or past the tensor). Extra columns point at page 0 (the dummy).
+    The width comes from the host-side ``max_seqlen_k``, never from reading the GPU.
     """
-    longest = max(seq_lens) if seq_lens else 1
+    longest = max(1, max_seqlen_k)
     need = max(table.shape[1], -(-(-(-longest // tile) * tile) // block_size))
     if need == table.shape[1]:
         return table.contiguous()
@@ -134,13 +136,18 @@ def unified_attention(
     block_table: torch.Tensor,
     *,
     kernel: str = "auto",
+    sinks: torch.Tensor | None = None,
 ) -> dict[str, Any]:
     """Launch aiter's unified attention kernels on ``q`` (arguments as aiter's wrapper takes them).
 
     ``k``/``v``: ``[num_blocks, block_size, Hkv, D]``; ``block_table``: ``[B, max_blocks]``
-    int32; ``seqused_k``: keys per request; causal, no softcap/sinks/alibi/fp8. Writes ``out``
-    and returns the launch plan. Runs in the interpreter when ``q`` is on the CPU.
+    int32; ``seqused_k``: keys per request; ``sinks``: ``[Hq]`` attention-sink logits or None;
+    causal, no softcap/alibi/fp8. Writes ``out`` and returns the launch plan, reading no device
+    tensor on the host. Runs in the interpreter when ``q`` is on the CPU.
     """
+    if sinks is not None and tuple(sinks.shape) != (q.shape[1],):
+        raise UsageError(f"aiter_triton: sinks of shape {tuple(sinks.shape)}; aiter takes one per query head "
+                         f"({q.shape[1]},)")
     if q.dtype not in _DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
         raise BackendUnavailableError(
             f"aiter_triton: q {q.dtype}, k {k.dtype}, v {v.dtype}; supported: one of {_DTYPES} for all three"
@@ -178,13 +185,13 @@ def unified_attention(
             "then reads an undefined offs_d: use kernel='2d'"
         )
     mod = aiter_loader.load_unified_attention_kernels(interpreted=interpreted)
-    seq_lens = seqused_k.tolist()
-    table = _padded_block_table(block_table, seq_lens, block_size, plan["TILE_SIZE"])
+    # No host sync from here on (the launch can be captured in a CUDA graph): only host ints are read.
+    table = _padded_block_table(block_table, max_seqlen_k, block_size, plan["TILE_SIZE"])
     common = dict(
         query_ptr=q,
         key_cache_ptr=k,
         value_cache_ptr=v,
-        sink_ptr=None,
+        sink_ptr=sinks,
         block_tables_ptr=table,
         seq_lens_ptr=seqused_k,
         alibi_slopes_ptr=None,
@@ -205,7 +212,7 @@ def unified_attention(
         USE_ALIBI_SLOPES=False,
         USE_QQ_BIAS=False,
         USE_SOFTCAP=False,
-        USE_SINKS=False,
+        USE_SINKS=sinks is not None,
         SLIDING_WINDOW=sliding_window,
         stride_k_cache_0=k.stride(0),
         stride_k_cache_1=k.stride(1),

@@ -51,60 +51,103 @@ NO_WINDOW = 2**31 - 1
 
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
 
-# Tuned on an H200 (docs/kernel-notes.md): K tiles of 8 KiB (32 keys at head_dim 128 in
-# bf16), 4 warps, 3 pipeline stages (2 from head_dim 256 on: 3 ran at 65% of copy there, 2 at
-# 91-93%); about four programs per multiprocessor before the window is split further, but
-# never chunks under 256 keys (shorter chunks cost more than they hide).
-TILE_BYTES = 8 * 1024
+#: Most queries one request may bring: speculative decoding verifies 2-8 draft tokens per step.
+MAX_QUERIES = 8
+
+# Tuned on an H200 (docs/kernel-notes.md, v4): K (and V) tiles of 16 KiB per pipeline stage (64 keys
+# at head_dim 128 in bf16), 8 KiB once a program carries more than 32 query rows (a verify's drafts x
+# the GQA group); 4 warps; 3 pipeline stages in decode (2 at head_dim 64), 2 in verify; about two
+# programs per multiprocessor before the window is split further (two programs of 96 KiB of shared
+# memory fill an SM: a third split only adds a partial wave), never chunks under 256 keys. A verify
+# left with one split takes four programs per multiprocessor instead: its walk with per-query
+# masks needs more programs in flight.
+TILE_BYTES = 16 * 1024
+TILE_BYTES_MANY_ROWS = 8 * 1024  # rows > 32
 NUM_WARPS = 4
 NUM_STAGES = 3
-NUM_STAGES_WIDE_HEADS = 2  # head_dim >= 256
-PROGRAMS_PER_SM = 4
+NUM_STAGES_NARROW = 2  # head_dim <= 64, and every verify
+PROGRAMS_PER_SM = 2
+PROGRAMS_PER_SM_VERIFY_ONE_SPLIT = 4
 MIN_CHUNK = 256
 
 
-def block_n_for(head_dim: int, itemsize: int = 2) -> int:
-    """Keys per tile: a constant 8 KiB of K (and of V) per pipeline stage, at least 16 (tl.dot's minimum)."""
-    return max(16, TILE_BYTES // (head_dim * itemsize))
+def block_n_for(head_dim: int, itemsize: int = 2, rows: int = 16) -> int:
+    """Keys per tile: a constant K tile in bytes per pipeline stage, at least 16 (tl.dot's minimum)."""
+    tile = TILE_BYTES if rows <= 32 else TILE_BYTES_MANY_ROWS
+    return max(16, tile // (head_dim * itemsize))
 
 
 BLOCK_N = block_n_for(128)
 
 
+def launch_config(head_dim: int, group: int, max_q_len: int, itemsize: int = 2) -> dict[str, int]:
+    """Tile, warps, pipeline depth and split policy for one shape (the v4 sweeps, docs/kernel-notes.md)."""
+    rows = max(16, 1 << max(0, max_q_len * group - 1).bit_length())
+    return {
+        "block_n": block_n_for(head_dim, itemsize, rows),
+        "num_warps": NUM_WARPS,
+        "num_stages": NUM_STAGES_NARROW if head_dim <= 64 or max_q_len > 1 else NUM_STAGES,
+        "programs_per_sm": PROGRAMS_PER_SM,
+        "min_chunk": MIN_CHUNK,
+    }
+
+
 if triton is not None:
 
     @triton.jit
-    def _swa_decode_kernel(
-        q_ptr, k_ptr, v_ptr,  # q [B, Hq, D]; k, v [slots, Hkv, D] (last dim contiguous)
+    def _per_query_keep(pos, valid, q_pos, window):
+        """``[rows, keys]``: key ``pos`` is in the window of the row's query, and not after it."""
+        return valid[None, :] & (pos[None, :] <= q_pos[:, None]) & (pos[None, :] > q_pos[:, None] - window)
+
+    @triton.jit
+    def _swa_attend_kernel(
+        q_ptr, k_ptr, v_ptr,  # q [T, Hq, D] (T = total queries); k, v [slots, Hkv, D] (last dim contiguous)
+        q_start_ptr,  # qo_indptr: request b's queries are rows q_start[b] .. q_start[b + 1] - 1 of q
         table_ptr, row_start_ptr, seq_len_ptr,  # page table, where each request's row starts, keys per request
-        out_ptr, part_out_ptr, part_lse_ptr,  # out [B, Hq, D]; partials [B, Hq, S, D] and [B, Hq, S]
+        sink_ptr,  # [Hq] float32 attention-sink logits (natural log, on the scaled-logit scale), if USE_SINKS
+        out_ptr, part_out_ptr, part_lse_ptr,  # out [T, Hq, D]; partials [T, Hq, S, D] and [T, Hq, S]
         sm_scale_log2,  # softmax scale times log2(e): the kernel works in base 2 (exp2 is one instruction)
         window,  # keys a query attends, counting itself
         chunk,  # window positions per split (a multiple of BLOCK_N)
         num_splits,
-        stride_qb, stride_qh, stride_ks, stride_kh, stride_vs, stride_vh, stride_ob, stride_oh,
-        GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
-        PAGE: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,  # SPLIT: write partials
+        stride_qt, stride_qh, stride_ks, stride_kh, stride_vs, stride_vh, stride_ot, stride_oh,
+        GROUP: tl.constexpr, ROWS: tl.constexpr, HEAD_DIM: tl.constexpr, PAGE: tl.constexpr,
+        BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,  # SPLIT: write partials for the merge kernel
+        VERIFY: tl.constexpr,  # more than one query per request: a per-query (causal + window) mask
+        EDGE_MASKS: tl.constexpr,  # verify: build the mask only on tiles some query sees in part
+        USE_SINKS: tl.constexpr,
     ):
         b = tl.program_id(0)
         kv_head = tl.program_id(1)
         split = tl.program_id(2)
 
-        # The window bounds the walk: keys L - W .. L - 1, i.e. from page (L - W) // PAGE on.
+        # Rows of the tile: query i of the request and head h of the GQA group, row = i * GROUP + h.
+        q_first = tl.load(q_start_ptr + b)
+        q_len = tl.load(q_start_ptr + b + 1) - q_first
+        rows = tl.arange(0, ROWS)
+        qi = rows // GROUP
+        heads = kv_head * GROUP + rows % GROUP
+        row_ok = qi < q_len
+        dims = tl.arange(0, HEAD_DIM)
+        tok = (q_first + qi).to(tl.int64)
+        q = tl.load(q_ptr + tok[:, None] * stride_qt + heads[:, None] * stride_qh + dims[None, :],
+                    mask=row_ok[:, None], other=0.0)
+
+        # The window bounds the walk: the first query (position L - q_len) sees keys from
+        # L - q_len - W + 1 on, the last query up to L - 1. Nothing before is ever loaded.
         seq_len = tl.load(seq_len_ptr + b)
-        first = tl.maximum(seq_len - window, 0)
+        q_pos = seq_len - q_len + qi  # absolute position of each row's query
+        first = tl.maximum(seq_len - q_len - window + 1, 0)
         lo = first + split * chunk
         hi = tl.minimum(lo + chunk, seq_len)
         row = tl.load(row_start_ptr + b).to(tl.int64)
+        # Keys every query of the request attends: from the last query's window start to the first query.
+        all_from = seq_len - window
+        all_to = seq_len - q_len + 1
 
-        heads = kv_head * GROUP + tl.arange(0, GROUP_PAD)  # the query heads sharing this KV head
-        head_ok = tl.arange(0, GROUP_PAD) < GROUP
-        dims = tl.arange(0, HEAD_DIM)
-        q = tl.load(q_ptr + b * stride_qb + heads[:, None] * stride_qh + dims[None, :], mask=head_ok[:, None], other=0.0)
-
-        m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)  # running max (base-2 logits)
-        l_i = tl.zeros([GROUP_PAD], tl.float32)  # running softmax denominator
-        acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
+        m_i = tl.full([ROWS], float("-inf"), tl.float32)  # running max (base-2 logits)
+        l_i = tl.zeros([ROWS], tl.float32)  # running softmax denominator
+        acc = tl.zeros([ROWS, HEAD_DIM], tl.float32)
         for start in range(lo, hi, BLOCK_N):
             pos = start + tl.arange(0, BLOCK_N)
             valid = pos < hi
@@ -112,11 +155,23 @@ if triton is not None:
             slot = page.to(tl.int64) * PAGE + pos % PAGE
             k = tl.load(k_ptr + slot[:, None] * stride_ks + kv_head * stride_kh + dims[None, :],
                         mask=valid[:, None], other=0.0)
-            s = tl.dot(q, tl.trans(k)) * sm_scale_log2  # [GROUP_PAD, BLOCK_N]
-            s = tl.where(valid[None, :], s, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))  # finite: every tile holds a valid key
-            p = tl.exp2(s - m_new[:, None])
-            alpha = tl.exp2(m_i - m_new)
+            s = tl.dot(q, tl.trans(k)) * sm_scale_log2  # [ROWS, BLOCK_N]
+            if VERIFY:  # each query its own window, causal within the chunk of drafts
+                if EDGE_MASKS:
+                    if (start < all_from) | (start + BLOCK_N > all_to):  # a tile some query sees only in part
+                        s = tl.where(_per_query_keep(pos, valid, q_pos, window), s, float("-inf"))
+                    else:
+                        s = tl.where(valid[None, :], s, float("-inf"))
+                else:
+                    s = tl.where(_per_query_keep(pos, valid, q_pos, window), s, float("-inf"))
+                m_new = tl.maximum(m_i, tl.max(s, 1))
+                m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet: exp2(-inf) = 0
+            else:  # one query at L - 1: every position of the walk is in its window
+                s = tl.where(valid[None, :], s, float("-inf"))
+                m_new = tl.maximum(m_i, tl.max(s, 1))  # finite: every tile holds a valid key
+                m_use = m_new
+            p = tl.exp2(s - m_use[:, None])
+            alpha = tl.exp2(m_i - m_use)
             l_i = l_i * alpha + tl.sum(p, 1)
             v = tl.load(v_ptr + slot[:, None] * stride_vs + kv_head * stride_vh + dims[None, :],
                         mask=valid[:, None], other=0.0)
@@ -124,33 +179,44 @@ if triton is not None:
             m_i = m_new
 
         if not SPLIT:
-            o_ptrs = out_ptr + b * stride_ob + heads[:, None] * stride_oh + dims[None, :]
-            tl.store(o_ptrs, (acc / l_i[:, None]).to(out_ptr.dtype.element_ty), mask=head_ok[:, None])
+            denom = l_i
+            if USE_SINKS:  # the sink is one more logit in the softmax with a zero value row
+                sink = tl.load(sink_ptr + heads).to(tl.float32) * 1.4426950408889634
+                denom += tl.exp2(sink - m_i)
+            o_ptrs = out_ptr + tok[:, None] * stride_ot + heads[:, None] * stride_oh + dims[None, :]
+            tl.store(o_ptrs, (acc / denom[:, None]).to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
         else:
-            # A chunk past the end of a short request is empty: weight zero in the reduce.
+            # A chunk past the end of a short request (or of a query's window) is empty: weight zero.
             empty = l_i == 0.0
             part = tl.where(empty[:, None], 0.0, acc / tl.where(empty, 1.0, l_i)[:, None])
             lse = tl.where(empty, float("-inf"), m_i + tl.log2(tl.where(empty, 1.0, l_i)))
-            base = (b * tl.num_programs(1) * GROUP + heads) * num_splits + split  # [B, Hq, S] flat index
-            tl.store(part_out_ptr + base[:, None] * HEAD_DIM + dims[None, :], part, mask=head_ok[:, None])
-            tl.store(part_lse_ptr + base, lse, mask=head_ok)
+            base = (tok * tl.num_programs(1) * GROUP + heads) * num_splits + split  # [T, Hq, S] flat index
+            tl.store(part_out_ptr + base[:, None] * HEAD_DIM + dims[None, :], part, mask=row_ok[:, None])
+            tl.store(part_lse_ptr + base, lse, mask=row_ok)
 
     @triton.jit
     def _merge_splits_kernel(
-        part_out_ptr, part_lse_ptr, out_ptr, stride_ob, stride_oh, num_splits,
-        SPLITS_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
+        part_out_ptr, part_lse_ptr, sink_ptr, out_ptr, stride_ot, stride_oh, num_splits,
+        SPLITS_PAD: tl.constexpr, HEAD_DIM: tl.constexpr, USE_SINKS: tl.constexpr,
     ):
-        b = tl.program_id(0)
+        tok = tl.program_id(0)
         head = tl.program_id(1)
         splits = tl.arange(0, SPLITS_PAD)
         dims = tl.arange(0, HEAD_DIM)
-        base = (b * tl.num_programs(1) + head) * num_splits + splits
+        base = (tok.to(tl.int64) * tl.num_programs(1) + head) * num_splits + splits
         lse = tl.load(part_lse_ptr + base, mask=splits < num_splits, other=float("-inf"))
-        weight = tl.exp2(lse - tl.max(lse, 0))  # the first split is never empty, so the max is finite
+        top = tl.max(lse, 0)  # the first split holds the query's first key, so the max is finite
+        if USE_SINKS:
+            sink = tl.load(sink_ptr + head).to(tl.float32) * 1.4426950408889634
+            top = tl.maximum(top, sink)
+        weight = tl.exp2(lse - top)
         part = tl.load(part_out_ptr + base[:, None] * HEAD_DIM + dims[None, :],
                        mask=(splits < num_splits)[:, None], other=0.0)
-        out = tl.sum(part * weight[:, None], 0) / tl.sum(weight, 0)
-        tl.store(out_ptr + b * stride_ob + head * stride_oh + dims, out.to(out_ptr.dtype.element_ty))
+        denom = tl.sum(weight, 0)
+        if USE_SINKS:
+            denom += tl.exp2(sink - top)
+        out = tl.sum(part * weight[:, None], 0) / denom
+        tl.store(out_ptr + tok.to(tl.int64) * stride_ot + head * stride_oh + dims, out.to(out_ptr.dtype.element_ty))
 
 
 def _unsupported(what: str) -> BackendUnavailableError:
@@ -176,13 +242,19 @@ def choose_splits(pairs: int, window_tokens: int, num_sms: int, block_n: int = B
 
 @dataclass
 class DecodePlan:
-    """One batch's launch plan: everything but the queries, computed once on the host."""
+    """One batch's launch plan: everything but the queries, computed once on the host.
+
+    A plan never reads a device tensor back to the host, so :meth:`run` is launches only
+    and can be captured in a CUDA graph.
+    """
 
     k_buffer: torch.Tensor
     v_buffer: torch.Tensor
     table: torch.Tensor  # int32 page (or slot) ids
     row_start: torch.Tensor  # int32, where request b's row starts in ``table``
     seq_lens: torch.Tensor  # int32 keys per request
+    q_start: torch.Tensor  # int32 qo_indptr [B + 1]: request b's queries are q[q_start[b]:q_start[b + 1]]
+    max_q_len: int  # longest query run (1: decode; 2..MAX_QUERIES: chain verify)
     page_size: int
     window: int  # keys; NO_WINDOW for full attention
     sm_scale: float
@@ -191,33 +263,42 @@ class DecodePlan:
     block_n: int = BLOCK_N
     num_warps: int = NUM_WARPS
     num_stages: int = NUM_STAGES
+    sinks: torch.Tensor | None = None  # [Hq] float32 sink logits (GPT-OSS), or None
+    edge_masks: bool = True  # verify: mask only the tiles at the window's edges (see plan_decode)
 
     def run(self, q: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        """Attention of ``q`` ``[B, Hq, D]`` (one query per request) over its window."""
-        batch, hq, dim = q.shape
+        """Attention of ``q`` ``[T, Hq, D]`` (the batch's queries back to back) over each query's window."""
+        tokens, hq, dim = q.shape
         hkv = self.k_buffer.shape[1]
         group = hq // hkv
         out = torch.empty_like(q) if out is None else out
         if self.splits > 1:
-            part_out = torch.empty(batch, hq, self.splits, dim, dtype=torch.float32, device=q.device)
-            part_lse = torch.empty(batch, hq, self.splits, dtype=torch.float32, device=q.device)
+            part_out = torch.empty(tokens, hq, self.splits, dim, dtype=torch.float32, device=q.device)
+            part_lse = torch.empty(tokens, hq, self.splits, dtype=torch.float32, device=q.device)
         else:
             part_out = part_lse = out  # unused by the single-split kernel
-        _swa_decode_kernel[(batch, hkv, self.splits)](
-            q, self.k_buffer, self.v_buffer, self.table, self.row_start, self.seq_lens,
+        sinks = self.sinks if self.sinks is not None else out  # a placeholder pointer when unused
+        _swa_attend_kernel[(self.seq_lens.numel(), hkv, self.splits)](
+            q, self.k_buffer, self.v_buffer, self.q_start, self.table, self.row_start, self.seq_lens, sinks,
             out, part_out, part_lse, self.sm_scale * math.log2(math.e), self.window, self.chunk, self.splits,
             q.stride(0), q.stride(1), self.k_buffer.stride(0), self.k_buffer.stride(1),
             self.v_buffer.stride(0), self.v_buffer.stride(1), out.stride(0), out.stride(1),
-            GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), HEAD_DIM=dim,
-            PAGE=self.page_size, BLOCK_N=self.block_n, SPLIT=self.splits > 1,
-            num_warps=self.num_warps, num_stages=self.num_stages,
+            GROUP=group, ROWS=rows_for(self.max_q_len, group), HEAD_DIM=dim, PAGE=self.page_size,
+            BLOCK_N=self.block_n, SPLIT=self.splits > 1, VERIFY=self.max_q_len > 1, EDGE_MASKS=self.edge_masks,
+            USE_SINKS=self.sinks is not None, num_warps=self.num_warps, num_stages=self.num_stages,
         )
         if self.splits > 1:
-            _merge_splits_kernel[(batch, hq)](
-                part_out, part_lse, out, out.stride(0), out.stride(1), self.splits,
+            _merge_splits_kernel[(tokens, hq)](
+                part_out, part_lse, sinks, out, out.stride(0), out.stride(1), self.splits,
                 SPLITS_PAD=max(2, triton.next_power_of_2(self.splits)), HEAD_DIM=dim,
+                USE_SINKS=self.sinks is not None,
             )
         return out
+
+
+def rows_for(max_q_len: int, group: int) -> int:
+    """Rows of a program's query tile: every (query, head) pair of one KV head, padded to tl.dot's 16."""
+    return max(16, triton.next_power_of_2(max_q_len * group))
 
 
 def _num_sms(device: torch.device) -> int:
@@ -226,20 +307,9 @@ def _num_sms(device: torch.device) -> int:
     return 4  # Triton's CPU interpreter: a few splits still exercise the merge
 
 
-def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Tensor, row_start: torch.Tensor,
-                seq_lens: torch.Tensor, page_size: int, keys: Any, sm_scale: float, num_heads_q: int,
-                splits: int | None = None, block_n: int | None = None, num_warps: int = NUM_WARPS,
-                num_stages: int | None = None, programs_per_sm: int = PROGRAMS_PER_SM) -> DecodePlan:
-    """Check a decode batch against what the kernel supports and plan its launch.
-
-    ``table``/``row_start`` are ``kv_indices``/``kv_indptr[:-1]`` at page size 1, or the
-    flattened block table and ``b * max_pages`` at larger page sizes. ``splits`` forces a
-    split count, ``block_n`` keys per tile (the tuning sweep uses both); by default
-    :func:`choose_splits` and :func:`block_n_for` pick them.
-    """
-    if triton is None:
-        raise _unsupported("Triton is not installed")
-    window = Window(keys)
+def _check_supported(k_buffer: torch.Tensor, v_buffer: torch.Tensor, page_size: int, num_heads_q: int,
+                     max_q_len: int, sinks: torch.Tensor | None) -> None:
+    """Refuse (BackendUnavailableError) every input the kernel cannot compute exactly."""
     dim, hkv = k_buffer.shape[2], k_buffer.shape[1]
     if k_buffer.dtype not in SUPPORTED_DTYPES or v_buffer.dtype != k_buffer.dtype:
         raise _unsupported(f"KV dtype {k_buffer.dtype}/{v_buffer.dtype} (supported: float16, bfloat16, both alike)")
@@ -251,32 +321,75 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
         raise _unsupported(f"page_size {page_size}: needs a power of two")
     if num_heads_q % hkv:
         raise _unsupported(f"{num_heads_q} query heads over {hkv} KV heads (GQA needs a whole group per KV head)")
-    longest = int(seq_lens.max()) if seq_lens.numel() else 0
-    span = longest if window.keys is None else min(window.keys, longest)
-    block_n = block_n or block_n_for(dim, k_buffer.element_size())
-    num_stages = num_stages or (NUM_STAGES if dim < 256 else NUM_STAGES_WIDE_HEADS)
-    auto_splits, chunk = choose_splits(seq_lens.numel() * hkv, span, _num_sms(k_buffer.device), block_n,
-                                       programs_per_sm)
-    if splits is not None:
-        chunk = math.ceil(math.ceil(span / block_n) / splits) * block_n
-        auto_splits = splits
+    if not 1 <= max_q_len <= MAX_QUERIES:
+        raise _unsupported(f"{max_q_len} queries in one request: decode takes 1, chain verify 2..{MAX_QUERIES}")
+    if sinks is not None and tuple(sinks.shape) != (num_heads_q,):
+        raise _unsupported(f"sinks of shape {tuple(sinks.shape)}: one logit per query head ({num_heads_q},)")
+
+
+def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Tensor, row_start: torch.Tensor,
+                seq_lens: torch.Tensor, page_size: int, keys: Any, sm_scale: float, num_heads_q: int,
+                splits: int | None = None, block_n: int | None = None, num_warps: int | None = None,
+                num_stages: int | None = None, programs_per_sm: int | None = None, *,
+                q_start: torch.Tensor | None = None, max_q_len: int = 1,
+                sinks: torch.Tensor | None = None, max_seq_len: int | None = None,
+                edge_masks: bool | None = None) -> DecodePlan:
+    """Check a decode (or chain-verify) batch against what the kernel supports and plan its launch.
+
+    ``table``/``row_start`` are ``kv_indices``/``kv_indptr[:-1]`` at page size 1, or the
+    flattened block table and ``b * max_pages`` at larger page sizes. ``q_start`` is the
+    batch's ``qo_indptr`` (default: one query per request) and ``max_q_len`` its longest
+    query run, as a host int (a serving engine knows it without reading the GPU). ``sinks``:
+    ``[Hq]`` per-head sink logits, as aiter's ``unified_attention(sinks=...)`` takes them.
+    ``splits``, ``block_n``, ``num_warps``, ``num_stages``, ``programs_per_sm`` override
+    :func:`launch_config` (the tuning sweep uses them). ``max_seq_len`` (a host int) spares
+    the one read of ``seq_lens`` the plan otherwise makes. ``edge_masks`` (verify): build the
+    per-query mask only on tiles at the window's edges; by default up to 32 query rows per
+    program (at 64 rows, GPT-OSS's 8 drafts x 8 heads, the branch in the walk cost 1.3x; v4).
+    """
+    if triton is None:
+        raise _unsupported("Triton is not installed")
+    window = Window(keys)
+    dim, hkv = k_buffer.shape[2], k_buffer.shape[1]
+    _check_supported(k_buffer, v_buffer, page_size, num_heads_q, max_q_len, sinks)
     device = k_buffer.device
+    longest = max_seq_len if max_seq_len is not None else (int(seq_lens.max()) if seq_lens.numel() else 0)
+    span = longest if window.keys is None else min(window.keys + max_q_len - 1, longest)
+    config = launch_config(dim, num_heads_q // hkv, max_q_len, k_buffer.element_size())
+    for name, value in (("block_n", block_n), ("num_warps", num_warps), ("num_stages", num_stages),
+                        ("programs_per_sm", programs_per_sm)):
+        if value is not None:
+            config[name] = value
+    pairs, sms = seq_lens.numel() * hkv, _num_sms(device)
+    n_splits, chunk = choose_splits(pairs, span, sms, config["block_n"], config["programs_per_sm"], config["min_chunk"])
+    if n_splits == 1 and max_q_len > 1 and programs_per_sm is None:
+        n_splits, chunk = choose_splits(pairs, span, sms, config["block_n"], PROGRAMS_PER_SM_VERIFY_ONE_SPLIT,
+                                        config["min_chunk"])
+    if splits is not None:
+        n_splits, chunk = splits, math.ceil(math.ceil(span / config["block_n"]) / splits) * config["block_n"]
+    if q_start is None:
+        q_start = torch.arange(seq_lens.numel() + 1, device=device)
     return DecodePlan(
         k_buffer, v_buffer, table.to(device=device, dtype=torch.int32).contiguous(),
         row_start.to(device=device, dtype=torch.int32).contiguous(), seq_lens.to(device=device, dtype=torch.int32),
-        page_size, NO_WINDOW if window.keys is None else window.keys, sm_scale, auto_splits, chunk,
-        block_n, num_warps, num_stages,
+        q_start.to(device=device, dtype=torch.int32).contiguous(), max_q_len, page_size,
+        NO_WINDOW if window.keys is None else window.keys, sm_scale, n_splits, chunk,
+        config["block_n"], config["num_warps"], config["num_stages"],
+        None if sinks is None else sinks.to(device=device, dtype=torch.float32).contiguous(),
+        rows_for(max_q_len, num_heads_q // hkv) <= 32 if edge_masks is None else edge_masks,
     )
 
 
-def plan_batch(batch: AttentionBatch, keys: Any, **tuning: Any) -> DecodePlan:
-    """:func:`plan_decode` for an :class:`AttentionBatch` of decode requests (q_len 1 each)."""
-    q_lens = batch.q_lens
-    if bool((q_lens != 1).any()):
-        b = int((q_lens != 1).nonzero()[0])
-        raise _unsupported(f"decode only (one query per request); request {b} has q_len {int(q_lens[b])}")
+def plan_batch(batch: AttentionBatch, keys: Any, sinks: torch.Tensor | None = None, **tuning: Any) -> DecodePlan:
+    """:func:`plan_decode` for an :class:`AttentionBatch` of decode or chain-verify requests."""
     if batch.tree_masks is not None:
-        raise _unsupported("tree masks (verify mode)")
+        raise _unsupported("tree masks (a tree verify needs a custom mask; chain verify is supported)")
+    q_lens = batch.q_lens
+    longest = int(q_lens.max())
+    if longest > MAX_QUERIES:
+        b = int((q_lens > MAX_QUERIES).nonzero()[0])
+        raise _unsupported(f"decode or chain verify up to {MAX_QUERIES} queries; "
+                           f"request {b} has q_len {int(q_lens[b])}")
     if batch.page_size == 1:
         table, row_start = batch.kv_indices, batch.kv_indptr[:-1]
     else:
@@ -284,7 +397,8 @@ def plan_batch(batch: AttentionBatch, keys: Any, **tuning: Any) -> DecodePlan:
         table = block_table.flatten()
         row_start = torch.arange(batch.batch_size, device=block_table.device) * block_table.shape[1]
     return plan_decode(batch.k_buffer, batch.v_buffer, table, row_start, batch.seq_lens, batch.page_size, keys,
-                       batch.sm_scale, batch.q.shape[1], **tuning)
+                       batch.sm_scale, batch.q.shape[1], q_start=batch.qo_indptr, max_q_len=longest, sinks=sinks,
+                       **tuning)
 
 
 def _tier_device(batch: AttentionBatch) -> str:
@@ -323,8 +437,8 @@ register(
     Backend(
         name="kit_triton_swa",
         tier="kit-triton",
-        description="the kit's Triton sliding-window decode kernel (split window, GQA groups, paged)",
-        modes=frozenset({"decode"}),
+        description="the kit's Triton sliding-window kernel: decode and chain verify (split window, GQA groups, paged)",
+        modes=frozenset({"decode", "verify"}),
         honours_window=True,
         convention="hf",  # the kit's own unit: keys attended, counting the query
         kv_layout="token",  # page size 1 via kv_indices; larger pages via AttentionBatch.block_table()

@@ -12,7 +12,8 @@ import argparse
 import sys
 
 from swa_kit import bench
-from swa_kit.commands._output import print_json, print_table
+from swa_kit.commands._output import print_json
+from swa_kit.tables import print_table
 
 NAME = "bench"
 HELP = "benchmark sliding-window decode/prefill paths on this GPU (or show the recorded run)"
@@ -37,6 +38,10 @@ def _show(result: dict, as_json: bool) -> None:
     if rows:
         print(f"\nheadline shape {bench.HEADLINE}:")
         print_table(rows)
+    grid = bench.grid_table(result)
+    if grid:
+        print("\nthe grid (ratios: other path's time / kit time, above 1 the kit is faster; +s: attention sinks):")
+        print_table(grid)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
         _show(result, args.json)
         return 0
     command = "swa-kit " + bench.command_line(sys.argv[1:]) if sys.argv[1:2] == [NAME] else None
-    result = bench.run_benchmark(quick=args.quick, command=command or f"swa-kit bench{' --quick' if args.quick else ''}",
-                                 progress=not args.json)
+    command = command or f"swa-kit bench{' --quick' if args.quick else ''}"
+    result = bench.run_benchmark(quick=args.quick, command=command, progress=not args.json)
     if args.out:
         bench.save(result, args.out)
     _show(result, args.json)

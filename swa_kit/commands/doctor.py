@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from swa_kit.commands._args import positive_seconds
 from swa_kit.commands._output import print_json
 from swa_kit.doctor import diagnose, exit_code, render_text, report
 from swa_kit.environment import detect
@@ -12,19 +13,9 @@ NAME = "doctor"
 HELP = "report what this machine can run (torch, GPUs, Triton, aiter tiers, Jupyter) and what is missing"
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--aiter-timeout {text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"--aiter-timeout {text!r} must be > 0 seconds")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON (the environment and every finding)")
-    parser.add_argument("--aiter-timeout", type=_positive, default=60.0, metavar="SECONDS",
+    parser.add_argument("--aiter-timeout", type=positive_seconds, default=60.0, metavar="SECONDS",
                         help="limit for the `import aiter` check, run in a child process (default 60)")
 
 

@@ -1,4 +1,8 @@
-"""``swa-kit lab``: JupyterLab on the kit's notebooks, with a kernel that runs this interpreter."""
+"""``swa-kit lab``: JupyterLab on the kit's notebooks, with a kernel that runs this interpreter.
+
+SIGINT and SIGTERM sent to ``swa-kit lab`` reach JupyterLab, which shuts its kernels down; the command
+waits for both and kills whatever is still there after a grace period, so nothing keeps serving the port.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +11,22 @@ import hashlib
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import psutil
+
 from swa_kit.tour import find_notebooks_dir
 
 NAME = "lab"
 HELP = "start JupyterLab on notebooks/ with a kernel that runs this Python (--dry-run prints the command)"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: Seconds JupyterLab gets to stop after a signal: its kernel manager waits up to 5 s
+#: (``shutdown_wait_time``) for a kernel to stop before killing it, plus the server's own cleanup.
+STOP_GRACE_S = 10.0
 
 
 def kernel_data_dir() -> Path:
@@ -72,4 +83,74 @@ def run(args: argparse.Namespace) -> int:
         print(f"(kernel spec: {data_dir / 'kernels' / 'python3' / 'kernel.json'} -> {sys.executable})")
         return 0
     write_kernel_spec(data_dir)
-    return subprocess.call(command, cwd=notebooks, env={**os.environ, "JUPYTER_PATH": jupyter_path})
+    return serve(command, cwd=notebooks, env={**os.environ, "JUPYTER_PATH": jupyter_path})
+
+
+class _StopRequested(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stop(signum: int, _frame: object) -> None:
+    raise _StopRequested(signum)
+
+
+def serve(command: list[str], *, cwd: Path, env: dict[str, str], grace_s: float = STOP_GRACE_S) -> int:
+    """Run the JupyterLab ``command`` until it exits or this process gets SIGINT or SIGTERM.
+
+    JupyterLab runs in a session of its own, with no terminal on stdin: a signal reaches it only
+    through this process (a terminal's Ctrl-C would otherwise hit both, and Jupyter's SIGINT handler
+    would ask a question on a terminal it cannot read). Returns JupyterLab's exit status, or
+    128 + the signal number when it had to be killed.
+    """
+    server = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+    previous = {s: signal.signal(s, _raise_stop) for s in STOP_SIGNALS}
+    try:
+        try:
+            code = server.wait()
+        except _StopRequested as stop:
+            code = stop_server(server, stop.signum, grace_s)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return code if code >= 0 else 128 - code
+
+
+def stop_server(server: subprocess.Popen, signum: int, grace_s: float) -> int:
+    """Pass ``signum`` to JupyterLab's process group, wait for it and its kernels, then kill what is left.
+
+    Kernels run in sessions of their own (jupyter_client starts them so), so they are found as the
+    server's descendants before it exits; a second signal stops the waiting at once.
+    """
+    family = _descendants(server.pid)
+    _signal_group(server.pid, signum)
+    try:
+        server.wait(timeout=grace_s)
+        psutil.wait_procs(family, timeout=grace_s)
+    except (subprocess.TimeoutExpired, _StopRequested):
+        pass
+    for s in STOP_SIGNALS:  # from here on, nothing is left to wait for but the kill
+        signal.signal(s, signal.SIG_IGN)
+    _signal_group(server.pid, signal.SIGKILL)
+    for process in family:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(family, timeout=grace_s)
+    return server.wait()
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:  # the whole group has already exited
+        pass

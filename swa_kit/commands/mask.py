@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 
 from swa_kit.commands._output import print_json
-from swa_kit.commands.window import parse_value
 from swa_kit.errors import MaskError
-from swa_kit.masks import MODES, MaskSpec, mask_spec
-from swa_kit.window import CONVENTIONS, Window
+from swa_kit.masks import MODES, ForwardMask, forward_mask
+from swa_kit.window import CONVENTIONS, Window, parse_value
 
 NAME = "mask"
 HELP = "print or draw the attention mask of a forward mode (prefill, extend, decode, verify, tree, chunked)"
@@ -56,8 +55,8 @@ def _parents(text: str | None) -> list[int] | None:
             from None
 
 
-def build_spec(args: argparse.Namespace) -> MaskSpec:
-    """The :class:`MaskSpec` the command line describes."""
+def build_mask(args: argparse.Namespace) -> ForwardMask:
+    """The :class:`ForwardMask` the command line describes."""
     parents = _parents(args.parents)
     q_len = args.q_len
     if q_len is None:
@@ -65,58 +64,45 @@ def build_spec(args: argparse.Namespace) -> MaskSpec:
         q_len = defaults.get(args.mode)
         if q_len is None:
             raise MaskError(f"mode {args.mode} needs --q-len (queries at the end of the {args.kv_len}-key KV)")
-    return mask_spec(args.mode, q_len, args.kv_len, _window(args), parents=parents, chunk=args.chunk)
+    return forward_mask(args.mode, q_len, args.kv_len, _window(args), parents=parents, chunk=args.chunk)
 
 
-def _print_blocks(spec: MaskSpec, block: int, as_json: bool) -> None:
-    view = spec.block_view(block)
-    rows = [{"q_block": qb, "kv_blocks": view.kv_blocks(qb).tolist(), "pairs": int(view.keys_per_q_block[qb])}
-            for qb in range(view.counts.shape[0])]
-    if as_json:
-        print_json({"describe": spec.describe(), "block": block, "summary": view.summary(), "q_blocks": rows})
-        return
-    print(spec.describe())
-    print(view.summary())
-    for row in rows:
-        kv = row["kv_blocks"]
-        span = f"{kv[0]}..{kv[-1]}" if kv == list(range(kv[0], kv[-1] + 1)) else ",".join(map(str, kv))
-        print(f"  q block {row['q_block']}: kv blocks {span} ({len(kv)} blocks, {row['pairs']} pairs)")
+def _save_png(mask: ForwardMask, args: argparse.Namespace) -> None:
+    from swa_kit.viz.masks import block_view_figure, mask_figure
+
+    if mask.q_len * mask.kv_len <= MAX_PNG_CELLS:
+        fig = mask_figure(mask, block=args.block)
+    else:
+        fig = block_view_figure(mask.block_view(args.block or 128), title=mask.describe())
+    fig.savefig(args.png, dpi=120)
+    if not args.json:
+        print(f"{mask.describe()}\nwrote {args.png}")
 
 
 def run(args: argparse.Namespace) -> int:
-    spec = build_spec(args)
+    mask = build_mask(args)
     if args.png:
-        from swa_kit.viz.masks import block_view_figure, mask_figure
-
-        if spec.q_len * spec.kv_len <= MAX_PNG_CELLS:
-            fig = mask_figure(spec, block=args.block)
-        else:
-            fig = block_view_figure(spec.block_view(args.block or 128), title=spec.describe())
-        fig.savefig(args.png, dpi=120)
-        if not args.json:
-            print(f"{spec.describe()}\nwrote {args.png}")
+        _save_png(mask, args)
         if not (args.json or args.block):
             return 0
     if args.block:
-        _print_blocks(spec, args.block, args.json)
+        if args.json:
+            print_json(mask.blocks_to_json(args.block))
+        else:
+            print(mask.blocks_to_text(args.block))
         return 0
-    cells = spec.q_len * spec.kv_len
+    cells = mask.q_len * mask.kv_len
     if args.json:
         if cells > MAX_JSON_CELLS:
             raise MaskError(
-                f"a {spec.q_len} x {spec.kv_len} mask ({cells} cells) is too big for --json (limit {MAX_JSON_CELLS}); "
+                f"a {mask.q_len} x {mask.kv_len} mask ({cells} cells) is too big for --json (limit {MAX_JSON_CELLS}); "
                 "use --block 128 for the block view or --png FILE for a picture"
             )
-        print_json({"mode": spec.mode, "q_len": spec.q_len, "kv_len": spec.kv_len, "window_keys": spec.window.keys,
-                    "parents": spec.parents, "chunk": spec.chunk, "q_positions": spec.q_positions().tolist(),
-                    "k_positions": spec.k_positions().tolist(), "mask": spec.dense().int().tolist()})
-        return 0
-    print(spec.describe())
-    if spec.kv_len > MAX_TEXT_COLS or spec.q_len > MAX_TEXT_ROWS:
-        print(spec.block_view(128).summary())
+        print_json(mask.to_json())
+    elif mask.kv_len > MAX_TEXT_COLS or mask.q_len > MAX_TEXT_ROWS:
+        print(mask.describe())
+        print(mask.block_view(128).summary())
         print("too big to print: use --block 128 for the block view or --png FILE for a picture")
-        return 0
-    width = len(str(int(spec.q_positions().max())))
-    for pos, row in zip(spec.q_positions().tolist(), spec.dense().tolist()):
-        print(f"q {pos:>{width}} " + "".join("#" if cell else "." for cell in row))
+    else:
+        print(mask.to_text())
     return 0

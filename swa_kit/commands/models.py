@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from swa_kit.commands._output import print_json, print_table
+from swa_kit.commands._output import print_json
 from swa_kit.configs import load_all, load_hf_config, load_model
 from swa_kit.errors import UsageError
 from swa_kit.memory import per_token_summary, savings
+from swa_kit.tables import print_table
 
 NAME = "models"
 HELP = ("list the bundled models with KV bytes per token, what SGLang's start-up pool sizing saves, and the "

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 
 from swa_kit.attention.backends import all_backends
-from swa_kit.commands._output import print_json, print_table
+from swa_kit.commands._output import print_json
 from swa_kit.probe import PROBE_MODES, probe_path, probe_sglang_sites
+from swa_kit.tables import print_table
 
 NAME = "probe"
 HELP = "measure which keys a path (or each SGLang aiter call site) really attends for a W-key window"

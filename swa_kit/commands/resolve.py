@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from swa_kit.commands._output import print_json, print_table
+from swa_kit.commands._output import print_json
+from swa_kit.tables import print_table
 
 NAME = "resolve"
 HELP = "print the SWA-pool resolver decision table (legacy / naive / fixed x role x algorithm x model kind)"

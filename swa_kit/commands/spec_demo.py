@@ -7,16 +7,17 @@ import argparse
 import torch
 from tqdm import tqdm
 
-from swa_kit.commands._output import print_json, print_table
+from swa_kit.commands._output import print_json
 from swa_kit.errors import UsageError
 from swa_kit.model import load_models
-from swa_kit.spec import (
+from swa_kit.speculative import (
     ALGORITHMS,
     DEMO_NEW_TOKENS,
     DEMO_PROMPTS,
     RESOLVER_NAMES,
     run_demo,
 )
+from swa_kit.tables import print_table
 
 NAME = "spec-demo"
 HELP = "EAGLE and FROZEN_KV MTP drafts x legacy/naive/fixed resolvers: acceptance, agreement, errors; guard run"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from swa_kit.commands._args import positive_seconds
 from swa_kit.commands._output import print_json
 from swa_kit.errors import UsageError
 from swa_kit.tour import (
@@ -20,22 +21,12 @@ NAME = "tour"
 HELP = "execute every notebook headless into an output folder (HTML, figures, summary.json)"
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be > 0 seconds")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
                         help=f"output folder (default ./{DEFAULT_OUT})")
     parser.add_argument("--notebooks", type=Path, default=None, metavar="DIR",
                         help="folder of .ipynb notebooks (default: notebooks/ of the kit's checkout)")
-    parser.add_argument("--cell-timeout", type=_seconds, default=DEFAULT_CELL_TIMEOUT, metavar="SECONDS",
+    parser.add_argument("--cell-timeout", type=positive_seconds, default=DEFAULT_CELL_TIMEOUT, metavar="SECONDS",
                         help=f"limit for any one cell (default {DEFAULT_CELL_TIMEOUT:g})")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--json", action="store_true", help="print summary.json instead of the text summary")

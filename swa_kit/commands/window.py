@@ -3,29 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import ast
 import re
 
-from swa_kit.commands._output import print_json, print_table
-from swa_kit.errors import WindowConventionError
-from swa_kit.window import CONVENTIONS, Window
+from swa_kit.commands._output import print_json
+from swa_kit.tables import print_table
+from swa_kit.window import CONVENTIONS, Window, parse_value
 
 NAME = "window"
 HELP = "print a window value in every API's convention and the keys it attends"
-
-
-def parse_value(text: str) -> object:
-    """Parse a window value as typed on the command line: 4095, -1, none, 4095,0 or (4095, 0)."""
-    cleaned = text.strip()
-    if cleaned.lower() in {"none", "null"}:
-        return None
-    try:
-        value = ast.literal_eval(cleaned.replace("null", "None").replace("none", "None"))
-    except (ValueError, SyntaxError):
-        raise WindowConventionError(
-            f"cannot read window value {text!r}: give an int (4095), a pair (4095,0) or none"
-        ) from None
-    return tuple(value) if isinstance(value, list) else value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from swa_kit.bench import HEADLINE
+from swa_kit.bench.cases import HEADLINE
+from swa_kit.bench.results import headline_rows
 
 #: One colour and marker per path label, fixed across pictures.
 STYLE = {
@@ -23,7 +24,6 @@ STYLE = {
     "sdpa_window": ("#313695", "v", "-"),
     "sdpa_dense_mask": ("#fdae61", "x", "--"),
     "sdpa_full": ("#7f7f7f", "+", "--"),
-    "kit_triton_full@p16": ("#b2abd2", "*", "--"),
     "aiter_triton_unified": ("#d73027", "^", "-"),
 }
 
@@ -36,15 +36,6 @@ def provenance(result: dict[str, Any]) -> str:
 
 def _style(label: str) -> tuple[str, str, str]:
     return STYLE.get(label, ("#000000", ".", "-"))
-
-
-def headline_rows(result: dict[str, Any], window: int | None = None, **fixed: Any) -> list[dict[str, Any]]:
-    """Timed decode rows of the headline family (optionally another window or shape)."""
-    want = {k: v for k, v in HEADLINE.items() if k != "window"}
-    want.update(fixed)
-    window = HEADLINE["window"] if window is None else window
-    return [r for r in result["decode"] if r.get("time_ms") and r["case"]["window"] == window
-            and all(r["case"].get(k) == v for k, v in want.items())]
 
 
 def time_vs_context(result: dict[str, Any], window: int | None = None) -> Figure:

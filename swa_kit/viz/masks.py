@@ -6,16 +6,13 @@ whose first image holds the mask (or tile states) exactly, so tests can read the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from swa_kit.errors import WindowConventionError
-from swa_kit.masks import BlockView, MaskSpec, mask_spec
-from swa_kit.window import CONVENTIONS, Window, check_keys, from_keys, to_keys
+from swa_kit.masks import BlockView, ForwardMask, forward_mask
+from swa_kit.window import Window, from_keys, naive_reads
 
 MASK_CMAP = ListedColormap(["#ffffff", "#2b8cbe"])
 TILE_CMAP = ListedColormap(["#ffffff", "#fdae61", "#2b8cbe"])  # skipped, partial, full
@@ -35,87 +32,92 @@ def _ticks(ax, positions: np.ndarray, axis: str, max_ticks: int = 24) -> None:
 
 def _draw_mask(ax, image: np.ndarray, q_pos: np.ndarray, k_pos: np.ndarray) -> None:
     ax.imshow(image.astype(np.int64), cmap=MASK_CMAP, vmin=0, vmax=1, interpolation="nearest", aspect="auto")
-    _ticks(ax, k_pos, "x")
-    _ticks(ax, q_pos, "y")
+    _label_mask_axes(ax, q_pos, k_pos)
+
+
+def _label_mask_axes(ax, q_pos: np.ndarray, k_pos: np.ndarray, max_ticks: int = 24) -> None:
+    _ticks(ax, k_pos, "x", max_ticks)
+    _ticks(ax, q_pos, "y", max_ticks)
     ax.set_xlabel("key position")
     ax.set_ylabel("query position")
 
 
-def mask_figure(spec: MaskSpec, block: int | None = None, title: str | None = None) -> Figure:
-    """Heatmap of ``spec``'s mask labelled with positions, its window edge (or chunk edges) and blocks.
+class MaskPlot:
+    """One mask heatmap that redraws in place: :meth:`draw` swaps the image's data and the decorations.
+
+    The explorer keeps one of these and redraws it per slider move: building a new figure (and laying it
+    out) took most of the ~250 ms a move cost; updating the image and a few lines does not.
+    ``layout=None`` keeps fixed margins, so a redraw never runs a layout solver; tick labels are most of
+    what a render costs, so ``max_ticks`` bounds them per axis.
+    """
+
+    def __init__(self, figsize: tuple[float, float] = (8.0, 5.5), layout: str | None = "constrained",
+                 max_ticks: int = 24) -> None:
+        self.max_ticks = max_ticks
+        self.fig = Figure(figsize=figsize, layout=layout)
+        if layout is None:
+            self.fig.subplots_adjust(left=0.08, right=0.98, bottom=0.11, top=0.93)
+        self.ax = self.fig.add_subplot()
+        self.image = self.ax.imshow(np.zeros((1, 1), dtype=np.int64), cmap=MASK_CMAP, vmin=0, vmax=1,
+                                    interpolation="nearest", aspect="auto")
+        self._decorations: list = []  # window edge, chunk / block / prefix lines, legend: redrawn each time
+        self._axes_key: tuple | None = None
+        self.axes_changed = True  # whether the last draw changed limits or tick labels (not only the data)
+
+    def changing_artists(self) -> list:
+        """What a draw with unchanged axes changes, in drawing order (the frame goes back on top)."""
+        return [self.image, *self.ax.spines.values(), *self._decorations, self.ax.title]
+
+    def draw(self, spec: ForwardMask, block: int | None = None, title: str | None = None) -> Figure:
+        """Show ``spec``'s mask labelled with positions, its window edge (or chunk edges) and blocks."""
+        ax = self.ax
+        for artist in self._decorations:
+            artist.remove()
+        self._decorations = []
+        self.image.set_data(spec.dense().numpy().astype(np.int64))
+        self.image.set_extent((-0.5, spec.kv_len - 0.5, spec.q_len - 0.5, -0.5))
+        ax.set_xlim(-0.5, spec.kv_len - 0.5)
+        ax.set_ylim(spec.q_len - 0.5, -0.5)
+        q_pos, k_pos = spec.q_positions().numpy(), spec.k_positions().numpy()
+        key = (tuple(q_pos.tolist()), tuple(k_pos.tolist()))
+        self.axes_changed, self._axes_key = key != self._axes_key, key
+        _label_mask_axes(ax, q_pos, k_pos, self.max_ticks)
+        if spec.window.keys is not None:
+            # the oldest key in the window is at position first_key(q); committed keys sit at their
+            # position, draft columns of a tree do not, so there the edge stops at the prefix's end
+            cols = np.array([spec.window.first_key(int(q)) for q in q_pos])
+            if spec.mode == "tree":
+                cols = np.minimum(cols, spec.prefix_len)
+            rows = np.arange(len(q_pos))
+            xs = np.repeat(cols - 0.5, 2)
+            ys = np.column_stack([rows - 0.5, rows + 0.5]).ravel()
+            self._decorations += ax.plot(xs, ys, color=EDGE, lw=2, label=f"window edge ({spec.window.keys} keys)",
+                                         gid="window-edge")
+        if spec.mode == "chunked":
+            self._decorations += [ax.axvline(edge - 0.5, color=EDGE, lw=1.5, gid="chunk-edge")
+                                  for edge in range(spec.chunk, spec.kv_len, spec.chunk)]
+        if block:
+            self._decorations += [ax.axvline(x - 0.5, color=GRID, lw=0.8, ls="--", gid="block")
+                                  for x in range(block, spec.kv_len, block)]
+            self._decorations += [ax.axhline(y - 0.5, color=GRID, lw=0.8, ls="--", gid="block")
+                                  for y in range(block, spec.q_len, block)]
+        if spec.mode == "tree":
+            self._decorations.append(ax.axvline(spec.prefix_len - 0.5, color="black", lw=1, gid="prefix-end"))
+        ax.set_title(title or spec.describe(), fontsize=9)
+        if ax.get_legend_handles_labels()[0]:
+            self._decorations.append(ax.legend(loc="lower left", fontsize=7, framealpha=0.9))
+        return self.fig
+
+
+def mask_figure(mask: ForwardMask, block: int | None = None, title: str | None = None) -> Figure:
+    """Heatmap of ``mask``'s mask labelled with positions, its window edge (or chunk edges) and blocks.
 
     The window edge is a red step along each row's oldest attended key; ``block`` draws tile
-    boundaries every ``block`` rows and columns (FlexAttention tiles).
+    boundaries every ``block`` rows and columns (FlexAttention tiles). A figure sized to the mask;
+    :class:`MaskPlot` draws the same into one figure again and again.
     """
-    dense = spec.dense().numpy()
-    q_pos, k_pos = spec.q_positions().numpy(), spec.k_positions().numpy()
-    fig = Figure(figsize=(min(12, 2 + 0.25 * spec.kv_len), min(9, 1.8 + 0.25 * spec.q_len)), layout="constrained")
-    ax = fig.add_subplot()
-    _draw_mask(ax, dense, q_pos, k_pos)
-    if spec.window.keys is not None:
-        # the oldest key in the window is at position first_key(q); committed keys sit at their
-        # position, draft columns of a tree do not, so there the edge stops at the prefix's end
-        xs, ys = [], []
-        for row, q in enumerate(q_pos):
-            col = spec.window.first_key(int(q))
-            if spec.mode == "tree":
-                col = min(col, spec.prefix_len)
-            xs += [col - 0.5, col - 0.5]
-            ys += [row - 0.5, row + 0.5]
-        ax.plot(xs, ys, color=EDGE, lw=2, label=f"window edge ({spec.window.keys} keys)", gid="window-edge")
-    if spec.mode == "chunked":
-        for edge in range(spec.chunk, spec.kv_len, spec.chunk):
-            ax.axvline(edge - 0.5, color=EDGE, lw=1.5, gid="chunk-edge")
-    if block:
-        for x in range(block, spec.kv_len, block):
-            ax.axvline(x - 0.5, color=GRID, lw=0.8, ls="--", gid="block")
-        for y in range(block, spec.q_len, block):
-            ax.axhline(y - 0.5, color=GRID, lw=0.8, ls="--", gid="block")
-    if spec.mode == "tree":
-        ax.axvline(spec.prefix_len - 0.5, color="black", lw=1, gid="prefix-end")
-    ax.set_title(title or spec.describe(), fontsize=9)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="lower left", fontsize=7, framealpha=0.9)
-    return fig
-
-
-@dataclass(frozen=True)
-class NaiveRead:
-    """One API given the number you hold as-is, instead of converting it."""
-
-    convention: str
-    wanted: object  # what the API should get for the window you mean
-    passed: object  # what it gets when you pass your number unconverted
-    keys: int | None  # keys it then attends (None = window off); None as well when ``error`` is set
-    meant: int
-    error: str | None = None
-
-    @property
-    def delta(self) -> int | None:
-        """Keys attended minus keys meant; None when the value is rejected or switches the window off."""
-        return None if self.error or self.keys is None else self.keys - self.meant
-
-
-def naive_reads(keys: int, held_in: str = "hf") -> list[NaiveRead]:
-    """For every API: the window ``keys`` written in ``held_in``, passed to it without conversion.
-
-    ``held_in="hf"`` passes the config's ``sliding_window`` (W) everywhere: APIs counting ``W - 1``
-    then attend one key more. ``held_in="sglang"`` passes ``sliding_window_size`` (W - 1): APIs
-    counting W attend one key less, and with W = 1 ``paged_attention_v1`` reads 0 as "off".
-    """
-    keys = check_keys(keys)
-    if keys is None:
-        raise WindowConventionError("keys: invalid window value None: the trap needs a window; give keys >= 1")
-    held = from_keys(held_in, keys)
-    number = held[0] if isinstance(held, tuple) else held
-    reads = []
-    for name, conv in CONVENTIONS.items():
-        passed = (number, 0) if isinstance(conv.off, tuple) else number
-        try:
-            reads.append(NaiveRead(name, from_keys(name, keys), passed, to_keys(name, passed), keys))
-        except WindowConventionError as error:
-            reads.append(NaiveRead(name, from_keys(name, keys), passed, None, keys, str(error)))
-    return reads
+    size = (min(12, 2 + 0.25 * mask.kv_len), min(9, 1.8 + 0.25 * mask.q_len))
+    return MaskPlot(size).draw(mask, block, title)
 
 
 def _shown_columns(kv_len: int, windows: list[Window], q_pos: np.ndarray, pad: int, max_cols: int) -> np.ndarray:
@@ -140,11 +142,11 @@ def conventions_figure(keys: int, held_in: str = "hf", q_len: int = 4, pad: int 
     """
     reads = naive_reads(keys, held_in)
     meant = Window(keys)
-    spec = mask_spec("extend", q_len, keys + q_len + pad, meant)
-    q_pos, k_pos = spec.q_positions().numpy(), spec.k_positions().numpy()
+    mask = forward_mask("extend", q_len, keys + q_len + pad, meant)
+    q_pos, k_pos = mask.q_positions().numpy(), mask.k_positions().numpy()
     naive_windows = [Window(r.keys) for r in reads if r.error is None]
-    cols = _shown_columns(spec.kv_len, [meant, *naive_windows], q_pos, pad, max_cols=48)
-    want = spec.dense().numpy()[:, cols]
+    cols = _shown_columns(mask.kv_len, [meant, *naive_windows], q_pos, pad, max_cols=48)
+    want = mask.dense().numpy()[:, cols]
     fig = Figure(figsize=(15, 9.5), layout="constrained")
     axes = fig.subplots(3, 3).ravel()
     for ax, read in zip(axes, reads):
@@ -170,7 +172,7 @@ def conventions_figure(keys: int, held_in: str = "hf", q_len: int = 4, pad: int 
             verdict = "rejected: invalid value"
         ax.set_title(f"{read.convention}: wants {read.wanted!r}\ngiven {read.passed!r} -> {verdict}", fontsize=9,
                      color="black" if read.keys == keys else EDGE)
-        ax.set_xlabel("key position (columns near the window edge)" if len(cols) < spec.kv_len else "key position",
+        ax.set_xlabel("key position (columns near the window edge)" if len(cols) < mask.kv_len else "key position",
                       fontsize=8)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="lower left", fontsize=7, framealpha=0.9)

@@ -38,53 +38,103 @@ def occupancy_images(snapshots: list[PoolSnapshot], req: int = 0) -> tuple[np.nd
     return full, np.stack([_codes(s.swa_owner.numpy(), req) for s in snapshots])
 
 
+class OccupancyPlot:
+    """Full and SWA slots of one request over a run, and the counts per step, redrawn in place.
+
+    Built once for a whole run; :meth:`show` reveals the steps up to one step (later rows blank, the
+    count lines cut there) by updating the images' data and the lines' data, never building a figure.
+    """
+
+    def __init__(self, snapshots: list[PoolSnapshot], req: int = 0) -> None:
+        self.req = req
+        self.full, self.swa = occupancy_images(snapshots, req)
+        self.steps = np.array([s.step for s in snapshots])
+        counts = [s.counts(req) for s in snapshots]
+        panels = 3 if self.swa is not None else 2
+        self.fig = Figure(figsize=(4.2 * panels, 3.6), layout="constrained")
+        axes = self.fig.subplots(1, panels)
+        cmap = ListedColormap(STATE_COLORS)
+        self.images = []
+        for ax, image, title in zip(axes, (self.full, self.swa), ("full pool slots", "SWA pool slots")):
+            if image is None:
+                continue
+            self.images.append(ax.imshow(image, cmap=cmap, vmin=0, vmax=3, aspect="auto", interpolation="nearest",
+                                         extent=(-0.5, image.shape[1] - 0.5, self.steps[-1] + 0.5,
+                                                 self.steps[0] - 0.5)))
+            ax.set(title=title, xlabel="slot id", ylabel="decode step")
+        ax = axes[-1]
+        self.counts = {key: np.array([c[key] for c in counts]) for key in ("full_live", "swa_live", "swa_freed")}
+        self.lines = {key: ax.plot(self.steps, values, marker="o", ms=3, color=color,
+                                   label=key.replace("_", " "))[0]
+                      for (key, values), color in zip(self.counts.items(), (STATE_COLORS[2], RIGHT, "#999999"))}
+        ax.set(title=f"request {req}: slots held", xlabel="decode step", ylabel="slots")
+        ax.legend(fontsize=8)
+        handles = [Rectangle((0, 0), 1, 1, color=c) for c in STATE_COLORS]
+        self.fig.legend(handles, STATE_NAMES, loc="outside lower center", ncols=4, fontsize=8)
+
+    def changing_artists(self) -> list:
+        """What :meth:`show` changes, in drawing order: the axes' frames and the legend go on top again."""
+        frames = [spine for ax in self.fig.axes for spine in ax.spines.values()]
+        return [*self.images, *self.lines.values(), *frames, self.fig.axes[-1].get_legend()]
+
+    def show(self, step: int) -> Figure:
+        """Reveal the run up to decode step ``step`` (rows and points after it hidden)."""
+        hidden = self.steps > step
+        for im, data in zip(self.images, (self.full, self.swa)):
+            im.set_data(np.ma.masked_array(data, np.broadcast_to(hidden[:, None], data.shape)))
+        for key, line in self.lines.items():
+            line.set_data(self.steps[~hidden], self.counts[key][~hidden])
+        return self.fig
+
+
 def plot_pool_occupancy(snapshots: list[PoolSnapshot], req: int = 0) -> Figure:
     """Full and SWA slots of one request over a run: live, free, dummy; and the counts per step."""
-    full, swa = occupancy_images(snapshots, req)
-    panels = 3 if swa is not None else 2
-    fig = Figure(figsize=(4.2 * panels, 3.6), layout="constrained")
-    axes = fig.subplots(1, panels)
-    cmap = ListedColormap(STATE_COLORS)
-    steps = [s.step for s in snapshots]
-    for ax, image, title in zip(axes, (full, swa), ("full pool slots", "SWA pool slots")):
-        if image is None:
-            continue
-        ax.imshow(image, cmap=cmap, vmin=0, vmax=3, aspect="auto", interpolation="nearest",
-                  extent=(-0.5, image.shape[1] - 0.5, steps[-1] + 0.5, steps[0] - 0.5))
-        ax.set(title=title, xlabel="slot id", ylabel="decode step")
-    counts = [s.counts(req) for s in snapshots]
-    ax = axes[-1]
-    for key, color in (("full_live", STATE_COLORS[2]), ("swa_live", RIGHT), ("swa_freed", "#999999")):
-        ax.plot(steps, [c[key] for c in counts], marker="o", ms=3, color=color, label=key.replace("_", " "))
-    ax.set(title=f"request {req}: slots held", xlabel="decode step", ylabel="slots")
-    ax.legend(fontsize=8)
-    handles = [Rectangle((0, 0), 1, 1, color=c) for c in STATE_COLORS]
-    fig.legend(handles, STATE_NAMES, loc="outside lower center", ncols=4, fontsize=8)
-    return fig
+    return OccupancyPlot(snapshots, req).fig
+
+
+class MappingPlot:
+    """Each token's full slot (top) joined to its SWA slot (bottom), redrawn in place per snapshot."""
+
+    def __init__(self, slots: int) -> None:
+        self.fig = Figure(figsize=(9, 3.2), layout="constrained")
+        self.ax = self.fig.subplots()
+        self.full = self.ax.scatter([], [], color=STATE_COLORS[2], zorder=3, s=25, label="full slot")
+        self.swa = self.ax.scatter([], [], zorder=3, s=25, label="SWA slot (0 = dummy)")
+        self.links: list = []
+        self.ax.set_yticks([0, 1], ["SWA pool", "full pool"])
+        self.ax.set_xlabel("slot id")
+        self.ax.set_xlim(-1, slots)
+        self.ax.set_ylim(-0.4, 1.4)
+        self.title = self.ax.set_title("")
+
+    def changing_artists(self) -> list:
+        """What :meth:`show` changes, in drawing order (the links under the slot markers)."""
+        return [*self.links, self.full, self.swa, self.title]
+
+    def show(self, snapshot: PoolSnapshot, req: int = 0) -> Figure:
+        """Draw ``snapshot``'s mapping for request ``req``; evicted tokens point at dummy slot 0."""
+        if not snapshot.swa_ids:
+            raise ModelConfigError("this snapshot has no SWA pool (a one-pool model): there is no full->SWA "
+                                   "mapping to draw; build the workers with a hybrid_swa layout")
+        full_ids = snapshot.full_ids[req].numpy()
+        swa_ids = snapshot.swa_ids[req].numpy()
+        live = swa_ids > 0
+        for line in self.links:
+            line.remove()
+        self.links = [self.ax.plot([f, s], [1, 0], color=RIGHT if ok else "#999999", ls="-" if ok else "--",
+                                   lw=1.2, gid="live" if ok else "evicted")[0]
+                      for f, s, ok in zip(full_ids, swa_ids, live)]
+        self.full.set_offsets(np.column_stack([full_ids, np.ones_like(full_ids)]))
+        self.swa.set_offsets(np.column_stack([swa_ids, np.zeros_like(swa_ids)]))
+        self.swa.set_facecolor(np.where(live, RIGHT, STATE_COLORS[1]))
+        self.title.set_text(f"request {req}, step {snapshot.step}: full -> SWA mapping "
+                            f"({int(live.sum())} live, {int((~live).sum())} evicted -> slot 0; a -1 id maps to -1)")
+        return self.fig
 
 
 def plot_mapping(snapshot: PoolSnapshot, req: int = 0) -> Figure:
     """Each token's full slot (top) joined to its SWA slot (bottom); evicted tokens point at dummy slot 0."""
-    if not snapshot.swa_ids:
-        raise ModelConfigError("this snapshot has no SWA pool (a one-pool model): there is no full->SWA mapping "
-                               "to draw; build the workers with a hybrid_swa layout")
-    full_ids = snapshot.full_ids[req].numpy()
-    swa_ids = snapshot.swa_ids[req].numpy()
-    fig = Figure(figsize=(9, 3.2), layout="constrained")
-    ax = fig.subplots()
-    live = swa_ids > 0
-    for f, s, ok in zip(full_ids, swa_ids, live):
-        ax.plot([f, s], [1, 0], color=RIGHT if ok else "#999999", ls="-" if ok else "--", lw=1.2,
-                gid="live" if ok else "evicted")
-    ax.scatter(full_ids, np.ones_like(full_ids), color=STATE_COLORS[2], zorder=3, s=25, label="full slot")
-    ax.scatter(swa_ids, np.zeros_like(swa_ids), color=np.where(live, RIGHT, STATE_COLORS[1]), zorder=3, s=25,
-               label="SWA slot (0 = dummy)")
-    ax.set_yticks([0, 1], ["SWA pool", "full pool"])
-    ax.set_xlabel("slot id")
-    ax.set_title(f"request {req}, step {snapshot.step}: full -> SWA mapping "
-                 f"({int(live.sum())} live, {int((~live).sum())} evicted -> slot 0; a -1 id maps to -1)")
-    ax.set_ylim(-0.4, 1.4)
-    return fig
+    return MappingPlot(len(snapshot.full_owner)).show(snapshot, req)
 
 
 def plot_slots_read(workers: Workers, role: str, layer_id: int, req: int, seq_len: int) -> Figure:

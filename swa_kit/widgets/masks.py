@@ -11,16 +11,18 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from swa_kit.errors import SwaKitError
-from swa_kit.masks import MODES, mask_spec
-from swa_kit.viz.masks import mask_figure
-from swa_kit.widgets._panel import FigurePanel
+from swa_kit.masks import MODES, forward_mask
+from swa_kit.viz.masks import MaskPlot, mask_figure
+from swa_kit.widgets._panel import BlitFigure, FigurePanel
 
 SUMMARY_CONVENTIONS = ("sglang", "flash_attn", "aiter_unified", "aiter_v1", "flash_attn_4")
 
 
 def explore(mode: str, window: int | None, q_len: int, kv_len: int, chunk: int = 4,
-            block: int | None = None) -> tuple[Figure | None, str]:
+            block: int | None = None, plot: MaskPlot | None = None) -> tuple[Figure | None, str]:
     """The explorer's callback: ``(figure, summary)``, or ``(None, message)`` for a bad combination.
+
+    Given ``plot``, the mask is redrawn into it in place (the widget's way: fast); without, a new figure.
 
     Convenience over strictness, as sliders cannot express "not applicable": prefill uses
     ``kv_len`` queries, decode one query, chunked ignores ``window`` and tree verifies a complete
@@ -36,19 +38,19 @@ def explore(mode: str, window: int | None, q_len: int, kv_len: int, chunk: int =
             notes.append(f"chunked local attention has no sliding window (window {window} ignored)")
         window = None
     try:
-        spec = mask_spec(mode, q_len, kv_len, window, chunk=chunk if mode == "chunked" else None)
-        fig = mask_figure(spec, block=block)
+        mask = forward_mask(mode, q_len, kv_len, window, chunk=chunk if mode == "chunked" else None)
+        fig = plot.draw(mask, block=block) if plot is not None else mask_figure(mask, block=block)
     except (SwaKitError, ValueError) as error:
         return None, f"Cannot draw this combination: {error}"
-    mask = spec.dense()
-    per_query = mask.sum(dim=1)
-    lines = [spec.describe()]
+    dense = mask.dense()
+    per_query = dense.sum(dim=1)
+    lines = [mask.describe()]
     lines += notes
     lines.append(f"each query attends {int(per_query.min())} to {int(per_query.max())} keys; "
-                 f"{int(mask.sum())} of {mask.numel()} (query, key) pairs")
-    if spec.window.keys is not None:
-        written = ", ".join(f"{name} {spec.window.to(name)!r}" for name in SUMMARY_CONVENTIONS)
-        lines.append(f"window {spec.window.keys} keys = {written}")
+                 f"{int(dense.sum())} of {dense.numel()} (query, key) pairs")
+    if mask.window.keys is not None:
+        written = ", ".join(f"{name} {mask.window.to(name)!r}" for name in SUMMARY_CONVENTIONS)
+        lines.append(f"window {mask.window.keys} keys = {written}")
     return fig, "\n".join(lines)
 
 
@@ -67,11 +69,16 @@ def mask_explorer(mode: str = "extend", window: int | None = 4, q_len: int = 6, 
         "chunk": widgets.IntSlider(value=chunk, min=1, max=32, description="chunk"),
     }
     panel = FigurePanel()
+    plot = MaskPlot(layout=None, max_ticks=12)  # one figure, redrawn in place on every move
+    frames = BlitFigure(plot.fig, plot.changing_artists)  # the axes are redrawn only when their labels change
 
     def redraw(_: Any = None) -> None:
         c = {name: w.value for name, w in controls.items()}
-        fig, text = explore(c["mode"], None if c["no_window"] else c["window"], c["q_len"], c["kv_len"], c["chunk"])
-        panel.show(text, fig)
+        fig, text = explore(c["mode"], None if c["no_window"] else c["window"], c["q_len"], c["kv_len"], c["chunk"],
+                            plot=plot)
+        if fig is not None and plot.axes_changed:
+            frames.invalidate()
+        panel.show(text, frames.png() if fig is not None else None)
 
     for w in controls.values():
         w.observe(redraw, names="value")

@@ -1,8 +1,9 @@
-"""The kit's Triton decode kernel on a GPU against the float64 reference (skipped without one).
+"""The kit's Triton kernel on a GPU against the float64 reference (skipped without one).
 
-Sweeps windows, page sizes 1 and 16, GQA ratios, head dims 64/128/256, bf16 and fp16,
-with forced split counts so the merge kernel is exercised at every shape. Every slot no
-query attends holds NaN; the output is poisoned with NaN before each run.
+Decode sweeps windows, page sizes 1 and 16, GQA ratios, head dims 64/128/256, bf16 and fp16,
+with forced split counts so the merge kernel is exercised at every shape. Chain verify runs
+ragged batches of 2..8 queries per request; GPT-OSS's shape runs with per-head sinks. Every
+slot no query attends holds NaN; the output is poisoned with NaN before each run.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import pytest
 import torch
 
 from swa_kit.attention.reference import reference_attention
-from swa_kit.bench import poison_unattended, random_decode_batch
+from swa_kit.attention.sinks import reference_with_sinks
+from swa_kit.attention.batch import poison_unattended, random_paged_batch
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA/ROCm GPU")]
 
@@ -35,7 +37,8 @@ def test_kernel_matches_reference(page_size: int, heads: tuple[int, int], head_d
     gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
     hq, hkv = heads
     for keys, splits in ((1, None), (128, None), (1000, 3), (4096, None), (None, 2), (5000, 1)):
-        batch = random_decode_batch(SEQS, hq, hkv, head_dim, page_size, dtype, "cuda", gen)
+        batch = random_paged_batch([1] * len(SEQS), SEQS, num_q_heads=hq, num_kv_heads=hkv,
+        head_dim=head_dim, page_size=page_size, spare_pages=0, dtype=dtype, device="cuda", generator=gen)
         poison_unattended(batch, keys)
         plan = kit_triton.plan_batch(batch, keys, splits=splits)
         out = torch.full_like(batch.q, float("nan"))
@@ -50,8 +53,79 @@ def test_backend_runs_through_the_registry() -> None:
     from swa_kit.attention.backends import run_path
 
     gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
-    batch = random_decode_batch([300, 2000], 32, 8, 128, 16, torch.bfloat16, "cuda", gen)
+    batch = random_paged_batch([1, 1], [300, 2000], num_q_heads=32, num_kv_heads=8,
+        head_dim=128, page_size=16, spare_pages=0, dtype=torch.bfloat16, device="cuda", generator=gen)
     result = run_path("kit_triton_swa", batch, 512)
     assert result.tier == "kit-triton" and result.path == "kit_triton_swa"
     ref = reference_attention(batch, 512).out
     assert float((result.out.double() - ref).norm() / ref.norm()) < 1e-2
+
+
+def _fresh_generator() -> torch.Generator:
+    return torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+
+
+def _run_and_compare(batch, keys, splits, sinks=None) -> None:
+    from swa_kit.attention import kit_triton
+
+    plan = kit_triton.plan_batch(batch, keys, sinks=sinks, splits=splits)
+    out = torch.full_like(batch.q, float("nan"))
+    plan.run(batch.q, out)
+    ref = reference_attention(batch, keys).out if sinks is None else reference_with_sinks(batch, keys, sinks)
+    assert not torch.isnan(out).any(), f"keys={keys}: unwritten output or a poisoned slot leaked"
+    error = float((out.double() - ref).norm() / ref.norm())
+    assert error < 1e-2, f"keys={keys} splits={plan.splits} q_lens={batch.q_lens.tolist()}: relative error {error:.2e}"
+
+
+VERIFY_SHAPES = [(32, 8, 128), (32, 16, 256), (64, 8, 64), (16, 1, 128)]
+
+
+@pytest.mark.parametrize("page_size", (1, 16))
+@pytest.mark.parametrize("heads", VERIFY_SHAPES, ids=[f"{a}x{b}-d{d}" for a, b, d in VERIFY_SHAPES])
+def test_chain_verify_matches_reference(page_size: int, heads: tuple[int, int, int]) -> None:
+    """Ragged 2..8 draft queries per request, each with its own window, causal within the chunk."""
+    gen = _fresh_generator()
+    hq, hkv, dim = heads
+    seqs = [9, 300, 1500, 4100, 777, 2]
+    for keys, splits in ((1, None), (5, 2), (128, None), (1000, 3), (None, 2), (4096, None)):
+        q_lens = [int(n) for n in torch.randint(2, 9, (len(seqs),), generator=gen)]
+        q_lens = [min(q, s) for q, s in zip(q_lens, seqs, strict=True)]
+        batch = random_paged_batch(q_lens, seqs, num_q_heads=hq, num_kv_heads=hkv,
+        head_dim=dim, page_size=page_size, spare_pages=0, dtype=torch.bfloat16, device="cuda", generator=gen)
+        poison_unattended(batch, keys)
+        _run_and_compare(batch, keys, splits)
+
+
+@pytest.mark.parametrize("page_size", (1, 16))
+@pytest.mark.parametrize("drafts", (1, 8), ids=("decode", "verify"))
+def test_gpt_oss_sinks_match_reference(page_size: int, drafts: int) -> None:
+    gen = _fresh_generator()
+    seqs = [100, 5000, 64, 1300]
+    for keys, splits in ((128, None), (128, 4), (1000, 1), (None, 3)):
+        q_lens = [min(s, 1 + b % drafts) for b, s in enumerate(seqs)] if drafts > 1 else None
+        batch = random_paged_batch(q_lens, seqs, num_q_heads=64, num_kv_heads=8,
+        head_dim=64, page_size=page_size, spare_pages=0, dtype=torch.bfloat16, device="cuda", generator=gen)
+        poison_unattended(batch, keys)
+        sinks = torch.randn(64, generator=gen) * 3
+        _run_and_compare(batch, keys, splits, sinks.cuda())
+
+
+def test_a_plan_replays_in_a_cuda_graph() -> None:
+    """No host sync inside a launch: the plan's run captures, and its replays match the eager run."""
+    from swa_kit.attention import kit_triton
+
+    gen = _fresh_generator()
+    batch = random_paged_batch([3, 8, 2], [4000, 900, 5000], num_q_heads=32, num_kv_heads=8,
+        head_dim=128, page_size=16, spare_pages=0, dtype=torch.bfloat16, device="cuda", generator=gen)
+    plan = kit_triton.plan_batch(batch, 1024, splits=4)
+    out = torch.empty_like(batch.q)
+    plan.run(batch.q, out)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        plan.run(batch.q, out)
+    eager = out.clone()
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, eager)

@@ -15,7 +15,8 @@ import torch
 from swa_kit.attention.backends import run_path
 from swa_kit.attention.reference import reference_attention
 from swa_kit.errors import BackendUnavailableError
-from swa_kit.probe import probe_path, probe_sglang_sites, runnable_paths, synthetic_batch
+from swa_kit.attention.batch import random_paged_batch
+from swa_kit.probe import probe_path, probe_sglang_sites, runnable_paths
 from swa_kit.window import from_keys
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA/ROCm GPU")]
@@ -41,15 +42,15 @@ def test_gpu_path_matches_reference(path, keys, gqa, page, q_len, head_dim):
         pytest.skip("block-table path: Triton decode on a GPU needs page size >= 16")
     gen = torch.Generator().manual_seed(hash((path, keys, gqa, page, q_len, head_dim)) % 2**31)
     seq_lens = [int(torch.randint(q_len + 20, 260, (1,), generator=gen)) for _ in range(3)]
-    made = synthetic_batch([q_len] * 3, seq_lens, num_q_heads=gqa[0], num_kv_heads=gqa[1], head_dim=head_dim,
-                           page_size=page, window_keys=keys, garbage=1e4 if path in NAN_UNSAFE else math.nan,
-                           dtype=torch.bfloat16, device="cuda", generator=gen)
+    batch = random_paged_batch([q_len] * 3, seq_lens, num_q_heads=gqa[0], num_kv_heads=gqa[1], head_dim=head_dim,
+                               page_size=page, window_keys=keys, garbage=1e4 if path in NAN_UNSAFE else math.nan,
+                               dtype=torch.bfloat16, device="cuda", generator=gen)
     window_arg = from_keys(backend.convention, keys) if backend.convention else None
     try:
-        result = run_path(path, made.batch, window_arg)
+        result = run_path(path, batch, window_arg)
     except BackendUnavailableError as error:
         pytest.skip(str(error))
-    expected = reference_attention(made.batch, keys).out
+    expected = reference_attention(batch, keys).out
     assert torch.isfinite(result.out).all()
     err = (result.out.double() - expected).abs().max().item()
     print(f"{path} keys={keys} gqa={gqa} page={page} q_len={q_len} d={head_dim} tier={result.tier} max_err={err:.2e}")

@@ -1,6 +1,6 @@
 """Greedy speculative decoding over the kit's pools, and what each SWA-pool resolver does to it.
 
-Everything runs through :class:`swa_kit.model.Server`: the target and the draft read and write
+Everything runs through :class:`swa_kit.serving.Server`: the target and the draft read and write
 the real pools, sliding layers read through full->SWA translated slots exactly when the resolver
 under test says so, out-of-window eviction frees SWA slots after every step, and each layer's
 route comes from :func:`swa_kit.dispatch.plan`.
@@ -30,17 +30,20 @@ refusal before drafting instead of bypassing it.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
+from swa_kit.attention.batch import indptr
 from swa_kit.errors import DispatchGuardError, SwaKitError, UsageError
-from swa_kit.model import Request, Server, TinyModels
+from swa_kit.model import TinyModels
+from swa_kit.serving import Request, Server
 
 ALGORITHMS = ("eagle", "frozen_kv_mtp")
 RESOLVER_NAMES = ("legacy", "naive", "fixed")
-#: What the draft worker needs from the routing (FACTS.md section 2 / dispatch): the seed's paged-decode
+#: What the draft worker needs from the routing (:mod:`swa_kit.dispatch`): the seed's paged-decode
 #: guard refuses an EAGLE draft's sliding layer on ``paged_attention_ragged`` unless unified attention is on.
 DEFAULT_ENV = {"SGLANG_USE_AITER_UNIFIED_ATTN": "1"}
 
@@ -162,7 +165,7 @@ def _draft_eagle(server: Server, reqs: list[Request], k: int) -> list[list[int]]
     drafts: list[list[int]] = [[] for _ in reqs]
     for step in range(k):
         hidden = server.eagle_forward(reqs, starts, tokens, features, mode)
-        ends = torch.tensor([len(t) for t in tokens]).cumsum(0) - 1
+        ends = indptr([len(t) for t in tokens], dtype=torch.int64)[1:] - 1  # each request's last token
         last = hidden[ends]
         for b, tok in enumerate(_argmax(models, last)):
             drafts[b].append(tok)
@@ -283,7 +286,7 @@ def guard_experiment(models: TinyModels, prompts: list[list[int]], max_new_token
     guarded = Server(models, "none", "fixed", max_requests=len(prompts), max_context_len=max_len,
                      layer_sites={layer: "decode.paged"})
     refused = greedy_decode(models, prompts, max_new_tokens, server=guarded)
-    entry = unguarded._entry("target", "decode", layer)
+    entry = unguarded.route("target", "decode", layer)
     return {
         "layer": layer, "window": cfg.windows[layer], "path": entry.path, "tier": entry.tier,
         "computed_by": run.computed_by,
@@ -302,7 +305,8 @@ def one_key_short_experiment(models: TinyModels, prompts: list[list[int]], max_n
 
     ``plain`` attends the layers' intended windows (as the model was trained); here each
     window-honouring route attends the plan's ``effective_keys`` instead: W - 1 keys at SGLang's
-    unified call sites (FACTS.md section 4, measured by ``swa-kit probe --sglang-sites``).
+    unified call sites, which pass ``(sliding_window_size - 1, 0)`` to aiter (measured by
+    ``swa-kit probe --sglang-sites``).
     """
     max_len = max(map(len, prompts)) + max_new_tokens + 2
     server = Server(models, "none", "fixed", max_requests=len(prompts), max_context_len=max_len,

@@ -11,7 +11,7 @@ import pytest
 from swa_kit import cli
 from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.model import load_models
-from swa_kit.spec import (
+from swa_kit.speculative import (
     agreement,
     first_divergence,
     greedy_decode,

@@ -1,0 +1,122 @@
+"""What the benchmark times: decode / verify / prefill cases, their byte and FLOP counts, and the grids.
+
+Pure host-side arithmetic (no GPU): the recorded-run readers on CPU use it too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+K = 1024
+
+#: The headline configuration of the first targets (issue #6, section 3).
+HEADLINE = {"batch": 32, "hq": 32, "hkv": 8, "head_dim": 128, "window": 4096, "dtype": "bfloat16"}
+
+#: Head shapes of the grid: (Hq, Hkv, head_dim, attention sinks). GPT-OSS carries one sink logit per query head.
+HEAD_SHAPES = {
+    "llama-like 32/8/128": (32, 8, 128, False),
+    "gemma sliding 32/16/256": (32, 16, 256, False),
+    "gpt-oss 64/8/64 + sinks": (64, 8, 64, True),
+}
+
+
+@dataclass(frozen=True)
+class DecodeCase:
+    """One decode shape; ``drafts`` > 0 makes it a chain verify of 2..``drafts`` queries per request (ragged)."""
+
+    batch: int
+    hq: int
+    hkv: int
+    head_dim: int
+    context: int
+    window: int
+    dtype: str = "bfloat16"
+    sinks: bool = False
+    drafts: int = 0
+
+    @property
+    def itemsize(self) -> int:
+        return torch.empty(0, dtype=getattr(torch, self.dtype)).element_size()
+
+    def kv_bytes(self, keys: int | None) -> int:
+        """K and V bytes of ``keys`` positions (None: the whole context) for every request and KV head."""
+        n = self.context if keys is None else min(keys, self.context)
+        return 2 * self.batch * self.hkv * n * self.head_dim * self.itemsize
+
+    @property
+    def window_bytes(self) -> int:
+        return self.kv_bytes(self.window)
+
+    def q_lens(self) -> list[int]:
+        """Queries per request: 1 in decode; in verify 2..drafts, cycling, so every batch is ragged."""
+        if not self.drafts:
+            return [1] * self.batch
+        return [2 + b % (self.drafts - 1) for b in range(self.batch)]
+
+    @property
+    def span(self) -> int:
+        """Keys some query of a request attends: the window, plus the drafts before the last query."""
+        return min(self.context, self.window + max(self.q_lens()) - 1)
+
+    def decode_twin(self) -> DecodeCase:
+        """The decode case over the same KV (what a verify is compared with)."""
+        return DecodeCase(self.batch, self.hq, self.hkv, self.head_dim, self.context, self.window, self.dtype,
+                          self.sinks)
+
+
+@dataclass(frozen=True)
+class PrefillCase:
+    tokens: int
+    hq: int
+    hkv: int
+    head_dim: int
+    window: int
+    dtype: str = "bfloat16"
+
+    def flops(self, keys: int | None) -> int:
+        """Matmul FLOPs (QK and PV, 2 each per multiply-add) over the attended (query, key) pairs."""
+        t = self.tokens
+        if keys is None or keys >= t:
+            pairs = t * (t + 1) // 2
+        else:  # the first `keys` queries see 1..keys keys, the rest see `keys` each
+            pairs = keys * (keys + 1) // 2 + (t - keys) * keys
+        return 4 * self.hq * self.head_dim * pairs
+
+
+DRAFTS = 8  # verify: 2..8 queries per request (speculative decoding's draft chains)
+
+
+def decode_grid(quick: bool) -> list[DecodeCase]:
+    """The decode cases: quick = the headline shape at two contexts and two windows; else issue #14's grid (+ B 1)."""
+    if quick:
+        return [DecodeCase(32, 32, 8, 128, ctx, w) for ctx in (8 * K, 128 * K) for w in (1024, 4096)]
+    return [
+        DecodeCase(b, hq, hkv, d, ctx, w, sinks=sinks)
+        for hq, hkv, d, sinks in HEAD_SHAPES.values()
+        for b in (1, 8, 32, 128)
+        for ctx in (8 * K, 128 * K)
+        for w in (128, 1024, 4096)
+    ]
+
+
+def verify_twin(case: DecodeCase) -> DecodeCase:
+    """The chain-verify case of a decode case: the same KV, 2..DRAFTS queries per request."""
+    return DecodeCase(case.batch, case.hq, case.hkv, case.head_dim, case.context, case.window, case.dtype,
+                      case.sinks, DRAFTS)
+
+
+def prefill_grid(quick: bool) -> list[PrefillCase]:
+    if quick:
+        return [PrefillCase(8 * K, 32, 8, 128, 1024)]
+    return [PrefillCase(t, 32, 8, 128, w) for t in (8 * K, 32 * K) for w in (1024, 4096)]
+
+
+def is_headline_family(case: DecodeCase) -> bool:
+    """The headline's batch and heads: where the extra pictures' paths (no window, dense mask) are timed."""
+    return (case.batch, case.hq, case.hkv, case.head_dim) == (
+        HEADLINE["batch"], HEADLINE["hq"], HEADLINE["hkv"], HEADLINE["head_dim"])
+
+

@@ -1,0 +1,74 @@
+"""Exercise versions: the cells tagged ``solution`` are stripped from the same jupytext source, nothing else."""
+
+from __future__ import annotations
+
+import jupytext
+import nbformat
+import pytest
+
+from swa_kit.errors import UsageError
+from swa_kit.exercises import (
+    PLACEHOLDER,
+    SOLUTION_TAG,
+    exercise_notebook,
+    has_exercises,
+    solution_cells,
+    write_exercise_notebook,
+)
+from swa_kit.tour import find_notebooks_dir
+
+SOURCE = """# %% [markdown]
+# # A title
+
+# %%
+question = ...
+
+# %% tags=["solution"]
+answer = 42
+
+# %% tags=["solution", "other"]
+print(answer)
+
+# %%
+print("after")
+"""
+
+
+def test_tagged_cells_are_stripped_and_replaced_by_one_note(tmp_path):
+    source = tmp_path / "07_demo.py"
+    source.write_text(SOURCE)
+    assert has_exercises(source) and solution_cells(jupytext.read(source)) == [2, 3]
+    nb = exercise_notebook(source)
+    assert [c.source for c in nb.cells] == ["# A title", "question = ...", PLACEHOLDER, 'print("after")']
+    assert all(SOLUTION_TAG not in c.metadata.get("tags", []) for c in nb.cells)
+    target = write_exercise_notebook(source, tmp_path / "out")
+    assert target.name == "07_demo.exercises.ipynb"
+    assert [c.source for c in nbformat.read(target, as_version=4).cells] == [c.source for c in nb.cells]
+
+
+def test_a_notebook_without_tags_or_a_missing_one_is_refused(tmp_path):
+    untagged = tmp_path / "08_plain.py"
+    untagged.write_text(SOURCE.replace('tags=["solution"]', "").replace('tags=["solution", "other"]', ""))
+    assert not has_exercises(untagged)
+    with pytest.raises(UsageError, match="tags no cell 'solution'"):
+        exercise_notebook(untagged)
+    with pytest.raises(UsageError, match="does not exist"):
+        exercise_notebook(tmp_path / "missing.py")
+
+
+def test_story_notebook_asks_before_it_reveals():
+    source = find_notebooks_dir() / "00_the_story.py"
+    full = jupytext.read(source)
+    stripped = exercise_notebook(source)
+    revealed = [c.source for i, c in enumerate(full.cells) if i in solution_cells(full)]
+    assert len(revealed) >= 2
+    kept = "\n".join(c.source for c in stripped.cells)
+    for answer_source in revealed:
+        assert answer_source not in kept
+    # every check of a learner's answer comes before the first cell that reveals that answer
+    checks = {"check_default_saving(my_percent)": "story_memory(", "check_triage(my_triage)": "guard_experiment("}
+    sources = [c.source for c in full.cells]
+    for check, reveal in checks.items():
+        asked = next(i for i, s in enumerate(sources) if check in s)
+        shown = next(i for i, s in enumerate(sources) if reveal in s)
+        assert asked < shown and shown in solution_cells(full)

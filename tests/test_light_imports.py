@@ -1,0 +1,33 @@
+"""What a light entry point must not pull in, checked in a fresh interpreter (sys.modules, not timing)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+MARK = "--loaded--"
+
+
+def loaded_after(code: str, watched: tuple[str, ...]) -> set[str]:
+    """The ``watched`` top-level packages in ``sys.modules`` after running ``code`` in a new interpreter."""
+    probe = f"{code}\nimport sys\nprint({MARK!r} + __import__('json').dumps(sorted(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    modules = json.loads(result.stdout.rsplit(MARK, 1)[1])
+    return {name for name in modules if name.split(".")[0] in watched}
+
+
+def test_the_workshop_solutions_do_not_import_matplotlib():
+    assert not loaded_after("import swa_kit.workshop", ("matplotlib",))
+    # the check can fail: the mask pictures do import it
+    assert "matplotlib" in loaded_after("import swa_kit.viz.masks", ("matplotlib",))
+
+
+def test_the_cli_answers_help_and_window_without_torch():
+    for argv in (["--help"], ["window", "--from", "hf", "1024"], ["window", "--help"]):
+        code = f"from swa_kit.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass"
+        assert not loaded_after(code, ("torch", "matplotlib", "numpy")), argv
+    # the check can fail: a command that needs torch does import it when it runs
+    assert "torch" in loaded_after("from swa_kit.cli import main\nmain(['mask', '--mode', 'decode', '--kv-len', '4', "
+                                   "'--window', '2'])", ("torch",))
