@@ -214,12 +214,14 @@ def _layer_attention(text: Any, raw_text: dict, where: str, arch: str) -> tuple[
     if pattern is not None:  # MiMo-V2: SGLang's get_hybrid_layer_ids reads this field (1 = sliding)
         if not isinstance(pattern, list) or len(pattern) != n or set(pattern) - {0, 1}:
             raise _fail(where, f"hybrid_layer_pattern must list 0 (full) or 1 (sliding) for each of {n} layers")
-        return ["sliding" if p else "full" for p in pattern], "hybrid_layer_pattern (read by SGLang get_hybrid_layer_ids)"
+        kinds = ["sliding" if p else "full" for p in pattern]
+        return kinds, "hybrid_layer_pattern (read by SGLang get_hybrid_layer_ids)"
     types = getattr(text, "layer_types", None)
     if types:
         unknown = sorted(set(types) - set(_HF_KIND))
         if unknown or len(types) != n:
-            raise _fail(where, f"layer_types must hold {n} entries from {sorted(_HF_KIND)}, got {unknown or len(types)}")
+            raise _fail(where, f"layer_types must hold {n} entries from {sorted(_HF_KIND)}, got "
+                               f"{unknown or len(types)}")
         return [_HF_KIND[t] for t in types], "layer_types (after transformers' defaults)"
     if getattr(text, "sliding_window", None):  # Mistral-style: one window on every layer
         return ["sliding"] * n, "sliding_window on every layer (no layer_types)"
@@ -232,7 +234,8 @@ def _heads(text: Any, raw_text: dict, layer: int, attention: str, arch: str) -> 
     cfg, origin = text, "num_attention_heads, num_key_value_heads, head_dim"
     if per_layer is not None and getattr(text, "is_heterogeneous", False) and layer < len(per_layer):
         cfg = per_layer[layer]
-        origin = "transformers per_layer_config (e.g. Gemma-4 global_head_dim / num_global_key_value_heads on full layers)"
+        origin = ("transformers per_layer_config (e.g. Gemma-4 global_head_dim / num_global_key_value_heads on full "
+                  "layers)")
     q = getattr(cfg, "num_attention_heads", None)
     kv = getattr(cfg, "num_key_value_heads", None) or q
     head_dim = getattr(cfg, "head_dim", None) or (getattr(cfg, "hidden_size", 0) // (q or 1))

@@ -42,13 +42,15 @@ runs. The kit judges:
 
 * a windowed layer on a path that declares no window (the seed's paged-decode guard, and the
   legacy verify route, which SGLang does not guard);
-* a window argument that reads as "no window" (``sws == 0`` gives unified ``(-1, 0)``);
+* a window that reaches SGLang as none (a model file that passes no window, or ``sliding_window_size``
+  0, which RadixAttention stores as -1), or an argument the path reads as "no window";
 * a page table that does not match the buffer (full-pool slots into an SWA buffer, or SWA
   slots into a full buffer: the EAGLE draft bug, SGLang #25103);
 * chunked local attention, which the aiter backend cannot express at all (inferred from the code:
   Llama-4's layers keep ``sliding_window_size = -1`` and live in the SWA sub-pool).
 
-Attending one key fewer than meant (the unified paths' ``(sws - 1, 0)``) is *not* a refusal: it is SGLang's behaviour, reported per layer in ``effective_keys`` and ``note``, and
+Attending one key fewer than meant (the unified paths' ``(sws - 1, 0)``, the Triton backend's decode) is
+*not* a refusal: it is SGLang's behaviour, reported per layer in ``effective_keys`` and ``note``, and
 measured by :mod:`swa_kit.probe`.
 """
 

@@ -58,8 +58,8 @@ def tiny_model_spec(cfg: TinyConfig) -> ModelLayout:
         "layer_types": [f"{t}_attention" for t in cfg.layer_types], "sliding_window": windows.pop(),
         "num_attention_heads": cfg.n_heads, "num_key_value_heads": cfg.n_kv_heads, "head_dim": cfg.head_dim,
         "dtype": "float32",
-    }, where=origin, name="swa-kit-tiny", display_name="swa_kit tiny hybrid-SWA model", hf_repo="none (data/tiny_model)",
-        sources={"config": origin})
+    }, where=origin, name="swa-kit-tiny", display_name="swa_kit tiny hybrid-SWA model",
+        hf_repo="none (data/tiny_model)", sources={"config": origin})
 
 
 def tiny_eagle_spec(cfg: TinyConfig) -> ModelLayout:

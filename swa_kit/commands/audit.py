@@ -1,4 +1,5 @@
-"""``swa-kit audit``: a real launch (config, server arguments, environment, platform, version) -> decisions + findings."""
+"""``swa-kit audit``: a real launch (config, server arguments, environment, platform, version) -> decisions,
+findings."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``swa-kit explain (--model NAME | --hf-config PATH) --mode MODE``: each layer's route, SGLang's guard, the kit's verdict."""
+"""``swa-kit explain (--model NAME | --hf-config PATH) --mode MODE``: each layer's route, SGLang's guard and the
+kit's verdict."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from swa_kit.commands.audit import add_model_arguments
 from swa_kit.dispatch import BACKENDS, ENV_DEFAULTS, MODES, RESOLVERS, SPEC_ALGOS, VERSIONS, explain, plan
 
 NAME = "explain"
-HELP = "show which kernel, window argument and page table SGLang uses per layer, what SGLang raises and what the kit judges"
+HELP = ("show which kernel, window argument and page table SGLang uses per layer, what SGLang raises and what the kit "
+        "judges")
 
 JSON_SHAPE = (
     "--json prints one object: {\"layers\": [{layer, kind, kernel, window_arg, page_table, sglang_guard, judgement, "
-    "...} per layer], \"error\": null or the refusal message, plus model, mode, spec, topk, env and the backend flags}. "
+    "...} per layer], \"error\": null or the refusal message, plus model, mode, spec, topk, env and the backend "
+    "flags}. "
     "An object, not a bare list, because a list cannot also carry the top-level error. Exit 0 when the plan "
     "is accepted, 3 when SGLang raises or the kit judges a route wrong (the JSON / table still prints)."
 )
@@ -29,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--worker", choices=("target", "draft"), default=None,
                         help="worker whose backend is planned (default: draft for draft_* modes, else target)")
     parser.add_argument("--resolver", choices=RESOLVERS, default=None,
-                        help="SWA pool resolver: fixed (SGLang 0.5.23's, the default), legacy or naive (the broken ones)")
+                        help="SWA pool resolver: fixed (SGLang 0.5.23's, the default), legacy or naive (the broken "
+                             "ones)")
     parser.add_argument("--backend", choices=BACKENDS, default="aiter", help="SGLang attention backend (default aiter)")
     parser.add_argument("--sglang-version", choices=VERSIONS, default="0.5.23",
                         help="0.5.23, or before-38756 (no resolver, no paged-decode guard)")

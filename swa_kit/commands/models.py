@@ -1,4 +1,5 @@
-"""``swa-kit models [--json]``: the bundled models, KV bytes per token, SGLang's real sizing and the per-request minimum."""
+"""``swa-kit models [--json]``: the bundled models, KV bytes per token, SGLang's real sizing and the per-request
+minimum."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ GIB = 1 << 30
 #: "bool": ``utils/common.py get_bool_env_var`` (true / 1, false / 0); "EnvBool": ``environ.py`` (also yes / y,
 #: no / n); "layout" and "int" are checked as ``mem_cache/memory_pool.py`` and ``environ.py EnvInt`` do.
 ENV_VARS: dict[str, tuple[str, str, str]] = {
-    "SGLANG_USE_AITER_UNIFIED_ATTN": ("0", "bool", "aiter: unified_attention for every mode when no SWA pool forces it"),
+    "SGLANG_USE_AITER_UNIFIED_ATTN": ("0", "bool", "aiter: unified_attention in every mode when no SWA pool forces it"),
     "SGLANG_AITER_UNIFIED_VERIFY": ("1", "bool", "aiter: target verify through unified_attention when topk == 1"),
     "SGLANG_AITER_UNIFIED_DRAFT_EXTEND": ("1", "EnvBool", "aiter: draft extend (v2) through unified_attention"),
     "SGLANG_AITER_KV_CACHE_LAYOUT": ("nhd", "layout", ("aiter: 'vectorized_5d' sends decode to pa_decode_gluon and "
@@ -224,7 +224,8 @@ def check_env(env: Mapping[str, str] | None) -> dict[str, str]:
         default, kind, _ = ENV_VARS[name]
         if kind == "layout":
             if value.lower() not in ("nhd", "vectorized_5d"):
-                raise UsageError(f"{name}={value!r}: SGLang accepts 'nhd' or 'vectorized_5d' (mem_cache/memory_pool.py)")
+                raise UsageError(f"{name}={value!r}: SGLang accepts 'nhd' or 'vectorized_5d' "
+                                 "(mem_cache/memory_pool.py)")
         elif kind == "int":
             if not value.isdigit():
                 raise UsageError(f"{name}={value!r}: a whole number of steps (default {default})")
@@ -305,7 +306,8 @@ class Launch:
             raise UsageError("--draft-hf-config is given but no --speculative-algorithm in the server arguments")
         if weights_gib is not None and not weights_gib >= 0:
             raise UsageError(f"--weights-gib {weights_gib!r}: the weights' size in GiB (>= 0)")
-        return cls(model=layout, server_args=args, env=check_env(env), platform=Platform.parse(platform, gpu_memory_gib),
+        return cls(model=layout, server_args=args, env=check_env(env),
+                   platform=Platform.parse(platform, gpu_memory_gib),
                    sglang_version=sglang_version, draft_model=draft,
                    weights_bytes=None if weights_gib is None else int(weights_gib * GIB))
 

@@ -103,7 +103,8 @@ def _budget(launch: Launch) -> tuple[int | None, str]:
     how = "--mem-fraction-static"
     if fraction is None:
         fraction = round((memory - 10 * GIB) / memory, 3)
-        how = "mem_fraction_static unset: SGLang's estimate reserves >= 10 GiB (memory_hook.py); the kit uses that floor"
+        how = ("mem_fraction_static unset: SGLang's estimate reserves >= 10 GiB (memory_hook.py); the kit uses that "
+               "floor")
     weights = launch.weights_bytes
     weights_how = "minus --weights-gib" if weights is not None else "weights NOT subtracted (give --weights-gib)"
     assumed = " (assumed for the platform)" if launch.platform.memory_assumed else ""
