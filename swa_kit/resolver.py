@@ -12,7 +12,12 @@ slot id (``translate_loc_from_full_to_swa``) before reading. The resolver decide
 * :func:`naive_resolve_swa_kv_pool`: always the allocator's pool. An EAGLE draft shares
   the target's allocator but owns its own pool addressed by full ids, so translating
   them reads the wrong slots of that pool (SGLang #25103: silent acceptance drop).
-* :func:`resolve_swa_kv_pool`: SGLang 0.5.23's fixed rule (FACTS.md section 2).
+* :func:`resolve_swa_kv_pool`: SGLang 0.5.23's fixed rule (``aiter_backend.py _resolve_swa_kv_pool``,
+  the same in the trtllm_mha and flashinfer backends).
+
+A draft whose own architecture is hybrid-SWA (MiMoV2MTP, Step3p5MTP, DeepSeek-V4 NextN, a Gemma-4
+standalone draft) owns an SWA pool: :func:`with_hybrid_draft_pool` wires one, and every resolver then
+returns it by rule 1 (the active pool is an SWA pool).
 
 A pool counts as an SWA pool by what it offers (``swa_layer_nums`` and
 ``translate_loc_from_full_to_swa``), so SGLang's own runners and pools work too.
@@ -20,12 +25,14 @@ A pool counts as an SWA pool by what it offers (``swa_layer_nums`` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import torch
 
+from swa_kit.configs import ModelLayout
 from swa_kit.errors import SlotError, UsageError
+from swa_kit.pools import SWAKVPool
 from swa_kit.window import Window
 from swa_kit.workers import MODEL_KINDS, ModelRunner, SpeculativeAlgorithm, Workers, build_workers
 
@@ -70,6 +77,24 @@ def naive_resolve_swa_kv_pool(model_runner: Any) -> Any:
 def uses_sliding_window_kv_pool(pool: Any) -> bool:
     """The backend's switch: translate (and force unified attention) only for a pool with SWA layers."""
     return pool is not None and pool.swa_layer_nums > 0
+
+
+def with_hybrid_draft_pool(workers: Workers, draft: ModelLayout, size_swa: int = 16) -> Workers:
+    """``workers`` whose draft owns a real SWA pool shaped like ``draft`` (a hybrid-SWA draft architecture).
+
+    SGLang sizes that pool in the target's configurator (``eagle_draft_swa_num_layers``) and hands it
+    to the draft runner as its ``token_to_kv_pool``; the draft still shares ``req_to_token`` and the
+    allocator with the target.
+    """
+    if workers.draft is None:
+        raise UsageError("no draft worker to give an SWA pool: build the workers with a speculative algorithm")
+    full_pool = workers.draft.token_to_kv_pool
+    size = full_pool.size
+    own = SWAKVPool(size=size, size_swa=size_swa, swa_attention_layer_ids=draft.swa_attention_layer_ids,
+                    full_attention_layer_ids=draft.full_attention_layer_ids, page_size=full_pool.page_size,
+                    dtype=full_pool.dtype, head_num=full_pool.head_num, head_dim=full_pool.head_dim, device="cpu")
+    draft_types = tuple("sliding" if draft.kinds[t].uses_swa_pool else "full" for t in draft.layer_types)
+    return Workers(workers.target, replace(workers.draft, token_to_kv_pool=own, layer_types=draft_types))
 
 
 RESOLVERS: dict[str, Callable[[Any], Any]] = {
