@@ -179,8 +179,9 @@ def render(report: Audit, markdown: bool = False) -> str:
     """The report as text, or as Markdown ready to paste into a bug report."""
     launch, h = report.launch, ("## " if markdown else "== ")
     model = launch.model
-    lines = [f"{'# ' if markdown else ''}swa-kit audit: {model.display_name} ({model.architecture}) on "
-             f"{launch.platform.name}, SGLang {launch.sglang_version}", ""]
+    title = (f"{'# ' if markdown else ''}swa-kit audit: {model.display_name} ({model.architecture}) on "
+             f"{launch.platform.name}, SGLang {launch.sglang_version}")
+    lines = [title, ""]
     if launch.server_args.given():
         lines += [f"server args: {launch.server_args.given()}", ""]
     if launch.env:

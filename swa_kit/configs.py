@@ -48,7 +48,7 @@ class LayerKind:
     num_kv_heads: int
     head_dim: int
     v_head_dim: int
-    window: Window = Window(None)
+    window: Window = field(default_factory=lambda: Window(None))
     window_field: str | None = None
     window_value: Any = None
     chunk_size: int | None = None
@@ -162,6 +162,8 @@ ARCHITECTURES: dict[str, Architecture] = {
     "MiMoV2MTP": _arch("sliding_window_size", "mimo_v2_nextn.py", True),
     "SwaKitTinyForCausalLM": Architecture(
         "keys - 1", "swa_kit.model serves its tiny model as SGLang serves Gemma-4 (sliding_window - 1)", True),
+    "SwaKitTinyEagleForCausalLM": Architecture(
+        "keys - 1", "swa_kit.model's tiny EAGLE head: one windowed layer in a full pool of its own", False),
 }
 
 
@@ -176,6 +178,7 @@ def _transformers_config(raw: dict, where: str) -> tuple[Any, str]:
     """transformers' own config object for ``raw``, and which class built it."""
     try:
         import transformers
+        from huggingface_hub.errors import StrictDataclassError
     except ImportError:  # a declared dependency; a broken install says so in one line
         raise _fail(where, "reading a config needs transformers: pip install transformers") from None
     model_type = raw.get("model_type")
@@ -185,8 +188,9 @@ def _transformers_config(raw: dict, where: str) -> tuple[Any, str]:
             config = transformers.AutoConfig.for_model(model_type, **values)
             return config, f"transformers {transformers.__version__} {type(config).__name__}"
         config = transformers.PretrainedConfig(**values)
-    except (TypeError, ValueError, KeyError) as error:
-        raise _fail(where, f"transformers refuses this config ({type(error).__name__}: {error})") from None
+    except (TypeError, ValueError, KeyError, StrictDataclassError) as error:  # transformers' validators
+        detail = str(error).replace("\n", " ")
+        raise _fail(where, f"transformers refuses this config ({type(error).__name__}: {detail})") from None
     return config, (f"transformers {transformers.__version__} PretrainedConfig (model_type {model_type!r} has no "
                     "transformers class; only the fields SGLang reads are used)")
 
@@ -226,8 +230,8 @@ def _heads(text: Any, raw_text: dict, layer: int, attention: str, arch: str) -> 
     per_layer = getattr(text, "per_layer_config", None)
     cfg, origin = text, "num_attention_heads, num_key_value_heads, head_dim"
     if per_layer is not None and getattr(text, "is_heterogeneous", False) and layer < len(per_layer):
-        cfg, origin = per_layer[layer], "transformers per_layer_config (e.g. Gemma-4 global_head_dim / " \
-                                        "num_global_key_value_heads on full layers)"
+        cfg = per_layer[layer]
+        origin = "transformers per_layer_config (e.g. Gemma-4 global_head_dim / num_global_key_value_heads on full layers)"
     q = getattr(cfg, "num_attention_heads", None)
     kv = getattr(cfg, "num_key_value_heads", None) or q
     head_dim = getattr(cfg, "head_dim", None) or (getattr(cfg, "hidden_size", 0) // (q or 1))
@@ -335,7 +339,8 @@ def load_hf_config(path: str | Path) -> ModelLayout:
                                "config.json or a model directory holding one") from None
     except json.JSONDecodeError as error:
         raise ModelConfigError(f"config {str(file)!r} is not valid JSON ({error})") from None
-    layout = parse_hf_config(raw, where=str(file), name=path.stem if path.is_file() else path.name)
+    name = file.parent.name if file.name == "config.json" else file.stem  # the model directory's name
+    layout = parse_hf_config(raw, where=str(file), name=name.lower() or None)
     object.__setattr__(layout, "path", file)
     return layout
 

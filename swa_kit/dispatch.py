@@ -55,12 +55,14 @@ measured by :mod:`swa_kit.probe`.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from swa_kit.attention.backends import Backend, all_backends, run_path
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
 from swa_kit.configs import ModelLayout, load_model
+from swa_kit.deploy.drafts import default_draft_layout
 from swa_kit.deploy.launch import ENV_VARS, check_env, env_flag, env_value
 from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.resolver import RESOLVERS, uses_sliding_window_kv_pool, with_hybrid_draft_pool
@@ -73,7 +75,7 @@ MODES = ("prefill", "extend", "decode", "verify", "draft_extend", "draft_decode"
 #: Speculative algorithms (SGLang's names, lower case); "none" is plain decoding.
 SPEC_ALGOS = ("none", "eagle", "eagle3", "standalone", "frozen_kv_mtp")
 #: Environment variables the launch may set, with SGLang's defaults (routing and SWA pool sizing).
-ENV_DEFAULTS = {name: default for name, (default, _) in ENV_VARS.items()}
+ENV_DEFAULTS = {name: default for name, (default, _, _) in ENV_VARS.items()}
 #: SGLang attention backends the planner routes.
 BACKENDS = ("aiter", "triton")
 #: SGLang versions: 0.5.23 carries PR #38756 (fixed resolver + paged-decode guard); the release before has neither.
@@ -197,13 +199,20 @@ class PoolView:
     resolver: str
     swa_pool_resolved: bool  # _resolve_swa_kv_pool(...) is an SWA pool with swa_layer_nums > 0
     reads_target_kv: bool  # the worker's attention reads the target's (possibly hybrid) pool
-    use_sliding_window_kv_pool: bool
     use_triton_unified_attention: bool
     use_unified_verify: bool
     unified_draft_extend: bool
     kv_cache_vectorized_5d: bool = False
     backend: str = "aiter"
     own_swa_pool: bool = False  # a hybrid-SWA draft (MiMoV2MTP, Step3p5MTP, ...) owns an SWA pool
+
+    @property
+    def use_sliding_window_kv_pool(self) -> bool:
+        """SGLang's ``use_sliding_window_kv_pool``: by definition, the resolved pool is an SWA pool with SWA layers."""
+        return self.swa_pool_resolved
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "use_sliding_window_kv_pool": self.use_sliding_window_kv_pool}
 
 
 def resolve_runner(model_runner: Any, resolver: str) -> tuple[bool, bool]:
@@ -247,7 +256,7 @@ class WorkerLayer:
     """A layer a worker runs: its id in its own model, and the layer whose KV and shape it uses.
 
     For the target both are the same; a FROZEN_KV draft borrows target layers; an EAGLE-family
-    draft's layers belong to the draft model (``source`` then indexes the draft's layout).
+    draft's layers belong to the draft model (``source_layer`` then indexes the draft's layout).
     """
 
     layer_id: int
@@ -260,8 +269,8 @@ def worker_layers(model: ModelLayout, worker: str, spec: str,
 
     Target: every layer. FROZEN_KV MTP draft: SGLang's drafter borrows the target's last sliding
     and last full layer caches. EAGLE / EAGLE3 / standalone / MTP draft: the layers of the draft's
-    own config (``draft_model``); without one the caller decides the draft's layout
-    (:func:`swa_kit.deploy.drafts.draft_layout` says which it assumes).
+    own config (``draft_model``); without one, :func:`swa_kit.deploy.drafts.default_draft_layout`
+    (the MTP rewrite SGLang makes, else an assumed one-layer EAGLE head, labelled as such).
     """
     if worker == "target":
         return [WorkerLayer(i, i) for i in range(model.num_layers)]
@@ -271,8 +280,7 @@ def worker_layers(model: ModelLayout, worker: str, spec: str,
                  for a in ("sliding", "chunked", "full")]
         return [WorkerLayer(i, i) for i in sorted(p for p in picks if p is not None)]
     if draft_model is None:
-        raise UsageError(f"the {spec} draft runs its own model: pass draft_model= (the draft's config; "
-                         "swa_kit.deploy.drafts.draft_layout builds the one SGLang loads)")
+        draft_model, _ = default_draft_layout(model, spec)
     return [WorkerLayer(i, i) for i in range(draft_model.num_layers)]
 
 
@@ -303,8 +311,8 @@ class LayerPlan:
 
     @property
     def guard(self) -> str | None:
-        """Why the kit refuses this route: SGLang's own error, else the kit's judgement."""
-        return self.sglang_guard or self.judgement
+        """Why the kit refuses this route: SGLang's own error and the kit's judgement (None: neither)."""
+        return " | the kit also judges: ".join(m for m in (self.sglang_guard, self.judgement) if m) or None
 
     def to_json(self) -> dict[str, Any]:
         row = asdict(self)
@@ -339,7 +347,7 @@ class Plan:
         more = f" ({len(guards)} layers refused; first shown)" if len(guards) > 1 else ""
         return guards[0] + more
 
-    def check(self) -> "Plan":
+    def check(self) -> Plan:
         """Raise :class:`DispatchGuardError` if any layer is refused; return self otherwise."""
         if self.error:
             raise DispatchGuardError(self.error)
@@ -354,7 +362,7 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model, "mode": self.mode, "spec": self.spec, "topk": self.topk, "env": self.env,
-            "sglang_version": self.sglang_version, "flags": asdict(self.pool),
+            "sglang_version": self.sglang_version, "flags": self.pool.to_json(),
             "layers": [p.to_json() for p in self.layers], "error": self.error,
         }
 
@@ -433,34 +441,44 @@ def _ways_out(pool: PoolView) -> str:
            "attention backend (e.g. --attention-backend triton)"
 
 
+def _verdict(problem: str, way: str | None = None) -> tuple[list[str], list[str]]:
+    return [problem], [way] if way else []
+
+
+_NO_WINDOW = "takes no window, so the layer would attend the whole context and return wrong numbers silently"
+_VERIFY_WAY = ("unified verify needs speculative topk=1 (got {topk}) and SGLANG_AITER_UNIFIED_VERIFY=1 (plus "
+               "SGLANG_USE_AITER_UNIFIED_ATTN=1 without a hybrid pool); or select a different attention backend")
+_UNTRANSLATED = ("untranslated full-pool slot ids would index the layer's SWA buffer (other tokens' KV, or out of "
+                 "bounds)")
+_MISTRANSLATED = ("SWA-translated slot ids would index a full-size buffer the SWA mapping does not describe (the EAGLE "
+                  "draft bug, SGLang #25103)")
+
+
 def _window_problems(route: _Route, effective: int | None) -> tuple[list[str], list[str]]:
     """The kit's verdict on the keys: chunks it cannot express, windows dropped or read as 'none'."""
+    kernel, mode = route.site.kernel, _kernel_mode(route.mode, route.topk)
     if route.kind == "chunked":
-        return ([f"chunked local attention (chunk {route.intended}) cannot be expressed at this call site: the layer "
-                 f"keeps sliding_window_size=-1, so {route.site.kernel} attends the whole context"],
-                ["serve the model with a backend that implements chunked attention (e.g. --attention-backend fa3)"])
-    if route.backend is not None and _kernel_mode(route.mode, route.topk) not in route.backend.modes:
-        return ([f"path {route.backend.name} does not declare forward mode {_kernel_mode(route.mode, route.topk)!r} "
-                 f"(it declares {sorted(route.backend.modes)})"], [])
+        return _verdict(f"chunked local attention (chunk {route.intended}) cannot be expressed at this call site: the "
+                        f"layer keeps sliding_window_size=-1, so {kernel} attends the whole context",
+                        "serve the model with a backend that implements chunked attention (e.g. --attention-backend "
+                        "fa3)")
+    if route.backend is not None and mode not in route.backend.modes:
+        return _verdict(f"path {route.backend.name} does not declare forward mode {mode!r} (it declares "
+                        f"{sorted(route.backend.modes)})")
     if route.intended is None:
         return [], []
     if route.sws <= -1:
-        return ([f"SGLang's model file passes no sliding_window_size, so {route.site.kernel} attends the whole "
-                 "context where the model was trained on a window"],
-                ["serve it with a model file that passes the window, or accept full attention knowingly"])
+        return _verdict(f"the layer reaches SGLang with sliding_window_size=-1 (its model file passes no window, or a "
+                        f"window of 1 key whose sliding_window_size 0 RadixAttention stores as -1), so {kernel} "
+                        f"attends the whole context where the model attends {route.intended} keys",
+                        "serve it with a model file that passes the window, or accept full attention knowingly")
     if not route.honours_window:
-        if route.site.name == "decode.paged":
-            return ([f"{route.site.kernel} ({route.site.name}) takes no window, so the layer would attend the whole "
-                     "context and return wrong numbers silently"], [_ways_out(route.pool)])
-        return ([f"{route.site.kernel} ({route.site.name}) takes no window, so the layer would attend the whole "
-                 "context and return wrong numbers silently"],
-                [f"unified verify needs speculative topk=1 (got {route.topk}) and SGLANG_AITER_UNIFIED_VERIFY=1 "
-                 "(plus SGLANG_USE_AITER_UNIFIED_ATTN=1 without a hybrid pool); or select a different attention "
-                 "backend"])
+        way = _ways_out(route.pool) if route.site.name == "decode.paged" else _VERIFY_WAY.format(topk=route.topk)
+        return _verdict(f"{kernel} ({route.site.name}) {_NO_WINDOW}", way)
     if effective is None:
-        return ([f"{route.site.kernel} gets window_size={route.window_arg} = {route.site.window_expr}, which its "
-                 "convention reads as 'no window': the layer attends the whole context"],
-                ["a path whose convention can express this window, e.g. CK prefill's (sws, -1)"])
+        return _verdict(f"{kernel} gets window_size={route.window_arg} = {route.site.window_expr}, which its "
+                        "convention reads as 'no window': the layer attends the whole context",
+                        "a path whose convention can express this window, e.g. CK prefill's (sws, -1)")
     return [], []
 
 
@@ -469,12 +487,10 @@ def _slot_problems(route: _Route) -> tuple[list[str], list[str]]:
     if route.buffer == route.page_table:
         return [], []
     if route.buffer == "swa":
-        return (["untranslated full-pool slot ids would index the layer's SWA buffer (other tokens' KV, or out of "
-                 "bounds)"],
-                ["resolve the SWA pool for this worker so the SWA page table is built (the fixed resolver)"])
-    return (["SWA-translated slot ids would index a full-size buffer the SWA mapping does not describe (the EAGLE "
-             "draft bug, SGLang #25103)"],
-            ["never apply the target's full->SWA mapping to a draft that owns its pool (the fixed resolver)"])
+        return _verdict(_UNTRANSLATED, "resolve the SWA pool for this worker so the SWA page table is built (the "
+                                       "fixed resolver)")
+    return _verdict(_MISTRANSLATED, "never apply the target's full->SWA mapping to a draft that owns its pool (the "
+                                    "fixed resolver)")
 
 
 def kit_judgement(route: _Route) -> tuple[str | None, int | None]:
@@ -540,7 +556,7 @@ def _pool_view(model: ModelLayout, worker: str, spec: str, topk: int, env: dict[
         unified, vec5d = False, False
     return PoolView(
         worker=worker, spec=spec, resolver=resolver, swa_pool_resolved=swa_resolved, reads_target_kv=reads_target,
-        use_sliding_window_kv_pool=swa_resolved, use_triton_unified_attention=unified,
+        use_triton_unified_attention=unified,
         use_unified_verify=unified and topk == 1 and env_flag(env, "SGLANG_AITER_UNIFIED_VERIFY"),
         unified_draft_extend=env_flag(env, "SGLANG_AITER_UNIFIED_DRAFT_EXTEND"), kv_cache_vectorized_5d=vec5d,
         backend=backend, own_swa_pool=own_swa,
@@ -587,6 +603,8 @@ def plan(
     path = site_path(site) if site.paths else None
     result = Plan(target.name, mode, spec, topk, env, pool, sglang_version=sglang_version)
     own = worker == "draft" and spec != "frozen_kv_mtp"
+    if own and draft_model is None:
+        draft_model, _ = default_draft_layout(target, spec)
     layout = draft_model if own else target
     for entry in worker_layers(target, worker, spec, draft_model if own else None):
         kind = layout.layer_kind(entry.source_layer)
@@ -634,14 +652,13 @@ def explain(plan_: Plan, *, as_json: bool = False, group: bool = True) -> str:
     if as_json:
         return json.dumps(plan_.to_json(), indent=2)
     flags = plan_.pool
-    lines = [
-        f"{plan_.model} · {flags.backend} backend · mode {plan_.mode} · worker {flags.worker} · spec {plan_.spec} · "
-        f"topk {plan_.topk} · resolver {flags.resolver} · SGLang {plan_.sglang_version}",
-        f"use_sliding_window_kv_pool={flags.use_sliding_window_kv_pool} "
-        f"use_triton_unified_attention={flags.use_triton_unified_attention} "
-        f"use_unified_verify={flags.use_unified_verify} kv_cache_vectorized_5d={flags.kv_cache_vectorized_5d} "
-        f"env={plan_.env or '{}'}",
-    ]
+    header = (f"{plan_.model} · {flags.backend} backend · mode {plan_.mode} · worker {flags.worker} · "
+              f"spec {plan_.spec} · topk {plan_.topk} · resolver {flags.resolver} · SGLang {plan_.sglang_version}")
+    switches = (f"use_sliding_window_kv_pool={flags.use_sliding_window_kv_pool} "
+                f"use_triton_unified_attention={flags.use_triton_unified_attention} "
+                f"use_unified_verify={flags.use_unified_verify} kv_cache_vectorized_5d={flags.kv_cache_vectorized_5d} "
+                f"env={plan_.env or '{}'}")
+    lines = [header, switches]
     groups: dict[tuple, list[int]] = {}
     for entry in plan_.layers:
         row = {c: getattr(entry, c) for c in TABLE_COLUMNS[1:-2]}

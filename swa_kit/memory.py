@@ -1,4 +1,4 @@
-"""KV-cache bytes per token, and what a hybrid full + SWA pool saves per request.
+"""KV-cache bytes per token, and the PER-REQUEST MINIMUM a hybrid full + SWA pool could reach.
 
 One layer stores, per token, ``num_kv_heads * (head_dim + v_head_dim)`` elements
 (K and V) of ``dtype`` bytes. A one-pool layout (SGLang's ``MHATokenToKVPool``) keeps
@@ -10,8 +10,10 @@ The assumption behind the savings, stated once: the SWA pool holds exactly the
 window per request, ``min(context, keys)`` tokens (for chunked layers the chunk
 size), plus ``swa_slack_tokens`` if given. That is the floor a perfect eviction
 reaches. SGLang in practice evicts periodically with up to a page of slack, keeps
-the tokens of a protected radix prefix, and sizes the SWA pool by a ratio set at
-start-up (``swa_full_tokens_ratio``), so real savings are somewhat smaller.
+the tokens of a protected radix prefix, and above all sizes the SWA pool at start-up as
+full-pool tokens x ``swa_full_tokens_ratio`` (0.8 by default): what SGLang really
+saves is :mod:`swa_kit.deploy.pool_sizing` (about 18% for Gemma-4 31B, 10% for
+GPT-OSS), and every table that shows these figures labels them as the minimum.
 Per-token figures ignore page rounding and the reserved dummy slots.
 """
 
@@ -68,7 +70,7 @@ def request_bytes(spec: ModelLayout, context: int, hybrid: bool, swa_slack_token
 
 @dataclass(frozen=True)
 class Savings:
-    """One model at one context length."""
+    """One model at one context length: the per-request minimum (SWA layers hold only the window)."""
 
     model: str
     context: int

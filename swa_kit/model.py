@@ -376,6 +376,17 @@ def tiny_model_spec(cfg: TinyConfig) -> ModelLayout:
         sources={"config": origin})
 
 
+def tiny_eagle_spec(cfg: TinyConfig) -> ModelLayout:
+    """The tiny EAGLE draft: one sliding layer (``eagle_window`` keys) in a full pool of its own."""
+    origin = "swa_kit.model.TinyConfig.eagle_window (data/tiny_model/config.json)"
+    return parse_hf_config({
+        "architectures": ["SwaKitTinyEagleForCausalLM"], "model_type": "swa_kit_tiny_eagle", "num_hidden_layers": 1,
+        "layer_types": ["sliding_attention"], "sliding_window": cfg.eagle_window, "num_attention_heads": cfg.n_heads,
+        "num_key_value_heads": cfg.n_kv_heads, "head_dim": cfg.head_dim, "dtype": "float32",
+    }, where=origin, name="swa-kit-tiny-eagle", display_name="swa_kit tiny EAGLE head", hf_repo="none",
+        sources={"config": origin})
+
+
 @dataclass
 class Request:
     """One request's serving state: committed tokens, how far the pools hold its KV, its target hidden states."""
@@ -449,8 +460,10 @@ class Server:
         key = (worker, mode)
         if key not in self._plans:
             spec = "none" if self.algorithm == "none" else self.algorithm
+            draft = tiny_eagle_spec(self.cfg) if worker == "draft" and self.algorithm == "eagle" else None
             self._plans[key] = plan(self.spec, mode, spec=spec, topk=self.topk if mode == "verify" else 1,
-                                    env=self.env, worker=worker, resolver=self.resolver, strict=False)
+                                    env=self.env, worker=worker, resolver=self.resolver, strict=False,
+                                    draft_model=draft)
         return self._plans[key]
 
     def _entry(self, worker: str, mode: str, layer_id: int) -> LayerPlan:

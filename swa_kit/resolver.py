@@ -25,8 +25,9 @@ A pool counts as an SWA pool by what it offers (``swa_layer_nums`` and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 import torch
 

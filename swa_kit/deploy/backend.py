@@ -85,8 +85,8 @@ def choose_backend(launch: Launch) -> BackendChoice:
     backend = overrides.get("attention_backend", args.attention_backend)
     source = why or "server arguments"
     if args.prefill_attention_backend and args.prefill_attention_backend == args.decode_attention_backend:
-        backend, source = args.prefill_attention_backend, "sglang 0.5.23 arg_groups/overrides.py " \
-                                                          "_attention_backend_default: prefill == decode"
+        backend = args.prefill_attention_backend
+        source = "sglang 0.5.23 arg_groups/overrides.py _attention_backend_default: prefill == decode"
     elif backend is None:
         backend, source = _generic_default(launch), f"{_DEFAULT} on {launch.platform.name}"
     elif backend == args.attention_backend and not why.endswith(backend):

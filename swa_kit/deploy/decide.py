@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swa_kit import dispatch
+from swa_kit.configs import ModelLayout
 from swa_kit.deploy.backend import choose_backend
 from swa_kit.deploy.drafts import DraftPool, draft_pool
-from swa_kit.deploy.launch import Launch
+from swa_kit.deploy.launch import Launch, Platform
 from swa_kit.deploy.pool_sizing import PoolSizes, kv_dtype_bytes, size_pools
 from swa_kit.memory import request_bytes
 
@@ -157,3 +158,19 @@ def decide(launch: Launch) -> Decisions:
         resolver=Decided(resolver, "sglang layers/attention/aiter_backend.py _resolve_swa_kv_pool"),
         routes=routes, route_note=note, pools=pools,
     )
+
+
+def default_sizing(model: str | ModelLayout, platform: str = "rocm-gfx942") -> dict[str, Any]:
+    """SGLang's default start-up sizing for a bundled model (no server arguments), for tables and notebooks.
+
+    ``sglang_saved_pct`` is what the pool configurator saves per token of context against one pool of
+    every layer; the per-request minimum is :func:`swa_kit.memory.savings` (label it as such beside this).
+    """
+    launch = Launch(model=model, platform=Platform.parse(platform)) if isinstance(model, ModelLayout) else \
+        Launch.from_inputs(model=model, platform=platform)
+    decisions = decide(launch)
+    return {"model": launch.model.name, f"backend_{platform}": decisions.attention_backend.value,
+            "sglang_hybrid_pool": decisions.hybrid_swa_memory.value,
+            "sglang_bytes_per_token": round(decisions.pools.bytes_per_context_token),
+            "one_pool_bytes_per_token": decisions.pools.one_pool_cell_bytes,
+            "sglang_saved_pct": round(100 * decisions.bytes_saved_vs_one_pool.value, 1)}

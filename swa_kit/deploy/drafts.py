@@ -54,7 +54,7 @@ def _mtp_draft(target: ModelLayout) -> ModelLayout | None:
                                sglang_hybrid_swa_pool=ARCHITECTURES[draft_arch].hybrid_swa)
 
 
-def _with_window(layout: ModelLayout, window: int) -> ModelLayout:
+def with_window(layout: ModelLayout, window: int) -> ModelLayout:
     """``--speculative-draft-window-size``: every draft layer gets ``sliding_window_size = window``."""
     kinds = {name: dataclasses.replace(kind, attention="sliding", window=Window(window + 1),
                                        window_field="--speculative-draft-window-size", window_value=window,
@@ -63,12 +63,34 @@ def _with_window(layout: ModelLayout, window: int) -> ModelLayout:
     return dataclasses.replace(layout, kinds=kinds, sglang_hybrid_swa_pool=False)
 
 
-def _assumed_eagle_head(target: ModelLayout) -> ModelLayout:
+def assumed_eagle_head(target: ModelLayout) -> ModelLayout:
     """No draft config given: a one-layer EAGLE head without a window, shaped like the target's full layer."""
     full = next((k for k in target.kinds.values() if k.attention == "full"), next(iter(target.kinds.values())))
     kind = LayerKind("full", "full", full.num_q_heads, full.num_kv_heads, full.head_dim, full.v_head_dim)
     return dataclasses.replace(target, name=f"{target.name}-eagle-head", architecture="LlamaForCausalLMEagle",
                                kinds={"full": kind}, layer_types=("full",), sglang_hybrid_swa_pool=False)
+
+
+def default_draft_layout(target: ModelLayout, algorithm: str, window: int | None = None,
+                         draft: ModelLayout | None = None) -> tuple[ModelLayout, str]:
+    """The layout of an EAGLE-family draft, and where it came from.
+
+    ``draft`` (the draft's own config) wins; then the MTP rewrite of the target's architecture; else
+    an assumed one-layer EAGLE head, labelled as assumed. ``window`` is ``--speculative-draft-window-size``.
+    """
+    if draft is not None:
+        layout, origin = draft, f"--draft-hf-config ({draft.architecture})"
+    elif algorithm.upper() in _MTP_FAMILY and _mtp_draft(target) is not None:
+        layout = _mtp_draft(target)
+        origin = (f"the target's config rewritten to {layout.architecture} (sglang 0.5.23 configs/model_config.py, "
+                  "is_draft_model)")
+    else:
+        layout = assumed_eagle_head(target)
+        origin = ("ASSUMED: a one-layer EAGLE head without a window, shaped like the target's full layer; give "
+                  "--draft-hf-config with the draft's config.json")
+    if window is not None and not layout.sglang_hybrid_swa_pool:
+        layout = with_window(layout, window)
+    return layout, origin
 
 
 def draft_pool(launch: Launch) -> DraftPool:
@@ -83,18 +105,7 @@ def draft_pool(launch: Launch) -> DraftPool:
                          "sglang 0.5.23 speculative/frozen_kv_mtp_worker_v2.py, frozen_kv_mtp_utils.py")
     if algorithm == "NGRAM":
         return DraftPool(algorithm, "none (no draft model)", None, "n-gram lookup", None, "sglang 0.5.23 speculative/")
-    if launch.draft_model is not None:
-        layout, origin = launch.draft_model, f"--draft-hf-config ({launch.draft_model.architecture})"
-    elif algorithm in _MTP_FAMILY and _mtp_draft(launch.model) is not None:
-        layout = _mtp_draft(launch.model)
-        origin = (f"the target's config rewritten to {layout.architecture} (sglang 0.5.23 configs/model_config.py, "
-                  "is_draft_model)")
-    else:
-        layout = _assumed_eagle_head(launch.model)
-        origin = ("ASSUMED: a one-layer EAGLE head without a window, shaped like the target's full layer; give "
-                  "--draft-hf-config with the draft's config.json")
-    if window is not None and not layout.sglang_hybrid_swa_pool:
-        layout = _with_window(layout, window)
+    layout, origin = default_draft_layout(launch.model, algorithm, window, launch.draft_model)
     pool = "own SWA pool (hybrid-SWA draft)" if layout.sglang_hybrid_swa_pool else "own full pool"
     return DraftPool(algorithm, pool, layout, origin, window,
                      "sglang 0.5.23 model_executor/pool_configurator.py (eagle_draft_swa_num_layers), "

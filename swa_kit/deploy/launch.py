@@ -18,29 +18,33 @@ import ast
 import dataclasses
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from swa_kit.configs import ModelLayout, load_hf_config, load_model
 from swa_kit.errors import UsageError
 
 GIB = 1 << 30
 
-#: Routing and sizing variables, SGLang 0.5.23's defaults and what each changes (environ.py, aiter_backend.py).
-ENV_VARS: dict[str, tuple[str, str]] = {
-    "SGLANG_USE_AITER_UNIFIED_ATTN": ("0", "aiter: unified_attention for every mode when no SWA pool forces it"),
-    "SGLANG_AITER_UNIFIED_VERIFY": ("1", "aiter: target verify through unified_attention when topk == 1"),
-    "SGLANG_AITER_UNIFIED_DRAFT_EXTEND": ("1", "aiter: draft extend (v2) through unified_attention"),
-    "SGLANG_AITER_KV_CACHE_LAYOUT": ("nhd", "aiter: 'vectorized_5d' sends decode to pa_decode_gluon and extend "
-                                            "to forward_extend_vectorized_5d (needs SGLANG_USE_AITER=1 on ROCm)"),
-    "SGLANG_USE_AITER": ("0", "ROCm: aiter kernels in the KV pool; without it the 5D layout is ignored"),
-    "SGLANG_AITER_FP8_PREFILL_ATTN": ("1", "aiter: fp8 prefill for full-attention layers on gfx950"),
-    "SGLANG_AITER_PAGED_PREFILL_ASM": ("1", "aiter: asm paged prefill for full-attention layers"),
-    "SGLANG_AITER_ASM_PREFILL_HD128": ("1", "aiter: asm prefill for head_dim 128 full-attention layers"),
-    "SGLANG_SWA_EVICTION_INTERVAL": ("128", "SWA eviction interval; the request-cap pool configurator reads it"),
+#: Routing and sizing variables: SGLang 0.5.23's default, how SGLang reads the value, and what it changes.
+#: "bool": ``utils/common.py get_bool_env_var`` (true / 1, false / 0); "EnvBool": ``environ.py`` (also yes / y,
+#: no / n); "layout" and "int" are checked as ``mem_cache/memory_pool.py`` and ``environ.py EnvInt`` do.
+ENV_VARS: dict[str, tuple[str, str, str]] = {
+    "SGLANG_USE_AITER_UNIFIED_ATTN": ("0", "bool", "aiter: unified_attention for every mode when no SWA pool forces it"),
+    "SGLANG_AITER_UNIFIED_VERIFY": ("1", "bool", "aiter: target verify through unified_attention when topk == 1"),
+    "SGLANG_AITER_UNIFIED_DRAFT_EXTEND": ("1", "EnvBool", "aiter: draft extend (v2) through unified_attention"),
+    "SGLANG_AITER_KV_CACHE_LAYOUT": ("nhd", "layout", ("aiter: 'vectorized_5d' sends decode to pa_decode_gluon and "
+                                                       "extend to forward_extend_vectorized_5d (SGLANG_USE_AITER=1)")),
+    "SGLANG_USE_AITER": ("0", "EnvBool", "ROCm: aiter kernels in the KV pool; without it the 5D layout is ignored"),
+    "SGLANG_AITER_FP8_PREFILL_ATTN": ("1", "bool", "aiter: fp8 prefill for full-attention layers on gfx950"),
+    "SGLANG_AITER_PAGED_PREFILL_ASM": ("1", "EnvBool", "aiter: asm paged prefill for full-attention layers"),
+    "SGLANG_AITER_ASM_PREFILL_HD128": ("1", "EnvBool", "aiter: asm prefill for head_dim 128 full-attention layers"),
+    "SGLANG_SWA_EVICTION_INTERVAL": ("128", "int", "SWA eviction interval; the request-cap pool configurator reads it"),
 }
-_BOOL_TRUE, _BOOL_FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+_ACCEPTED = {"bool": (("true", "1"), ("false", "0")), "EnvBool": (("true", "1", "yes", "y"), ("false", "0", "no", "n"))}
+_BOOL_TRUE = ("1", "true", "yes", "y", "on")  # server-argument booleans written out (--flag=true, a file)
 
 #: Platforms: SGLang's platform predicates they set, and a typical GPU's memory (assumed when not given).
 PLATFORMS: dict[str, tuple[str, int | None]] = {
@@ -217,15 +221,16 @@ def check_env(env: Mapping[str, str] | None) -> dict[str, str]:
         raise UsageError(f"environment variable {unknown[0]!r} is not one the aiter backend's routing or the SWA "
                          f"pool sizing reads; accepted: {', '.join(ENV_VARS)}")
     for name, value in env.items():
-        default = ENV_VARS[name][0]
-        if name == "SGLANG_AITER_KV_CACHE_LAYOUT":
+        default, kind, _ = ENV_VARS[name]
+        if kind == "layout":
             if value.lower() not in ("nhd", "vectorized_5d"):
                 raise UsageError(f"{name}={value!r}: SGLang accepts 'nhd' or 'vectorized_5d' (mem_cache/memory_pool.py)")
-        elif name == "SGLANG_SWA_EVICTION_INTERVAL":
+        elif kind == "int":
             if not value.isdigit():
                 raise UsageError(f"{name}={value!r}: a whole number of steps (default {default})")
-        elif value.lower() not in _BOOL_TRUE + _BOOL_FALSE:
-            raise UsageError(f"{name}={value!r}: SGLang reads booleans as one of {_BOOL_TRUE + _BOOL_FALSE}")
+        elif value.lower() not in _ACCEPTED[kind][0] + _ACCEPTED[kind][1]:
+            raise UsageError(f"{name}={value!r}: SGLang reads this boolean as one of {_ACCEPTED[kind][0]} (on) or "
+                             f"{_ACCEPTED[kind][1]} (off); anything else is silently off or an error")
     return env
 
 
@@ -235,7 +240,7 @@ def env_value(env: Mapping[str, str], name: str) -> str:
 
 
 def env_flag(env: Mapping[str, str], name: str) -> bool:
-    return env_value(env, name) in _BOOL_TRUE
+    return env_value(env, name) in _ACCEPTED[ENV_VARS[name][1]][0]
 
 
 @dataclass(frozen=True)
@@ -251,7 +256,7 @@ class Platform:
         return self.name.startswith("rocm")
 
     @classmethod
-    def parse(cls, name: str, gpu_memory_gib: float | None = None) -> "Platform":
+    def parse(cls, name: str, gpu_memory_gib: float | None = None) -> Platform:
         if name not in PLATFORMS:
             raise UsageError(f"platform {name!r}: one of {', '.join(PLATFORMS)}")
         if gpu_memory_gib is not None:
@@ -286,7 +291,7 @@ class Launch:
         sglang_version: str = "0.5.23",
         draft_hf_config: str | Path | None = None,
         weights_gib: float | None = None,
-    ) -> "Launch":
+    ) -> Launch:
         """Build a launch from what an engineer has; every bad input raises one clear line."""
         if (hf_config is None) == (model is None):
             raise UsageError("give exactly one of --hf-config PATH (a config.json or model directory) or --model NAME")
