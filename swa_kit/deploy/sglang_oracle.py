@@ -166,8 +166,8 @@ def _environment(env: dict[str, str]) -> Iterator[None]:
 def _server_args_kwargs(launch: Launch, model_dir: str) -> dict[str, Any]:
     given = launch.server_args.given()
     given.pop("model_path", None)
-    if given.get("speculative_algorithm") and "speculative_draft_model_path" in given:
-        given["speculative_draft_model_path"] = model_dir  # the draft's weights are not read, only its config
+    if "speculative_draft_model_path" in given:  # SGLang reads only the draft's config, written beside the target's
+        given["speculative_draft_model_path"] = str(Path(model_dir) / "draft") if launch.draft_model else model_dir
     device = "cpu" if launch.platform.name == "cpu" else "cuda"  # ROCm's torch device is "cuda" too
     return {"model_path": model_dir, "skip_tokenizer_init": True, "device": device, **given}
 
@@ -217,6 +217,9 @@ def sglang_session(launch: Launch) -> Iterator[str]:
             warnings.catch_warnings():
         warnings.simplefilter("ignore")
         (Path(tmp) / "config.json").write_text(json.dumps(launch.model.hf_config))
+        if launch.draft_model is not None:
+            (Path(tmp) / "draft").mkdir()
+            (Path(tmp) / "draft" / "config.json").write_text(json.dumps(launch.draft_model.hf_config))
         level = logging.getLogger("sglang").level
         logging.getLogger("sglang").setLevel(logging.ERROR)
         try:
