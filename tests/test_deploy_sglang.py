@@ -128,6 +128,7 @@ def test_every_launch_compared_the_pool_sizes_where_there_is_a_hybrid_pool():
     theirs = decide_with_sglang(launch)
     assert theirs.full_tokens.how.startswith("read from SGLang") and theirs.swa_tokens.how.startswith("read from")
     assert theirs.attention_backend.value == "triton"  # Gemma-4's own override, on ROCm too
+    assert theirs.attention_backend.source.endswith("set by _gemma4_overrides")  # SGLang's own provenance
 
 
 def test_the_kits_call_site_expressions_are_sglangs():

@@ -208,6 +208,13 @@ def resolve(launch: Launch, model_dir: str) -> Resolved:
                     bool(view.disable_hybrid_swa_memory), server_args, model_config)
 
 
+def declared_by(resolved: Resolved, field: str) -> str:
+    """Which SGLang resolution step set ``field`` last (its own provenance, ``ServerArgs._resolved_overrides``)."""
+    steps = [source for source, declared in getattr(resolved.server_args, "_resolved_overrides", ()) or ()
+             if field in declared]
+    return steps[-1] if steps else "the server arguments as given"
+
+
 @contextlib.contextmanager
 def sglang_session(launch: Launch) -> Iterator[str]:
     """The launch's platform, environment and ``config.json`` in place while SGLang runs; quiet logs."""
@@ -293,13 +300,15 @@ def decide_with_sglang(launch: Launch) -> Decisions:
     hybrid_why = ("configs/model_config.py ModelConfig.is_hybrid_swa (is_hybrid_swa_model and not "
                   f"disable_hybrid_swa_memory={resolved.disable_hybrid_swa_memory})")
     changes: dict[str, Decided] = {
-        "attention_backend": Decided(resolved.attention_backend, f"{_PIPELINE} on {platform}", how),
+        "attention_backend": Decided(resolved.attention_backend, f"{_PIPELINE} on {platform}: set by "
+                                     f"{declared_by(resolved, 'attention_backend')}", how),
         "prefill_attention_backend": Decided(resolved.prefill_attention_backend,
                                              "arg_groups/model_override_base.py attention_backends_of", how),
         "decode_attention_backend": Decided(resolved.decode_attention_backend,
                                             "arg_groups/model_override_base.py attention_backends_of", how),
-        "hybrid_swa_memory": Decided(resolved.hybrid_swa, hybrid_why, how),
-        "page_size": Decided(resolved.page_size, f"{_PIPELINE} (_page_size_default)", how),
+        "hybrid_swa_memory": Decided(resolved.hybrid_swa, f"{hybrid_why}; disable_hybrid_swa_memory set by "
+                                     f"{declared_by(resolved, 'disable_hybrid_swa_memory')}", how),
+        "page_size": Decided(resolved.page_size, f"{_PIPELINE}: set by {declared_by(resolved, 'page_size')}", how),
     }
     if sized is not None:
         name, config = sized
