@@ -134,6 +134,8 @@ def _fmt(value: Any) -> str:
         return f"{value:,} B ({value / GIB:.1f} GiB)"
     if isinstance(value, int):
         return f"{value:,}"
+    if isinstance(value, float) and 0 <= value < 1:
+        return f"{value} ({100 * value:.1f}%)"
     if isinstance(value, dict):
         return ", ".join(f"{k}={v}" for k, v in value.items() if v is not None)
     return str(value)
@@ -187,8 +189,13 @@ def render(report: Audit, markdown: bool = False) -> str:
     if launch.env:
         lines += [f"environment: {launch.env}", ""]
     lines += [f"{h}Decisions (what SGLang does; each names what it mirrors)"]
-    lines += _table([{**r, "value": _fmt(r["value"])} for r in report.decisions.rows()],
-                    ["decision", "value", "source"], markdown)
+    rows = report.decisions.rows()
+    if markdown:
+        lines += _table([{**r, "value": _fmt(r["value"])} for r in rows], ["decision", "value", "source"], True)
+    else:
+        width = max(len(r["decision"]) for r in rows)
+        for r in rows:
+            lines += [f"{r['decision'].ljust(width)}  {_fmt(r['value'])}", f"{' ' * width}    from: {r['source']}"]
     lines += ["", f"{h}Routes per layer kind (keys = attended / meant)"]
     lines += _table(_route_rows(report), ["worker", "mode", "backend", "kind", "layers", "kernel", "window_arg", "keys",
                                           "page_table", "sglang", "kit"], markdown)

@@ -319,9 +319,9 @@ def parse_hf_config(
         "hybrid pool eligibility": f"{_MC} {'lists' if arch.hybrid_swa else 'does not list'} {architecture}",
         **(sources or {}),
     }
+    name = name or str(raw.get("_name_or_path") or architecture).split("/")[-1].lower()
     return ModelLayout(
-        name=name or str(raw.get("_name_or_path") or architecture).split("/")[-1].lower(),
-        display_name=display_name or architecture, hf_repo=hf_repo or str(raw.get("_name_or_path", "")),
+        name=name, display_name=display_name or name, hf_repo=hf_repo or str(raw.get("_name_or_path", "")),
         architecture=architecture, dtype=_dtype(config, text), kinds=kinds, layer_types=tuple(layer_types),
         sglang_hybrid_swa_pool=arch.hybrid_swa and any(k.uses_swa_pool for k in kinds.values()),
         sources=layout_sources, unverified=tuple(unverified), notes=tuple(notes), hf_config=raw,

@@ -14,8 +14,18 @@ from hypothesis import strategies as st
 from swa_kit.cli import main
 from swa_kit.errors import SlotError, UsageError
 from swa_kit.resolver import (
-    NO_TRANSLATION, RESOLVERS, WRONG_TRANSLATION, decision_table, is_swa_pool, legacy_resolve_swa_kv_pool,
-    naive_resolve_swa_kv_pool, read_keys, resolve_swa_kv_pool, slots_read, uses_sliding_window_kv_pool,
+    NO_TRANSLATION,
+    RESOLVERS,
+    WRONG_TRANSLATION,
+    decision_table,
+    is_swa_pool,
+    legacy_resolve_swa_kv_pool,
+    naive_resolve_swa_kv_pool,
+    read_keys,
+    resolve_swa_kv_pool,
+    slots_read,
+    uses_sliding_window_kv_pool,
+    with_hybrid_draft_pool,
 )
 from swa_kit.workers import MODEL_KINDS, SpeculativeAlgorithm, build_workers
 
@@ -233,3 +243,19 @@ def test_bad_resolver_name():
     w = build_workers("hybrid_swa", A.EAGLE)
     with pytest.raises(UsageError, match="unknown resolver 'smart'"):
         slots_read(w, "draft", "smart", 0, 0, 1)
+
+
+def test_hybrid_swa_draft_owns_its_swa_pool():
+    from swa_kit.resolver import hybrid_draft_table
+
+    rows = hybrid_draft_table()
+    assert len(rows) == 3 * 3  # EAGLE, EAGLE3, STANDALONE x three resolvers
+    for r in rows:
+        # Rule 1 (the active pool is an SWA pool) returns the draft's own pool under legacy and fixed;
+        # naive returns the target's pool instead.
+        expected = "target_swa_pool" if r["resolver"] == "naive" else "own_pool"
+        assert (r["returns"], r["wanted"], r["correct"]) == (expected, "own_pool", expected == "own_pool"), r
+    workers = with_hybrid_draft_pool(build_workers("hybrid_swa", "eagle"), ("sliding", "full"))
+    own = workers.draft.token_to_kv_pool
+    assert is_swa_pool(own) and own.swa_layer_nums == 1 and own is not workers.target.token_to_kv_pool
+    assert RESOLVERS["fixed"](workers.draft) is own and RESOLVERS["naive"](workers.draft) is workers.target.token_to_kv_pool

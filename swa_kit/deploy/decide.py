@@ -142,7 +142,7 @@ def decide(launch: Launch) -> Decisions:
         decode_attention_backend=Decided(choice.decode_attention_backend, choice.why),
         hybrid_swa_memory=Decided(hybrid, why),
         page_size=Decided(page_size, page_source),
-        pool_configurator=Decided(pc.split(" ", 3)[-1], pc),
+        pool_configurator=Decided(pc.split()[3].rstrip(","), pc),
         full_tokens=Decided(pools.full_tokens, f"{pc}; budget: {pools.budget_how}"),
         swa_tokens=Decided(pools.swa_tokens, pc),
         full_bytes=Decided(pools.full_bytes, f"{pools.full_cell_bytes} B per token x full tokens"),

@@ -63,9 +63,9 @@ class PoolSizes:
         """KV bytes the pools spend per token of full-pool capacity (the unit the ratio is set in)."""
         if not self.hybrid:
             return float(self.full_cell_bytes)
-        if self.full_tokens:
-            return (self.full_bytes + self.swa_bytes) / self.full_tokens
-        return self.full_cell_bytes + (self.ratio or 0) * self.swa_cell_bytes
+        if self.ratio is not None:  # the configurator's own cell: full + ratio x SWA (before page rounding)
+            return self.full_cell_bytes + self.ratio * self.swa_cell_bytes
+        return (self.full_bytes + self.swa_bytes) / self.full_tokens
 
     @property
     def saved_fraction_vs_one_pool(self) -> float:
@@ -169,6 +169,8 @@ def size_pools(launch: Launch, hybrid: bool, page_size: int) -> PoolSizes:
     if swa is not None and sws + page_size >= swa:
         refused = (f"SWA pool ({swa} tokens) cannot hold even one request: the prefill admission floor is "
                    f"sliding_window_size ({sws}) + page_size ({page_size}) (validate_swa_pool_size)")
-    ratio_how = "--swa-full-tokens-ratio" if args.swa_full_tokens_ratio else "fallback 0.8 (arg_groups/fields/schedule.py)"
-    return PoolSizes(f"{_PC} HybridSWAPoolConfigurator, ratio {ratio} ({ratio_how})", True, ratio, full_cell,
+    ratio_how = "--swa-full-tokens-ratio" if args.swa_full_tokens_ratio else "unset: SGLang's fallback in " \
+                                                                             "arg_groups/fields/schedule.py"
+    return PoolSizes(f"{_PC} HybridSWAPoolConfigurator, swa_full_tokens_ratio {ratio} ({ratio_how})", True, ratio,
+                     full_cell,
                      swa_cell, budget, how, full, swa, sws + page_size, refused)
