@@ -1,24 +1,12 @@
 """The kit's pools beside SGLang's own classes: same calls, same slots, same mapping, same free sizes.
 
-Skipped unless SGLang 0.5.23's ``srt/mem_cache`` imports. ``pip install sglang==0.5.23`` pulls GPU
-packages, but its memory-pool modules import on a CPU machine with a handful of light
-dependencies (checked on Linux, Python 3.11, torch 2.13 CPU)::
+CI runs it in a venv holding SGLang 0.5.23 and its CPU-importable dependencies (``.ci/run``,
+``pip install -e '.[sglang]'``); there it fails when SGLang does not import (``CI=true``), elsewhere
+it skips saying why.
 
-    pip download --no-deps sglang==0.5.23 -d /tmp/sglang
-    unzip -q -o /tmp/sglang/sglang-*.whl -d /tmp/sglang/src
-    pip install --no-deps --target /tmp/sgdeps orjson pybase64 starlette msgspec pydantic pydantic_core \\
-        typing_inspection annotated_types aiohttp multidict yarl propcache aiohappyeyeballs aiosignal \\
-        frozenlist transformers tokenizers sentencepiece safetensors regex huggingface_hub httpx2 httpcore2 \\
-        truststore dill gguf apache-tvm-ffi compressed-tensors loguru openai sniffio partial-json-parser
-    # SGLang's configs import torchvision; a CPU torch has no matching wheel, so give it an import-only
-    # stand-in: a package `torchvision` whose module __getattr__ and a sys.meta_path finder return placeholder
-    # sub-modules (so `from torchvision.transforms import X` works), plus a
-    # `torchvision-0.28.0.dist-info/METADATA` (Name/Version) so transformers reads a version.
-    PYTHONPATH=/tmp/sglang/src:/tmp/sgdeps:/tmp/sgstubs python -m pytest tests/test_pools_sglang.py
-
-Two things this module does itself: it hides an installed ``aiter`` while SGLang imports
-(``import aiter`` needs ROCm and raises RuntimeError elsewhere), and it turns off SGLang's
-Triton allocator kernels (``use_triton_kernels = False``) so its paged allocator runs the
+SGLang is imported with any installed ``aiter`` hidden (``import aiter`` needs ROCm and raises
+RuntimeError elsewhere), and this module turns off SGLang's Triton allocator kernels
+(``use_triton_kernels = False``) so its paged allocator runs the
 torch fallback (``alloc_extend_naive`` / ``alloc_decode_naive``) on CPU tensors.
 
 Random request traffic (prefill, extend, decode, out-of-window eviction with drafts and
@@ -32,11 +20,11 @@ mapping, the free lists and every available size must agree.
 from __future__ import annotations
 
 import random
-import sys
 from itertools import pairwise
 
 import pytest
 import torch
+from sglang_support import require_sglang
 
 from swa_kit import pools as kit
 from swa_kit.errors import PoolExhaustedError
@@ -45,30 +33,12 @@ from swa_kit.eviction import RequestTable
 pytestmark = pytest.mark.sglang
 
 
-class _HideAiter:
-    @staticmethod
-    def find_spec(name, path, target=None):
-        if name == "aiter" or name.startswith("aiter."):
-            raise ImportError("aiter hidden while SGLang imports")
-
-
-def _import_sglang():
-    sys.meta_path.insert(0, _HideAiter)
-    try:
-        from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
-        from sglang.srt.mem_cache.common import free_kv_row_segments
-        from sglang.srt.mem_cache.memory_pool import KVWriteLoc, ReqToTokenPool
-        from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
-    except Exception as err:  # any failure to import means: not runnable here
-        pytest.skip(f"SGLang's mem_cache does not import here ({type(err).__name__}: {err}); see module docstring",
-                    allow_module_level=True)
-    finally:
-        sys.meta_path.remove(_HideAiter)
-    return SWATokenToKVPoolAllocator, KVWriteLoc, ReqToTokenPool, SWAKVPool, free_kv_row_segments
-
-
-pytest.importorskip("sglang")
-SgAllocator, SgKVWriteLoc, SgReqToTokenPool, SgSWAKVPool, sg_free_kv_row_segments = _import_sglang()
+_swa_alloc, _pool, _swa_pool, _common = require_sglang(
+    "sglang.srt.mem_cache.allocator.swa", "sglang.srt.mem_cache.memory_pool", "sglang.srt.mem_cache.swa_memory_pool",
+    "sglang.srt.mem_cache.common")
+SgAllocator, SgKVWriteLoc, SgReqToTokenPool, SgSWAKVPool = (_swa_alloc.SWATokenToKVPoolAllocator, _pool.KVWriteLoc,
+                                                            _pool.ReqToTokenPool, _swa_pool.SWAKVPool)
+sg_free_kv_row_segments = _common.free_kv_row_segments
 
 F32 = torch.float32
 SWA_LAYERS, FULL_LAYERS = [0, 2, 3], [1]

@@ -1,43 +1,40 @@
-"""The kit's resolvers on SGLang's own classes (skipped unless ``sglang`` imports).
+"""The kit's resolvers on SGLang's own classes.
 
-Run it where SGLang 0.5.23 is installed with its dependencies (a GPU box, or a CPU
-install that can import ``sglang.srt.mem_cache``)::
-
-    pip install "sglang==0.5.23"
-    python -m pytest tests/test_resolver_sglang.py -m sglang
+CI runs it in a venv holding SGLang 0.5.23 (``.ci/run``); there it fails when SGLang does not import
+(``CI=true``), elsewhere it skips saying why. The aiter, trtllm_mha and flashinfer backend modules all
+import on a CPU, so each one's ``_resolve_swa_kv_pool`` is compared, none skipped.
 
 It builds a real ``SWAKVPool`` + ``SWATokenToKVPoolAllocator`` and plain
 ``MHATokenToKVPool`` drafts on the CPU, wires target and draft runners the way SGLang
 does, and checks (1) the kit's resolvers treat SGLang's pools as SWA pools by duck
 typing, (2) the fixed resolver agrees with SGLang's own ``_resolve_swa_kv_pool`` of every
-backend that imports here, (3) ``SpeculativeAlgorithm.is_eagle()`` agrees, and (4) the
+backend, (3) ``SpeculativeAlgorithm.is_eagle()`` agrees, and (4) the
 mapping sentinel and ``free_swa`` behave as the kit's pools do.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from types import SimpleNamespace
 
 import pytest
 import torch
+from sglang_support import require_sglang
 
-if importlib.util.find_spec("sglang") is None:
-    pytest.skip("sglang is not installed (pip install sglang==0.5.23 to run these)", allow_module_level=True)
-try:  # installed, but `import sglang` pulls in many optional packages (transformers, torchvision, ...)
-    swa_memory_pool = importlib.import_module("sglang.srt.mem_cache.swa_memory_pool")
-    memory_pool = importlib.import_module("sglang.srt.mem_cache.memory_pool")
-    swa_allocator = importlib.import_module("sglang.srt.mem_cache.allocator.swa")
-    spec_info = importlib.import_module("sglang.srt.speculative.spec_info")
-except Exception as error:
-    pytest.skip(f"sglang is installed but its memory-pool modules do not import here: {error}",
-                allow_module_level=True)
+BACKENDS = {"AiterAttnBackend": "sglang.srt.layers.attention.aiter_backend",
+            "TRTLLMHAAttnBackend": "sglang.srt.layers.attention.trtllm_mha_backend",
+            "FlashInferAttnBackend": "sglang.srt.layers.attention.flashinfer_backend"}
+swa_memory_pool, memory_pool, swa_allocator, spec_info, *backend_modules = require_sglang(
+    "sglang.srt.mem_cache.swa_memory_pool", "sglang.srt.mem_cache.memory_pool", "sglang.srt.mem_cache.allocator.swa",
+    "sglang.srt.speculative.spec_info", *BACKENDS.values())
 
-from swa_kit.resolver import (  # noqa: E402
-    RESOLVERS, is_swa_pool, legacy_resolve_swa_kv_pool, naive_resolve_swa_kv_pool, resolve_swa_kv_pool,
+from swa_kit.resolver import (
+    RESOLVERS,
+    is_swa_pool,
+    legacy_resolve_swa_kv_pool,
+    naive_resolve_swa_kv_pool,
+    resolve_swa_kv_pool,
 )
-from swa_kit.workers import SpeculativeAlgorithm  # noqa: E402
+from swa_kit.workers import SpeculativeAlgorithm
 
 pytestmark = pytest.mark.sglang
 SG = spec_info.SpeculativeAlgorithm
@@ -70,15 +67,8 @@ def _runners(algo_name: str):
 
 
 def _sglang_resolvers():
-    found = {}
-    for module, cls in (("sglang.srt.layers.attention.aiter_backend", "AiterAttnBackend"),
-                        ("sglang.srt.layers.attention.trtllm_mha_backend", "TRTLLMHAAttnBackend"),
-                        ("sglang.srt.layers.attention.flashinfer_backend", "FlashInferAttnBackend")):
-        try:
-            found[cls] = getattr(importlib.import_module(module), cls)._resolve_swa_kv_pool
-        except Exception:  # backend needs aiter / flashinfer: compare against the ones that import
-            continue
-    return found
+    """Every backend's own ``_resolve_swa_kv_pool`` (each module imported above, or the module failed)."""
+    return {cls: getattr(module, cls)._resolve_swa_kv_pool for cls, module in zip(BACKENDS, backend_modules)}
 
 
 def test_sglang_pool_is_recognised_by_duck_typing():
@@ -95,7 +85,9 @@ def test_resolvers_on_sglang_runners(algo):
     assert legacy_resolve_swa_kv_pool(draft) is None
     assert naive_resolve_swa_kv_pool(draft) is pool
     assert resolve_swa_kv_pool(draft) is (pool if algo == "FROZEN_KV_MTP" else None)
-    for name, theirs in _sglang_resolvers().items():
+    resolvers = _sglang_resolvers()
+    assert len(resolvers) == len(BACKENDS)
+    for name, theirs in resolvers.items():
         assert theirs(target) is resolve_swa_kv_pool(target), name
         assert theirs(draft) is resolve_swa_kv_pool(draft), name
 

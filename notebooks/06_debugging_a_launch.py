@@ -1,0 +1,118 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 06 · Debugging a launch: "Gemma-4 drifts from Hugging Face after about a thousand tokens"
+#
+# A bug report as it arrives (the first of the two worked through in `docs/debugging.md`):
+#
+# > We serve Gemma-4 31B on MI300X with `--attention-backend aiter --speculative-algorithm FROZEN_KV_MTP`.
+# > Greedy outputs match transformers for short prompts. Past roughly a thousand tokens of context they
+# > start to differ, with or without speculation. No error, no crash.
+#
+# The runbook's row for *"divergence only after about W tokens"* says: window handling. Four steps, each
+# with the kit's own tool:
+#
+# 1. **audit** the launch as the user runs it: which backend, which kernels, which window arguments;
+# 2. **trace** a server to confirm what the kernels really receive (here: a trace recorded from SGLang's
+#    own `AiterAttnBackend.forward_decode`, see below);
+# 3. **measure** whether one key short changes a model's outputs (`key_gap`, transformers' own model);
+# 4. pick the way out.
+#
+# Everything runs on a CPU in seconds.
+
+# %%
+import json
+from pathlib import Path
+
+import torch
+import transformers
+
+from swa_kit import audit, dispatch, trace
+from swa_kit.deploy.launch import Launch
+from swa_kit.key_gap import compare_window, tiny_model_from_config
+
+# %% [markdown]
+# ## 1 · Audit the launch
+#
+# The same as `swa-kit audit --model gemma4-31b --server-args "--attention-backend aiter
+# --speculative-algorithm FROZEN_KV_MTP"`. With a real server, pass its `config.json` with `--hf-config`.
+
+# %%
+launch = Launch.from_inputs(model="gemma4-31b", platform="rocm-gfx942",
+                            server_args="--attention-backend aiter --speculative-algorithm FROZEN_KV_MTP")
+report = audit.audit(launch)
+print("attention backend:", report.decisions.attention_backend.value, "-", report.decisions.attention_backend.source)
+for finding in report.findings:
+    print(f"[{finding.severity}] {finding.title} ({finding.where})")
+
+# %% [markdown]
+# Every sliding layer on every aiter route gets `window_size = (sws - 1, 0)`: with `sliding_window_size =
+# W - 1` that is `(W - 2, 0)`, and aiter's unified kernel attends `1 + left` keys, one fewer than the model
+# was trained with. The audit ranks it *one-short*: SGLang runs, and nothing is refused.
+
+# %%
+decode = dispatch.plan("gemma4-31b", "decode", strict=False)
+sliding = decode.layer(0)
+print(f"layer 0: {sliding.kind}, sliding_window_size={sliding.sliding_window_size}, {sliding.kernel} "
+      f"window_arg={sliding.window_arg} -> attends {sliding.effective_keys} of {sliding.intended_keys} keys")
+
+# %% [markdown]
+# ## 2 · What the server passes: a trace
+#
+# In the server process, `import swa_kit.trace; swa_kit.trace.install("/tmp/swa-trace.jsonl")` before the
+# model loads writes one JSON line per kernel call. The file below was **recorded on a CPU** by the kit's
+# test `tests/test_trace_sglang.py`: SGLang 0.5.23's real `AiterAttnBackend` built over SGLang's own
+# `SWAKVPool`, its real `forward_decode` called for Gemma-4's layer 0 (sliding) and layer 5 (full), and
+# aiter's kernels (which need ROCm) supplied by the kit's float64 reference. The window argument and page
+# table are SGLang's own; only the arithmetic inside the kernel is the kit's.
+
+# %%
+records = trace.read_records(Path("..") / "data" / "traces" / "gemma4-31b_decode_aiter_cpu.jsonl")
+for record in records:
+    print(json.dumps(record.to_json()))
+mismatches = trace.compare(records, decode)
+print("trace vs plan:", "agree" if not mismatches else [str(m) for m in mismatches])
+
+# %% [markdown]
+# The trace agrees with the plan: layer 0 receives `[1022, 0]` and the SWA-translated page table. So the
+# drift is not a routing bug of this launch (no wrong pool, no dropped window): it is the one key short.
+#
+# ## 3 · Does one key short matter? Measure it
+#
+# `swa-kit key-gap --model DIR --prompt-file FILE` runs *your* checkpoint with transformers' own code at W
+# and at W-1 keys. Here, without weights, a **randomly initialised** model built from the Gemma-3 27B config
+# the kit bundles (same architecture and attention pattern), shrunk to 2 layers and a window of 16 keys:
+# it shows the mechanism, not Gemma-4's numbers.
+
+# %%
+bundled = json.loads((Path("..") / "data" / "models" / "gemma3-27b.json").read_text())["hf_config"]
+model = tiny_model_from_config(transformers.AutoConfig.for_model(**bundled), window=16, seed=0)
+prompt = torch.randint(0, model.config.vocab_size, (64,), generator=torch.Generator().manual_seed(0))
+gap = compare_window(model, prompt, new_tokens=16)
+print(gap.summary())
+
+# %% [markdown]
+# Positions before W-1 attend the same keys under both windows, so their logits are identical; from
+# position W-1 on, every prediction moves a little, and greedy decoding parts ways once a near-tie flips.
+# That is the report's "after about a thousand tokens" with W = 1024.
+#
+# ## 4 · Ways out
+#
+# * Measure with your checkpoint (`swa-kit key-gap`). If the gap matters, route the sliding layers through a
+#   path that passes the full window (CK prefill's `(sws, -1)`), or use SGLang's default for Gemma-4 on ROCm,
+#   the Triton backend (`swa-kit audit` without `--attention-backend aiter` shows its window arithmetic).
+# * Report upstream with `swa-kit audit ... --markdown`: it names the call sites and SGLang's issues
+#   #32087 / #34354 on the window convention.
