@@ -3,7 +3,7 @@
 :func:`plan` mirrors the routing of ``AiterAttnBackend`` in SGLang 0.5.23
 (``python/sglang/srt/layers/attention/aiter_backend.py``, non-MLA layers, NHD KV layout):
 
-* at construction it resolves the SWA pool (``_resolve_swa_kv_pool``; FACTS.md section 2),
+* at construction it resolves the SWA pool (SGLang 0.5.23 ``_resolve_swa_kv_pool``),
   sets ``use_sliding_window_kv_pool``, forces Triton ``unified_attention`` when that is true
   (otherwise ``SGLANG_USE_AITER_UNIFIED_ATTN`` decides), and enables unified verify only with
   ``topk == 1`` and ``SGLANG_AITER_UNIFIED_VERIFY`` (default on);
@@ -31,9 +31,9 @@ layer's KV lives in. They raise :class:`~swa_kit.errors.DispatchGuardError` befo
 * chunked local attention, which the aiter backend cannot express at all (inferred from the code:
   Llama-4's layers keep ``sliding_window_size = -1`` and live in the SWA sub-pool).
 
-Attending fewer keys than meant (the unified paths' ``(sws - 1, 0)``, FACTS.md section 4) is *not*
-a guard: it is SGLang's behaviour, reported per layer in ``effective_keys`` and ``note``, and
-measured by :mod:`swa_kit.probe`.
+Attending fewer keys than meant (the unified paths' ``(sws - 1, 0)``, measured by
+``swa-kit probe --sglang-sites``) is *not* a guard: it is SGLang's behaviour, reported per layer in
+``effective_keys`` and ``note``, and measured by :mod:`swa_kit.probe`.
 """
 
 from __future__ import annotations
@@ -323,8 +323,9 @@ def _ways_out(pool: PoolView) -> str:
     if pool.worker == "draft" and pool.reads_target_kv and not pool.swa_pool_resolved:
         return ("resolve the pool the draft reads (the fixed _resolve_swa_kv_pool returns the allocator's "
                 "SWAKVPool for FROZEN_KV MTP), or select a different attention backend")
-    return "set SGLANG_USE_AITER_UNIFIED_ATTN=1 (unified_attention honours the window) or select a different " \
-           "attention backend (e.g. --attention-backend triton)"
+    return ("set SGLANG_USE_AITER_UNIFIED_ATTN=1 (unified_attention takes a window, but SGLang passes it (sws - 1, 0): "
+            "one key short) or select a different attention backend (--attention-backend triton has its own "
+            "one-key-short decode window, SGLang PR #32087); measure either with swa-kit probe")
 
 
 def _guard(pool: PoolView, mode: str, topk: int, layer: int, kind: str, sws: int, intended: int | None,
@@ -378,7 +379,8 @@ def _note(intended: int | None, effective: int | None, backend: Backend) -> str 
         return None
     diff = intended - effective
     return (f"declared to attend {effective} keys, {abs(diff)} {'short' if diff > 0 else 'too many'} "
-            f"(FACTS.md section 4; measure with swa-kit probe --sglang-sites)")
+            "(SGLang's aiter backend passes (sws - 1, 0) to unified_attention; measure with "
+            "swa-kit probe --sglang-sites)")
 
 
 def _check_args(mode: str, spec: str, topk: int, worker: str, resolver: str) -> None:
