@@ -47,8 +47,8 @@ def run_in_interpreter(batch: AttentionBatch, keys: Any, timeout_s: float = 300)
         if child.returncode != 0:
             raise BackendUnavailableError(f"the interpreted kernel failed in its child process: {child.stderr[-1500:]}")
         out = torch.load(path.with_suffix(".out.pt"))
-    return AttentionResult(out, path="kit_triton_swa", tier="kit-triton",
-                           device="cpu (Triton interpreter, child process)")
+    # the tier says "interpreter", as aiter's interpreted kernel's does (announce wants one word per field)
+    return AttentionResult(out, path="kit_triton_swa", tier="kit-triton-interpreter", device="cpu")
 
 
 def _child(path: str) -> None:
