@@ -53,9 +53,9 @@ from swa_kit.viz.probe import draw_probe, draw_probe_table
 
 def how_obtained(tier: str) -> str:
     """Say, beside every row, whether a kernel ran or an emulation stood in for it."""
-    return {"emulated": "EMULATION (documented semantics; the op cannot run here)",
-            "aiter-triton-interpreter": "measured: aiter 0.1.7's Triton kernel, CPU interpreter",
-            "aiter-triton-gpu": "measured: aiter 0.1.7's Triton kernel, GPU"}.get(tier, f"measured ({tier})")
+    return {"emulated": "EMULATION (the op's documented semantics, not the op)",
+            "aiter-triton-interpreter": "ran: aiter 0.1.7's Triton kernel, CPU interpreter",
+            "aiter-triton-gpu": "ran: aiter 0.1.7's Triton kernel, GPU"}.get(tier, f"ran ({tier})")
 
 
 # %% [markdown]

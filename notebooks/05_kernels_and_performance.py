@@ -146,7 +146,7 @@ except BackendUnavailableError as failure:  # no Triton (macOS, Windows without 
 recorded = bench.load_recorded()
 copy_tbs = recorded["copy_tbs"]  # copy (read + write) bandwidth, measured in the recorded run
 print(f"recorded copy bandwidth: {copy_tbs:.2f} TB/s ({recorded['machine']['gpu']}, {recorded['date']})")
-my_floor_us = ...  # your answer in microseconds, e.g. 123.4
+my_floor_us = ...  # your answer in microseconds, e.g. 100.0
 workshop.check_headline_floor(my_floor_us)
 
 # %% tags=["solution"]

@@ -314,7 +314,7 @@ def check_guard_way_out(refused_layers: Any, keys_after: Any, model: str = "gemm
     """Exercise 4.1: how many of the model's layers the guard refuses at decode, and how many keys a sliding
     layer attends after the way out ``SGLANG_USE_AITER_UNIFIED_ATTN=1``."""
     for answer in (refused_layers, keys_after):
-        if (problem := _number("4.1", answer, "52")) is not None:
+        if (problem := _number("4.1", answer, "10")) is not None:
             return problem
     truth = guard_and_way_out(model)
     right = [refused_layers == truth["refused_layers"], keys_after == truth["keys_after_way_out"]]
@@ -381,7 +381,7 @@ def check_headline_floor(us: Any, context: int = 128 * 1024) -> Verdict:
     at the copy bandwidth of the recorded run (within 2 %)."""
     from swa_kit.bench import load_recorded
 
-    if (problem := _number("5.2", us, "123.4")) is not None:
+    if (problem := _number("5.2", us, "100.0")) is not None:
         return problem
     copy_tbs = load_recorded()["copy_tbs"]
     truth = headline_floor_us(context, copy_tbs)
