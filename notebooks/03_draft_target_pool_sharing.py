@@ -26,12 +26,14 @@
 # [**draft**](../docs/glossary.md#draft-and-target) proposes tokens and the **target** verifies them. In SGLang
 # both share the request table ([`req_to_token_pool`](../docs/glossary.md#slot)) and the token allocator, so a
 # draft token gets a [**full-pool**](../docs/glossary.md#full-pool) slot id from the target's allocator. What
-# the draft does with that id depends on the algorithm:
+# the draft does with that id depends on the algorithm ([EAGLE / EAGLE3](../docs/glossary.md#eagle),
+# [STANDALONE](../docs/glossary.md#standalone), [FROZEN_KV MTP](../docs/glossary.md#frozen-kv-mtp); the
+# target's [SWA pool](../docs/glossary.md#swa-pool) holds its sliding layers' KV):
 #
 # | algorithm | draft's own pool | draft reads | its sliding layers must translate against |
 # | --- | --- | --- | --- |
-# | [EAGLE / EAGLE3](../docs/glossary.md#eagle) / [STANDALONE](../docs/glossary.md#standalone) | a plain `MHATokenToKVPool`, indexed by full ids | its own pool | nothing |
-# | [FROZEN_KV MTP](../docs/glossary.md#frozen-kv-mtp) (Gemma-4) | a 64-token dummy, never written | the target's pool | the target's [SWA pool](../docs/glossary.md#swa-pool) |
+# | EAGLE / EAGLE3 / STANDALONE | a plain `MHATokenToKVPool`, indexed by full ids | its own pool | nothing |
+# | FROZEN_KV_MTP (Gemma-4) | a 64-token dummy, never written | the target's pool | the target's SWA pool |
 #
 # The attention backend asks a [**resolver**](../docs/glossary.md#resolver) which SWA pool's
 # [full->SWA mapping](../docs/glossary.md#full-to-swa-mapping) to translate slot ids against. This notebook
@@ -205,7 +207,6 @@ from swa_kit.speculative import (
     one_key_short_experiment,
     pr_before_after,
     resolver_rows,
-    stopped_at,
 )
 from swa_kit.viz.speculative import acceptance_curve, guard_divergence
 
@@ -216,9 +217,8 @@ plain = greedy_decode(models, prompts, NEW_TOKENS)
 for p, out in zip(DEMO_PROMPTS, plain.outputs):
     print(repr(p + models.cfg.decode(out)))
 rows, runs = resolver_rows(models, prompts, NEW_TOKENS, plain)
-for r, run in zip(rows, runs):  # a stopped run has no agreement to report: say where it stopped
-    stopped = stopped_at(run, NEW_TOKENS)
-    r["output vs plain"] = (f"stopped at token {', '.join(map(str, stopped))}" if stopped else
+for r in rows:  # a stopped run has no agreement to report: say where it stopped
+    r["output vs plain"] = (f"stopped at token {', '.join(map(str, r['stopped_at']))}" if r["stopped_at"] else
                             f"agreement {r['agreement_with_plain']}")
     r["error"] = (r["error"] or "").split(":")[0]
 print_table(rows, ["algorithm", "resolver", "acceptance_rate", "mean_accepted_length", "output vs plain", "error"])
@@ -254,7 +254,8 @@ workshop.check_which_worker(dict(workshop.SYMPTOMS))
 # %% [markdown]
 # Read it with the triage rule. Before fix 1 the draft read the target's SWA buffer with untranslated ids
 # and the run **stopped**; after it, the output equals plain decoding. Before fix 2 the target's output
-# **changed**, after the window filled; after it, the route is refused before the kernel runs.
+# **changed**, after the window filled; after it, the route is refused before the kernel runs. (A stopped
+# run's acceptance counts the rounds before it stopped; its output has no agreement to report.)
 #
 # Where the output of the unguarded run leaves plain decoding, against where the window fills:
 

@@ -258,7 +258,8 @@ DEMO_NEW_TOKENS = 96
 
 def resolver_rows(models: TinyModels, prompts: list[list[int]], max_new_tokens: int, plain: Generation,
                   progress: Callable[[int], Any] | None = None) -> tuple[list[dict[str, Any]], list[Generation]]:
-    """One row per (algorithm, resolver): acceptance, accepted length, agreement with ``plain``, error."""
+    """One row per (algorithm, resolver): acceptance, accepted length, agreement with ``plain`` (None for a run
+    that stopped), the tokens generated when it stopped (None for a run that finished), error."""
     rows, runs = [], []
     for algorithm in ALGORITHMS:
         for resolver in RESOLVER_NAMES:
@@ -268,7 +269,9 @@ def resolver_rows(models: TinyModels, prompts: list[list[int]], max_new_tokens: 
                 "algorithm": algorithm, "resolver": resolver,
                 "acceptance_rate": _round(run.acceptance_rate),
                 "mean_accepted_length": _round(run.mean_accepted_length),
-                "agreement_with_plain": _round(agreement(run.outputs, plain.outputs)), "error": run.error,
+                # a run that stopped on an error has no agreement to report: say where it stopped instead
+                "agreement_with_plain": None if run.error else _round(agreement(run.outputs, plain.outputs)),
+                "stopped_at": stopped_at(run, max_new_tokens), "error": run.error,
                 "dispatch_guard": run.guards[0] if run.guards else None,
             })
     return rows, runs

@@ -141,6 +141,17 @@ def test_pr_before_after_side_by_side(setup) -> None:
     assert stopped_at(fixed, NEW) is None
 
 
+def test_resolver_rows_never_give_a_stopped_run_an_agreement(setup) -> None:
+    from swa_kit.speculative import resolver_rows
+
+    models, ids, plain, _ = setup
+    rows, runs = resolver_rows(models, ids, 40, greedy_decode(models, ids, 40))
+    for row, run in zip(rows, runs):
+        assert (row["agreement_with_plain"] is None) == (row["error"] is not None) == (row["stopped_at"] is not None)
+        if row["stopped_at"] is not None:
+            assert row["stopped_at"] == [len(o) for o in run.outputs]
+
+
 def test_first_divergence_and_agreement() -> None:
     assert first_divergence([1, 2, 3], [1, 2, 3]) is None
     assert first_divergence([1, 5, 3], [1, 2, 3]) == 1
