@@ -346,7 +346,10 @@ def _guard(pool: PoolView, mode: str, topk: int, layer: int, kind: str, sws: int
         problems.append(f"path {backend.name} does not declare forward mode {kernel_mode!r} "
                         f"(it declares {sorted(backend.modes)})")
     elif intended is not None and not backend.honours_window:
-        problems.append(f"{site.kernel} ({site.name}) takes no window, so the layer would attend the whole "
+        # paged_attention_ragged has no window parameter; extend_attention_fwd has one SGLang does not pass
+        why = ("takes no window" if "no window parameter" in site.window_expr else
+               "gets no window (it takes sliding_window_size, but SGLang's aiter backend does not pass it)")
+        problems.append(f"{site.kernel} ({site.name}) {why}, so the layer would attend the whole "
                         "context and return wrong numbers silently")
         if site.name == "decode.paged":
             ways.append(_ways_out(pool))
@@ -362,7 +365,11 @@ def _guard(pool: PoolView, mode: str, topk: int, layer: int, kind: str, sws: int
         if buffer == "swa":
             problems.append("untranslated full-pool slot ids would index the layer's SWA buffer (other tokens' KV, "
                             "or out of bounds)")
-            ways.append("resolve the SWA pool for this worker so the SWA page table is built (the fixed resolver)")
+            # Advise the fixed resolver only where the pool went unresolved; where it is resolved (the fixed
+            # resolver already in force) the call site itself never swaps in the SWA page table.
+            ways.append("resolve the SWA pool for this worker so the SWA page table is built (the fixed resolver)"
+                        if not pool.swa_pool_resolved else
+                        f"a call site that swaps in the translated SWA page table ({site.name} does not)")
         else:
             problems.append("SWA-translated slot ids would index a full-size buffer the SWA mapping does not "
                             "describe (the EAGLE draft bug, SGLang #25103)")

@@ -89,7 +89,7 @@ def test_enforced_guards_refuse_the_wrong_resolvers(setup) -> None:
 
 def test_tree_verify_is_refused_on_the_swa_model(setup) -> None:
     models, ids, _, _ = setup
-    with pytest.raises(DispatchGuardError, match="takes no window"):
+    with pytest.raises(DispatchGuardError, match="gets no window"):
         speculative_decode(models, ids, 8, "eagle", "fixed", topk=2)
 
 
