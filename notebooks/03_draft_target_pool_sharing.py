@@ -185,7 +185,9 @@ workshop.check_which_worker(my_workers)
 # two trained drafts: an EAGLE-style draft (one sliding layer, its own KV pool) and a FROZEN_KV MTP-style head
 # (query-only, reads the target's last sliding and last full layer caches). Every attention call of the
 # target and of both drafts runs over the pools above: KV written at the allocator's slots, sliding layers at
-# translated slots, out-of-window SWA slots freed as generation runs, each layer routed by the dispatch.
+# translated slots, out-of-window SWA slots freed as generation runs, each layer of each
+# [forward mode](../docs/glossary.md#forward-modes) (prefill, decode, target verify, draft extend, draft
+# decode) routed by the dispatch.
 #
 # Plain greedy decoding is the baseline. Each speculative run drafts 3 tokens per round (a chain:
 # [topk](../docs/glossary.md#topk) = 1) and lets the target verify them in one

@@ -182,7 +182,8 @@ print("\n".join(bench.summary_lines(result)[:3]))  # where, with what, and the c
 # **Read every comparison with its conditions.** The paths are not equals, and the run says how each was set
 # up (printed next, from the run's own records):
 #
-# - **aiter's `unified_attention`** is aiter 0.1.7's Triton kernel (SGLang 0.5.23 imports the newer
+# - **[aiter](../docs/glossary.md#aiter)'s [`unified_attention`](../docs/glossary.md#unified)** is aiter 0.1.7's
+#   Triton kernel (SGLang 0.5.23 imports the newer
 #   `aiter.ops.triton.attention.unified_attention`), written and tuned for AMD GPUs, launched here on an
 #   **NVIDIA** GPU through the kit's own launcher: a ratio against it says nothing about aiter on its own
 #   hardware.
