@@ -282,7 +282,8 @@ workshop.check_sliding_share(round(100 * buys["sliding_share_of_step"], 1))
 # - A window-aware kernel walks only the pages inside the window, so its decode time is flat in the context
 #   (section 4's time against context) and its floor is the window's bytes over the bandwidth (exercise 5.2).
 # - Every cross-kernel number has conditions: aiter's kernel is AMD-tuned and timed on NVIDIA; SDPA reads a
-#   pre-sliced window; FlexAttention, the dense mask and full attention were timed at 8k only.
+#   pre-sliced window; FlexAttention, the dense mask and full attention were timed at 8k only in the
+#   recorded run.
 # - **On a hybrid model a windowed kernel buys memory more than decode time**: with the sliding layers on
 #   their window, the full layers carry most of a long decode step (exercise 5.1 computes the share), while
 #   the window's saving in held KV is larger (section 5). Size the SWA pool first; tune the kernel second.
