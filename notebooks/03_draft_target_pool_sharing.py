@@ -16,23 +16,34 @@
 # %% [markdown]
 # # 03 · Draft and target: who reads which KV pool
 #
-# In speculative decoding a small **draft** proposes tokens and the **target** verifies them. In SGLang both
-# share the request table (`req_to_token_pool`) and the token allocator, so a draft token gets a
-# **full-pool slot id** from the target's allocator. What the draft does with that id depends on the
-# algorithm:
+# **Goal.** In about 30 minutes you will be able to (1) say which KV pool each kind of draft reads, and so
+# which SWA mapping its sliding layers need; (2) predict which resolver breaks which draft, and reproduce
+# the failure on real pools; (3) run [the seed](../docs/glossary.md#the-seed)'s two fixes before and after on a
+# tiny model; (4) triage a speculative-decoding bug from its symptom alone. Two exercises check you on the way.
+# Terms link to the kit's [glossary](../docs/glossary.md).
+#
+# In [speculative decoding](../docs/glossary.md#speculative-decoding) a small
+# [**draft**](../docs/glossary.md#draft-and-target) proposes tokens and the **target** verifies them. In SGLang
+# both share the request table ([`req_to_token_pool`](../docs/glossary.md#slot)) and the token allocator, so a
+# draft token gets a [**full-pool**](../docs/glossary.md#full-pool) slot id from the target's allocator. What
+# the draft does with that id depends on the algorithm ([EAGLE / EAGLE3](../docs/glossary.md#eagle),
+# [STANDALONE](../docs/glossary.md#standalone), [FROZEN_KV MTP](../docs/glossary.md#frozen-kv-mtp); the
+# target's [SWA pool](../docs/glossary.md#swa-pool) holds its sliding layers' KV):
 #
 # | algorithm | draft's own pool | draft reads | its sliding layers must translate against |
 # | --- | --- | --- | --- |
 # | EAGLE / EAGLE3 / STANDALONE | a plain `MHATokenToKVPool`, indexed by full ids | its own pool | nothing |
 # | FROZEN_KV_MTP (Gemma-4) | a 64-token dummy, never written | the target's pool | the target's SWA pool |
 #
-# The attention backend asks a **resolver** which SWA pool to translate against. This notebook wires both
-# kinds of draft on real pools, runs three resolvers, and reproduces each failure.
+# The attention backend asks a [**resolver**](../docs/glossary.md#resolver) which SWA pool's
+# [full->SWA mapping](../docs/glossary.md#full-to-swa-mapping) to translate slot ids against. This notebook
+# wires both kinds of draft on real pools, runs three resolvers, and reproduces each failure.
 
 # %%
 # %matplotlib inline
 import torch
 
+from swa_kit import workshop
 from swa_kit.errors import SlotError
 from swa_kit.resolver import RESOLVERS, decision_table, read_keys, slots_read
 from swa_kit.tables import print_table
@@ -64,16 +75,29 @@ print("FROZEN_KV dummy pool size:", FROZEN_KV_DUMMY_POOL_SIZE)
 
 # %% [markdown]
 # ## 2. Three resolvers
-# * **legacy** (before SGLang PR #38756): the active pool if it is an SWA pool, else nothing.
-# * **naive**: always the pool the shared allocator serves.
-# * **fixed** (SGLang 0.5.23): active SWA pool → it; EAGLE-family draft → nothing; else the allocator's pool
-#   if it is an SWA pool.
+# * **legacy** (SGLang's aiter backend before PR #38756): the *active* pool if it is an SWA pool, else nothing.
+# * **naive**: always the pool the shared allocator serves. A **straw man**, built by the kit after SGLang
+#   #25103 to show that bug's mechanism. #25103 (and #26957 below) were bugs of SGLang's **trtllm_mha**
+#   backend, not of aiter's. On the aiter backend a naive rule would more likely fail loudly, when the EAGLE
+#   draft writes its KV (its own pool has no full->SWA mapping), than drop acceptance silently; the kit
+#   models the *read* through the wrong mapping, not that write.
+# * **fixed** (SGLang 0.5.23's `_resolve_swa_kv_pool`): active SWA pool -> it; EAGLE-family draft -> nothing;
+#   else the allocator's pool if it is an SWA pool.
 #
+# **Exercise 3.1 (predict).** On a model with an SWA pool, which resolver breaks an EAGLE draft, and which
+# breaks a FROZEN_KV MTP draft? Use the table at the top and the three rules; write your answer before the
+# decision table below reveals it.
+
+# %%
+my_breaks = ...  # {"EAGLE": "legacy" | "naive" | "fixed", "FROZEN_KV_MTP": ...}
+workshop.check_resolver_breaks(my_breaks)
+
+# %% [markdown]
 # ## 3. The decision table
 # Every resolver for every (role, algorithm, model kind), computed on real pools. `wanted` is derived from
 # what each worker actually reads, independently of the rules.
 
-# %%
+# %% tags=["solution"]
 rows = decision_table()
 print_table([{k: v for k, v in r.items() if k != "consequence"} for r in rows if r["model"] == "hybrid_swa"])
 print()
@@ -81,6 +105,8 @@ print("wrong picks anywhere:")
 for r in rows:
     if not r["correct"]:
         print(f"  {r['model']} {r['role']} {r['algorithm']} under {r['resolver']}: {r['consequence']}")
+workshop.check_resolver_breaks({r["algorithm"]: r["resolver"] for r in rows if not r["correct"]
+                                and r["model"] == "hybrid_swa" and r["algorithm"] in ("EAGLE", "FROZEN_KV_MTP")})
 
 # %% [markdown]
 # One-pool models (Gemma-3's layout, or no window at all) never translate, so all three resolvers agree there.
@@ -92,7 +118,7 @@ for r in rows:
 # legacy resolver says "no SWA", and the draft's sliding layer indexes the target's SWA buffer with untranslated
 # full ids.
 
-# %%
+# %% tags=["solution"]
 frozen, ids = request_ids_past_swa_buffer(SpeculativeAlgorithm.FROZEN_KV_MTP)
 legacy = slots_read(frozen, "draft", "legacy", 0, 1, len(ids))
 fixed = slots_read(frozen, "draft", "fixed", 0, 1, len(ids))
@@ -106,16 +132,16 @@ except SlotError as error:
 plot_slots_read(frozen, "draft", 0, 1, len(ids))
 
 # %% [markdown]
-# On a GPU there is no bounds check: this is the illegal memory access of SGLang #26957, or, while the ids
-# happen to stay below the SWA pool size, silently wrong keys. Before the SWA pool wraps, full and SWA ids
-# often coincide and the bug hides.
+# On a GPU there is no bounds check: an illegal memory access (the failure SGLang #26957 reported, on the
+# trtllm_mha backend, for the same mechanism), or, while the ids happen to stay below the SWA pool size,
+# silently wrong keys. Before the SWA pool wraps, full and SWA ids often coincide and the bug hides.
 #
-# ## 5. Failure 2: an EAGLE draft under the naive resolver
+# ## 5. Failure 2: an EAGLE draft under the naive (straw-man) resolver
 # The same scene with an EAGLE draft, which writes its KV into its own pool at the **full** ids. The naive
 # resolver hands it the target's SWA pool, so the backend translates those ids and reads other rows of the
-# draft's pool: no error, just wrong keys, and acceptance drops (SGLang #25103).
+# draft's pool: no error, just wrong keys, and acceptance drops (the mechanism of SGLang #25103).
 
-# %%
+# %% tags=["solution"]
 eagle, ids = request_ids_past_swa_buffer(SpeculativeAlgorithm.EAGLE)
 own = eagle.draft.token_to_kv_pool.get_key_buffer(0)
 own.copy_(torch.randn_like(own))  # the draft's keys, written at full ids
@@ -129,34 +155,75 @@ plot_slots_read(eagle, "draft", 0, 1, len(ids))
 
 # %% [markdown]
 # The fixed resolver is right in every row of the table: it translates exactly when the pool a worker reads
-# is an SWA pool. A later notebook runs speculative decoding end to end over these pools.
+# is an SWA pool. Section 6 runs speculative decoding end to end over these pools.
+#
+# ## 6. The triage rule
+#
+# > **Verification is lossless.** The target recomputes every drafted token with its own forward pass and
+# > keeps only those it would have produced itself. So a bug in the **draft** can only cost
+# > [acceptance](../docs/glossary.md#acceptance-rate) (speed), or stop the run if its read faults; a bug in
+# > the **target** changes the **output**.
+#
+# That is why the seed reported **accuracy**: Gemma-4 with FROZEN_KV MTP scored **0.820, the same as without
+# speculation** (from the PR's description; the kit cannot run Gemma-4). An unchanged accuracy shows the
+# target's output is intact, so the fix did not break the target; it says nothing about the draft, which is
+# what acceptance measures.
+#
+# **Exercise 3.2 (triage backwards).** For each bug report in `workshop.SYMPTOMS`, which worker is broken:
+# `"draft"`, `"target"`, or `"neither"` (no evidence of a bug)?
+
+# %%
+for symptom in workshop.SYMPTOMS:
+    print("-", symptom)
+my_workers = ...  # {symptom: "draft" | "target" | "neither" for symptom in workshop.SYMPTOMS}
+workshop.check_which_worker(my_workers)
 
 # %% [markdown]
-# ## 6. End to end: speculative decoding on a tiny hybrid-SWA model
+# ## 7. End to end: speculative decoding on a tiny hybrid-SWA model
 # `swa_kit.model` holds a small character-level decoder (sliding and full layers, GQA, RoPE, window 16 keys)
 # trained by `scripts/train_tiny_model.py` on a generated story corpus shipped in `data/tiny_model/`, with
 # two trained drafts: an EAGLE-style draft (one sliding layer, its own KV pool) and a FROZEN_KV MTP-style head
 # (query-only, reads the target's last sliding and last full layer caches). Every attention call of the
 # target and of both drafts runs over the pools above: KV written at the allocator's slots, sliding layers at
-# translated slots, out-of-window SWA slots freed as generation runs, each layer routed by the dispatch.
+# translated slots, out-of-window SWA slots freed as generation runs, each layer of each
+# [forward mode](../docs/glossary.md#forward-modes) (prefill, decode, target verify, draft extend, draft
+# decode) routed by the dispatch.
 #
-# Plain greedy decoding is the baseline. Each speculative run drafts 3 tokens per round and lets the target
-# verify them; we run both drafts under all three resolvers.
+# Plain greedy decoding is the baseline. Each speculative run drafts 3 tokens per round (a chain:
+# [topk](../docs/glossary.md#topk) = 1) and lets the target verify them in one
+# [target verify](../docs/glossary.md#target-verify) pass; every round commits the accepted drafts plus one
+# [bonus token](../docs/glossary.md#bonus-token) of the target's own, so the
+# [mean accepted length](../docs/glossary.md#mean-accepted-length) is at least 1. Both drafts run under all
+# three resolvers.
+#
+# **Predict, then run.** Which of the six runs will produce text different from plain decoding? Which will
+# lose acceptance, and which will stop?
 
-# %%
+# %% tags=["solution"]
 from swa_kit.model import load_models
 from swa_kit.report import announce_all
-from swa_kit.speculative import DEMO_PROMPTS, greedy_decode, guard_experiment, one_key_short_experiment, resolver_rows
+from swa_kit.speculative import (
+    DEMO_PROMPTS,
+    greedy_decode,
+    guard_experiment,
+    one_key_short_experiment,
+    pr_before_after,
+    resolver_rows,
+)
 from swa_kit.viz.speculative import acceptance_curve, guard_divergence
 
+NEW_TOKENS = 48
 models = load_models()
 prompts = [models.cfg.encode(p) for p in DEMO_PROMPTS[:2]]
-plain = greedy_decode(models, prompts, 64)
+plain = greedy_decode(models, prompts, NEW_TOKENS)
 for p, out in zip(DEMO_PROMPTS, plain.outputs):
     print(repr(p + models.cfg.decode(out)))
-rows, runs = resolver_rows(models, prompts, 64, plain)
-print_table(rows, ["algorithm", "resolver", "acceptance_rate", "mean_accepted_length", "agreement_with_plain",
-                   "error"])
+rows, runs = resolver_rows(models, prompts, NEW_TOKENS, plain)
+for r in rows:  # a stopped run has no agreement to report: say where it stopped
+    r["output vs plain"] = (f"stopped at token {', '.join(map(str, r['stopped_at']))}" if r["stopped_at"] else
+                            f"agreement {r['agreement_with_plain']}")
+    r["error"] = (r["error"] or "").split(":")[0]
+print_table(rows, ["algorithm", "resolver", "acceptance_rate", "mean_accepted_length", "output vs plain", "error"])
 announce_all(used for run in [plain, *runs] for used in run.computed_by)
 
 # %% [markdown]
@@ -164,46 +231,66 @@ announce_all(used for run in [plain, *runs] for used in run.computed_by)
 # shorter than the window); from there on the sliding layers read only translated slots of recent tokens,
 # and older tokens' SWA slots have been freed.
 
-# %%
+# %% tags=["solution"]
 fills = sum(max(0, models.cfg.max_window - len(p)) for p in prompts) / len(prompts)
 acceptance_curve(runs, window_fills_at=fills)
 
 # %% [markdown]
-# ## 7. The guard experiment
-# Now route one sliding layer of the *target* to `paged_attention_ragged` (the kit's emulation of its
-# documented semantics: no window argument) with the guard off, as SGLang did before the seed's fix.
+# ## 8. PR #38756, before and after
+# The same two prompts through each of the seed's fixes, side by side. Fix 1 is the resolver (a draft bug):
+# the FROZEN_KV MTP runs above, legacy against fixed. Fix 2 is the guard (a target bug): plain decoding with
+# one sliding layer of the *target* routed to `paged_attention_ragged` (an **emulation** of its documented
+# semantics: no window argument), guard off, as SGLang ran before the seed, and on. `planned route` is the
+# dispatch's route for the affected layer; window-honouring routes run as the float64 reference here.
+# Notebook 00 shows the code before and after.
 
-# %%
-report = guard_experiment(models, prompts, 64, plain)
-print("agreement with plain decoding:", report["agreement_with_plain"])
-print("window full at generated token:", report["window_fills_at"], " first divergence:", report["first_divergence"])
-print("with the guard on:", report["error_with_guard"][:160], "...")
-announce_all(report["computed_by"])
-guard_divergence(report)
+# %% tags=["solution"]
+by_key = {(r.algorithm, r.resolver): r for r in runs}
+guard = guard_experiment(models, prompts, NEW_TOKENS, plain)
+before_after = pr_before_after(models, prompts, NEW_TOKENS, plain, guard=guard,
+                               runs={name: by_key[("frozen_kv_mtp", name)] for name in ("legacy", "fixed")})
+print_table([{("planned route" if k == "route" else k): v for k, v in r.items()} for r in before_after])
+announce_all(guard["computed_by"])
+workshop.check_which_worker(dict(workshop.SYMPTOMS))
 
 # %% [markdown]
-# ## 8. One key short
-# Notebook 04's probe measured that SGLang's unified call sites make aiter's kernel attend **W - 1** keys.
-# Here every sliding layer attends what that argument really gives (15 keys for this model's 16), and we
-# compare with the model's own greedy output. The tiny model was trained on exactly 16 keys, so read this as
-# an upper bound on the effect, not a prediction for a 1024-key window.
+# Read it with the triage rule. Before fix 1 the draft read the target's SWA buffer with untranslated ids
+# and the run **stopped**; after it, the output equals plain decoding. Before fix 2 the target's output
+# **changed**, after the window filled; after it, the route is refused before the kernel runs. (A stopped
+# run's acceptance counts the rounds before it stopped; its output has no agreement to report.)
+#
+# Where the output of the unguarded run leaves plain decoding, against where the window fills:
 
-# %%
-short = one_key_short_experiment(models, prompts, 64, plain)
+# %% tags=["solution"]
+print("window full at generated token:", guard["window_fills_at"], " first divergence:", guard["first_divergence"])
+print("with the guard on:", guard["error_with_guard"][:160], "...")
+guard_divergence(guard)
+
+# %% [markdown]
+# ## 9. One key short
+# Notebook 04's probe measures that SGLang's unified call sites make aiter's kernel attend **W - 1** keys.
+# Here every sliding layer attends what that argument really gives (15 keys for this model's 16), and we
+# compare with the model's own greedy output. One key is a sixteenth of this model's window and a 1024th of
+# Gemma's, and the tiny model was trained on exactly 16 keys: this shows the mechanism (a target bug changes
+# the output, silently), not the size of the effect on a large model.
+
+# %% tags=["solution"]
+short = one_key_short_experiment(models, prompts, NEW_TOKENS, plain)
 print("attended keys (intended -> SGLang's argument):",
       sorted({(a["intended_keys"], a["effective_keys"]) for a in short["attended"].values()}))
 print("agreement with plain decoding:", short["agreement_with_plain"], " first divergence:", short["first_divergence"])
 announce_all(short["computed_by"])
 
 # %% [markdown]
-# ## What to take away
+# ## Takeaway
 # * With the **fixed** resolver both drafts reproduce plain greedy decoding exactly and keep their acceptance.
-# * The wrong resolvers never change the output here: the target verifies every token through the right
-#   pool, so a draft reading wrong KV costs **acceptance** (speed), silently: the **naive** resolver makes the
-#   EAGLE draft read its own pool through the target's SWA mapping (SGLang #25103). The **legacy** resolver
-#   makes the FROZEN_KV MTP draft read the SWA buffer with full ids: out of bounds as soon as the ids pass the
-#   SWA pool's size (a `SlotError` here, an illegal memory access on a GPU: SGLang #26957).
+# * The wrong resolvers never change the output: the target verifies every token through the right pool, so
+#   a draft reading wrong KV costs **acceptance** (speed), silently: the straw-man **naive** resolver makes the
+#   EAGLE draft read its own pool through the target's SWA mapping (the mechanism of SGLang #25103). The
+#   **legacy** resolver makes the FROZEN_KV MTP draft read the SWA buffer with full ids: out of bounds as soon
+#   as the ids pass the SWA pool's size, and the run stops (a `SlotError` here; on a GPU an illegal memory
+#   access, as SGLang #26957 reported on trtllm_mha).
 # * A kernel that ignores the window changes the **output** itself, and only once the window is full, which is
 #   why short tests miss it; the seed's guard turns it into an error.
-# * A window argument one key short changes the output of a model trained on its window in the same way:
-#   nothing raises, so only measuring what the kernel attends (notebook 04) finds it.
+# * Triage by the symptom: output changed -> the target; only speed lost (or a fault in the draft's read) ->
+#   the draft. An unchanged accuracy, like the seed's 0.820, clears the target.

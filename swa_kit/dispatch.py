@@ -439,15 +439,16 @@ def _ways_out(pool: PoolView) -> str:
     if pool.worker == "draft" and pool.reads_target_kv and not pool.swa_pool_resolved:
         return ("resolve the pool the draft reads (the fixed _resolve_swa_kv_pool returns the allocator's "
                 "SWAKVPool for FROZEN_KV MTP), or select a different attention backend")
-    return "set SGLANG_USE_AITER_UNIFIED_ATTN=1 (unified_attention honours the window) or select a different " \
-           "attention backend (e.g. --attention-backend triton)"
+    return ("set SGLANG_USE_AITER_UNIFIED_ATTN=1 (unified_attention takes a window, but SGLang passes it (sws - 1, 0): "
+            "one key short) or select a different attention backend (--attention-backend triton has its own "
+            "one-key-short decode window, SGLang PR #32087); measure either with swa-kit probe")
 
 
 def _verdict(problem: str, way: str | None = None) -> tuple[list[str], list[str]]:
     return [problem], [way] if way else []
 
 
-_NO_WINDOW = "takes no window, so the layer would attend the whole context and return wrong numbers silently"
+_WHOLE_CONTEXT = "so the layer would attend the whole context and return wrong numbers silently"
 _VERIFY_WAY = ("unified verify needs speculative topk=1 (got {topk}) and SGLANG_AITER_UNIFIED_VERIFY=1 (plus "
                "SGLANG_USE_AITER_UNIFIED_ATTN=1 without a hybrid pool); or select a different attention backend")
 _UNTRANSLATED = ("untranslated full-pool slot ids would index the layer's SWA buffer (other tokens' KV, or out of "
@@ -476,7 +477,10 @@ def _window_problems(route: _Route, effective: int | None) -> tuple[list[str], l
                         "serve it with a model file that passes the window, or accept full attention knowingly")
     if not route.honours_window:
         way = _ways_out(route.pool) if route.site.name == "decode.paged" else _VERIFY_WAY.format(topk=route.topk)
-        return _verdict(f"{kernel} ({route.site.name}) {_NO_WINDOW}", way)
+        # paged_attention_ragged has no window parameter; extend_attention_fwd has one SGLang does not pass
+        why = ("takes no window" if "no window parameter" in route.site.window_expr else
+               "gets no window (it takes sliding_window_size, but SGLang's aiter backend does not pass it)")
+        return _verdict(f"{kernel} ({route.site.name}) {why}, {_WHOLE_CONTEXT}", way)
     if effective is None:
         return _verdict(f"{kernel} gets window_size={route.window_arg} = {route.site.window_expr}, which its "
                         "convention reads as 'no window': the layer attends the whole context",
@@ -489,8 +493,12 @@ def _slot_problems(route: _Route) -> tuple[list[str], list[str]]:
     if route.buffer == route.page_table:
         return [], []
     if route.buffer == "swa":
-        return _verdict(_UNTRANSLATED, "resolve the SWA pool for this worker so the SWA page table is built (the "
-                                       "fixed resolver)")
+        # Advise the fixed resolver only where the pool went unresolved; where it is resolved (the fixed resolver
+        # already in force) the call site itself never swaps in the SWA page table.
+        way = ("resolve the SWA pool for this worker so the SWA page table is built (the fixed resolver)"
+               if not route.pool.swa_pool_resolved else
+               f"a call site that swaps in the translated SWA page table ({route.site.name} does not)")
+        return _verdict(_UNTRANSLATED, way)
     return _verdict(_MISTRANSLATED, "never apply the target's full->SWA mapping to a draft that owns its pool (the "
                                     "fixed resolver)")
 

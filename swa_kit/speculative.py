@@ -258,7 +258,8 @@ DEMO_NEW_TOKENS = 96
 
 def resolver_rows(models: TinyModels, prompts: list[list[int]], max_new_tokens: int, plain: Generation,
                   progress: Callable[[int], Any] | None = None) -> tuple[list[dict[str, Any]], list[Generation]]:
-    """One row per (algorithm, resolver): acceptance, accepted length, agreement with ``plain``, error."""
+    """One row per (algorithm, resolver): acceptance, accepted length, agreement with ``plain`` (None for a run
+    that stopped), the tokens generated when it stopped (None for a run that finished), error."""
     rows, runs = [], []
     for algorithm in ALGORITHMS:
         for resolver in RESOLVER_NAMES:
@@ -268,7 +269,9 @@ def resolver_rows(models: TinyModels, prompts: list[list[int]], max_new_tokens: 
                 "algorithm": algorithm, "resolver": resolver,
                 "acceptance_rate": _round(run.acceptance_rate),
                 "mean_accepted_length": _round(run.mean_accepted_length),
-                "agreement_with_plain": _round(agreement(run.outputs, plain.outputs)), "error": run.error,
+                # a run that stopped on an error has no agreement to report: say where it stopped instead
+                "agreement_with_plain": None if run.error else _round(agreement(run.outputs, plain.outputs)),
+                "stopped_at": stopped_at(run, max_new_tokens), "error": run.error,
                 "dispatch_guard": run.guards[0] if run.guards else None,
             })
     return rows, runs
@@ -296,7 +299,78 @@ def guard_experiment(models: TinyModels, prompts: list[list[int]], max_new_token
         "outputs": [cfg.decode(o) for o in run.outputs],
         "plain_outputs": [cfg.decode(o) for o in plain.outputs],
         "error_with_guard": refused.error,
+        "stopped_at_with_guard": stopped_at(refused, max_new_tokens),
     }
+
+
+def stopped_at(run: Generation, max_new_tokens: int) -> list[int] | None:
+    """Tokens each request had generated when ``run`` stopped on an error; None for a run that finished.
+
+    A stopped run has no agreement to report: the tokens it never produced are not a measurement.
+    """
+    if run.error is None:
+        return None
+    return [min(len(o), max_new_tokens) for o in run.outputs]
+
+
+def _outcome(stopped: list[int] | None, error: str | None, max_new_tokens: int, same: float,
+             firsts: list[int | None]) -> str:
+    """A run's output against plain decoding, in words: stopped (no agreement to report), equal, or where it differs."""
+    if stopped is not None:
+        return f"stopped at token {', '.join(map(str, stopped))} of {max_new_tokens}: {(error or '').split(':')[0]}"
+    if same == 1.0:
+        return "equal to plain decoding"
+    return (f"differs from plain decoding from token {', '.join(map(str, firsts))} on "
+            f"({same:.0%} of tokens equal)")
+
+
+def pr_before_after(models: TinyModels, prompts: list[list[int]], max_new_tokens: int, plain: Generation,
+                    runs: dict[str, Generation] | None = None,
+                    guard: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """SGLang PR #38756 on the same prompts, before and after each of its two fixes, side by side.
+
+    Fix 1 (the resolver, a draft bug): a FROZEN_KV MTP draft under the legacy and the fixed resolver.
+    Fix 2 (the guard, a target bug): plain decoding with the target's first sliding layer routed to
+    ``paged_attention_ragged`` (emulated: no window argument), guard off and on. Each row: the route
+    of the affected layer, the slots it reads, the output against ``plain``, and the acceptance rate.
+    ``runs`` may hold the FROZEN_KV MTP runs already made, keyed by resolver (``legacy``, ``fixed``), and
+    ``guard`` the :func:`guard_experiment` report, so nothing is decoded twice.
+    """
+    runs = dict(runs or {})
+    cfg, rows = models.cfg, []
+    source = next(s for s in cfg.mtp_source_layers if cfg.layer_types[s] == "sliding")
+    for resolver in ("legacy", "fixed"):
+        run = runs.get(resolver) or speculative_decode(models, prompts, max_new_tokens, "frozen_kv_mtp", resolver)
+        server = Server(models, "frozen_kv_mtp", resolver, max_requests=len(prompts), env=DEFAULT_ENV,
+                        enforce_guards=False)
+        entry = server.route("draft", "draft_decode", source)
+        translated = server.swa_kv_pool("draft", True) is not None
+        rows.append({
+            "fix": "1 resolver (draft)", "state": f"{'before' if resolver == 'legacy' else 'after'}: {resolver}",
+            "layer": f"draft reads target layer {source}", "route": f"{entry.site} -> {entry.path} [{entry.tier}]",
+            "slots read": ("SWA slots (ids translated)" if translated else
+                           "full-pool ids, untranslated, into the target's SWA buffer"),
+            "output": _outcome(stopped_at(run, max_new_tokens), run.error, max_new_tokens,
+                               agreement(run.outputs, plain.outputs),
+                               [first_divergence(o, r) for o, r in zip(run.outputs, plain.outputs)]),
+            "acceptance_rate": _round(run.acceptance_rate),
+        })
+    guard = guard or guard_experiment(models, prompts, max_new_tokens, plain)
+    for enforce in (False, True):
+        server = Server(models, "none", "fixed", max_requests=len(prompts), enforce_guards=enforce,
+                        layer_sites={guard["layer"]: "decode.paged"})
+        entry = server.route("target", "decode", guard["layer"])
+        rows.append({
+            "fix": "2 guard (target)", "state": "after: guard on" if enforce else "before: guard off",
+            "layer": f"target layer {guard['layer']}", "route": f"{entry.site} -> {entry.path} [{entry.tier}]",
+            "slots read": ("none: refused before the kernel runs" if enforce else
+                           "every key of the context (no window argument)"),
+            "output": (_outcome(guard["stopped_at_with_guard"], guard["error_with_guard"], max_new_tokens, 0.0, [])
+                       if enforce else _outcome(None, None, max_new_tokens, guard["agreement_with_plain"],
+                                                guard["first_divergence"])),
+            "acceptance_rate": None,
+        })
+    return rows
 
 
 def one_key_short_experiment(models: TinyModels, prompts: list[list[int]], max_new_tokens: int,

@@ -226,3 +226,167 @@ def headline_floor_us(context: int, copy_tbs: float) -> float:
     h = HEADLINE
     case = DecodeCase(h["batch"], h["hq"], h["hkv"], h["head_dim"], context, h["window"], h["dtype"])
     return math_floor_us(case, copy_tbs)
+
+
+# == notebooks 03-05: the exercises' checks ===========================================================
+# Each check takes the learner's answer (``...`` = not answered yet) and computes the truth from the
+# kit's API; tests/test_workshop.py checks that truth against independent computations.
+
+
+def _number(exercise: str, answer: Any, example: str) -> Verdict | None:
+    """The "not answered yet" verdict, or a UsageError for an answer that is not a number; None for a number."""
+    if (missing := _unanswered(exercise, answer, example)) is not None:
+        return missing
+    if not isinstance(answer, (int, float)) or isinstance(answer, bool):
+        raise UsageError(f"answer {answer!r}: give a number, e.g. {example}")
+    return None
+
+
+# -- 03: which resolver breaks which draft; the triage rule the other way round ----------------------
+
+
+def check_resolver_breaks(answers: Any) -> Verdict:
+    """Exercise 3.1: ``{"EAGLE": resolver, "FROZEN_KV_MTP": resolver}``, the resolver that breaks each draft."""
+    how = "a dict {'EAGLE': 'legacy' | 'naive' | 'fixed', 'FROZEN_KV_MTP': ...}"
+    if (missing := _unanswered("3.1", answers, how)) is not None:
+        return missing
+    algorithms = ("EAGLE", "FROZEN_KV_MTP")
+    if not isinstance(answers, dict) or set(answers) != set(algorithms):
+        raise UsageError(f"answers {answers!r}: give {how}")
+    wrong = []
+    for algorithm in algorithms:
+        breaks = resolvers_that_break(algorithm)
+        if answers[algorithm] not in breaks:
+            wrong.append(f"{algorithm}: {answers[algorithm]!r} reads the right KV for it")
+    if not wrong:
+        return Verdict("3.1", True, "legacy breaks FROZEN_KV MTP (no translation where its draft reads the target's "
+                                    "SWA pool); naive breaks EAGLE (translation of ids into the draft's own pool).")
+    return Verdict("3.1", False, "; ".join(wrong) + ". Ask which pool each draft *reads*, and whether its ids "
+                                                    "need the target's full->SWA mapping.")
+
+
+#: Exercise 3.2's reports: a symptom, and the worker whose bug explains it (the triage rule read backwards).
+SYMPTOMS: dict[str, str] = {
+    "after an upgrade, speculative decoding accepts fewer drafted tokens; the text equals the run without it":
+        "draft",
+    "with and without speculative decoding, answers to long prompts drift off topic once they pass the window":
+        "target",
+    "with speculative decoding on, the server stops on an illegal memory access after a few dozen tokens; "
+    "without it, it runs": "draft",
+    "a benchmark's accuracy with speculative decoding equals the accuracy without it": "neither",
+}
+
+
+def check_which_worker(answers: Any) -> Verdict:
+    """Exercise 3.2: ``{symptom: "draft" | "target" | "neither"}`` for every report in :data:`SYMPTOMS`.
+
+    "neither" is the seed's evidence: an unchanged accuracy rules out a target bug, and says nothing
+    about the draft (acceptance says that).
+    """
+    if (missing := _unanswered("3.2", answers, 'a dict {symptom: "draft", "target" or "neither"}')) is not None:
+        return missing
+    if not isinstance(answers, dict) or set(answers) != set(SYMPTOMS):
+        raise UsageError("answers: give a dict with exactly the keys of workshop.SYMPTOMS, each mapped to "
+                         "'draft', 'target' or 'neither'")
+    wrong = [symptom for symptom, worker in SYMPTOMS.items() if answers[symptom] != worker]
+    if not wrong:
+        return Verdict("3.2", True, "Output changed -> target; only speed (or a fault in the draft's read) -> draft; "
+                                    "unchanged output shows the target is intact.")
+    return Verdict("3.2", False, f"{len(wrong)} of {len(SYMPTOMS)} wrong, e.g. {wrong[0]!r}: did the *output* "
+                                 "change (target), or only how fast it came (draft)?")
+
+
+# -- 04: the guard and its way out; the call sites one key short --------------------------------------
+
+
+def guard_and_way_out(model: str = "gemma3-27b", mode: str = "decode") -> dict[str, Any]:
+    """Exercise 4.1: layers the guard refuses on SGLang's default route, and the keys a sliding layer
+    attends once ``SGLANG_USE_AITER_UNIFIED_ATTN=1`` (the way out) is taken."""
+    refused = [p.layer for p in dispatch.plan(model, mode, strict=False).layers if p.guard]
+    fixed = dispatch.plan(model, mode, env=UNIFIED_FIX)
+    after = {p.effective_keys for p in fixed.layers if p.kind == "sliding"}
+    intended = {p.intended_keys for p in fixed.layers if p.kind == "sliding"}
+    return {"refused_layers": len(refused), "intended_keys": intended.pop() if len(intended) == 1 else intended,
+            "keys_after_way_out": after.pop() if len(after) == 1 else after}
+
+
+def check_guard_way_out(refused_layers: Any, keys_after: Any, model: str = "gemma3-27b") -> Verdict:
+    """Exercise 4.1: how many of the model's layers the guard refuses at decode, and how many keys a sliding
+    layer attends after the way out ``SGLANG_USE_AITER_UNIFIED_ATTN=1``."""
+    for answer in (refused_layers, keys_after):
+        if (problem := _number("4.1", answer, "10")) is not None:
+            return problem
+    truth = guard_and_way_out(model)
+    right = [refused_layers == truth["refused_layers"], keys_after == truth["keys_after_way_out"]]
+    if all(right):
+        return Verdict("4.1", True, f"{truth['refused_layers']} sliding layers refused; after the way out each "
+                                    f"attends {truth['keys_after_way_out']} keys of the {truth['intended_keys']} "
+                                    "it means: the way out is one key short.")
+    hints = ["count the layers the plan refuses (every sliding layer)",
+             "read effective_keys of a sliding layer in the plan with the environment variable set"]
+    return Verdict("4.1", False, "; ".join(h for h, ok in zip(hints, right) if not ok) + ".")
+
+
+def check_one_key_short_sites(sites: Any, keys: int = 5) -> Verdict:
+    """Exercise 4.2: the aiter call sites (names of :data:`swa_kit.dispatch.SITES`) that attend ``keys - 1``
+    keys for a layer meant to attend ``keys``, as the probe measures them."""
+    if (missing := _unanswered("4.2", sites, "a list of site names such as ['decode.unified']")) is not None:
+        return missing
+    if isinstance(sites, str) or not all(isinstance(s, str) for s in sites):
+        raise UsageError(f"answer {sites!r}: give a list of call-site names (keys of swa_kit.dispatch.SITES)")
+    unknown = sorted(set(sites) - set(dispatch.SITES))
+    if unknown:
+        raise UsageError(f"unknown call site(s) {unknown}; known: {', '.join(dispatch.SITES)}")
+    truth = set(one_key_short_sites(keys))
+    if set(sites) == truth:
+        return Verdict("4.2", True, f"Every unified_attention site ({len(truth)}) gets (sws - 1, 0) and attends "
+                                    f"{keys - 1} keys; the kernel given (W - 1, 0) attends {keys}: the argument is "
+                                    "short, not the kernel.")
+    missed, extra = sorted(truth - set(sites)), sorted(set(sites) - truth)
+    return Verdict("4.2", False, f"missing {missed}, not short {extra}: read attended_keys of each probe row.")
+
+
+# -- 05: what a decode step reads; the floor of the headline case ---------------------------------------
+
+
+def what_the_window_buys(model: str = "gemma4-31b", context: int = 128 * 1024) -> dict[str, float]:
+    """Decode time against memory on a hybrid model, both from the model's config.
+
+    ``sliding_share_of_step``: the sliding layers' share of one decode step's KV bytes once they read
+    only their window (:func:`decode_kv_bytes`); the most a faster windowed kernel can take off the
+    step's KV reading. ``memory_saved_default`` / ``memory_saved_minimum``: the KV the SWA pool saves at
+    SGLang's default sizing and at the per-request minimum (:func:`story_memory`).
+    """
+    read = decode_kv_bytes(model, context)
+    story = story_memory(model, context)
+    return {"sliding_share_of_step": read["sliding_layers"] / (read["sliding_layers"] + read["full_layers"]),
+            "memory_saved_default": story["default_saved_fraction"],
+            "memory_saved_minimum": story["minimum_saved_fraction"]}
+
+
+def check_sliding_share(percent: Any, model: str = "gemma4-31b", context: int = 128 * 1024) -> Verdict:
+    """Exercise 5.1: the percentage of a decode step's KV bytes the sliding layers read (window-aware kernels)."""
+    if (problem := _number("5.1", percent, "42.5")) is not None:
+        return problem
+    truth = 100 * what_the_window_buys(model, context)["sliding_share_of_step"]
+    if abs(percent - truth) <= 0.5:
+        return Verdict("5.1", True, f"The sliding layers read {truth:.1f} % of the step's KV bytes; the full layers "
+                                    "read the rest, and the window does not touch them.")
+    return Verdict("5.1", False, f"{percent} % is off: sliding layers read window x per-token bytes, full layers "
+                                 "context x per-token bytes (workshop.decode_kv_bytes).")
+
+
+def check_headline_floor(us: Any, context: int = 128 * 1024) -> Verdict:
+    """Exercise 5.2: the bandwidth floor (microseconds) of the headline decode case at ``context`` tokens,
+    at the copy bandwidth of the recorded run (within 2 %)."""
+    from swa_kit.bench import load_recorded
+
+    if (problem := _number("5.2", us, "100.0")) is not None:
+        return problem
+    copy_tbs = load_recorded()["copy_tbs"]
+    truth = headline_floor_us(context, copy_tbs)
+    if abs(us - truth) <= 0.02 * truth:
+        return Verdict("5.2", True, f"{truth:.1f} us at {copy_tbs:.2f} TB/s, the same at any context past the "
+                                    "window: the window, not the context, sets the bytes.")
+    return Verdict("5.2", False, f"{us} us is off: K and V of batch x kv heads x min(context, window) x head_dim "
+                                 f"x 2 bytes, over {copy_tbs:.2f} TB/s.")

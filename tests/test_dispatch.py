@@ -71,7 +71,8 @@ def test_legacy_verify_on_swa_pool_is_refused(topk, env):
     assert not p.pool.use_unified_verify
     for e in by_kind(p, "sliding"):
         assert e.site == "verify.legacy" and e.page_table == "full" and e.buffer == "swa"
-        assert "takes no window" in e.guard and "untranslated full-pool slot ids" in e.guard
+        assert "does not pass it" in e.guard and "untranslated full-pool slot ids" in e.guard
+        assert "the fixed resolver" not in e.guard  # already in force: the call site is what lacks the page table
     assert not any(e.guard for e in by_kind(p, "full"))
     with pytest.raises(DispatchGuardError, match="topk=1"):
         p.check()

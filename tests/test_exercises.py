@@ -72,3 +72,22 @@ def test_story_notebook_asks_before_it_reveals():
         asked = next(i for i, s in enumerate(sources) if check in s)
         shown = next(i for i, s in enumerate(sources) if reveal in s)
         assert asked < shown and shown in solution_cells(full)
+
+
+@pytest.mark.parametrize("name, checks", [
+    ("03_draft_target_pool_sharing", {"check_resolver_breaks(my_breaks)": "decision_table()",
+                                      "check_which_worker(my_workers)": "pr_before_after("}),
+    ("04_aiter_dispatch_and_guards", {"check_guard_way_out(my_refused_layers": 'dispatch.plan("gemma3-27b", "decode")',
+                                      "check_one_key_short_sites(my_short_sites)": "probe_sglang_sites(5)"}),
+    ("05_kernels_and_performance", {"check_headline_floor(my_floor_us)": "math_floor_us(",
+                                    "check_sliding_share(my_sliding_percent)": "what_the_window_buys("}),
+])
+def test_lessons_03_05_ask_before_they_reveal(name, checks):
+    full = jupytext.read(find_notebooks_dir() / f"{name}.py")
+    sources = [c.source if c.cell_type == "code" else "" for c in full.cells]  # prose may name a function
+    tagged = solution_cells(full)
+    for check, reveal in checks.items():
+        asked = next(i for i, s in enumerate(sources) if check in s)
+        shown = next(i for i, s in enumerate(sources) if reveal in s)
+        assert asked < shown and shown in tagged, (check, reveal)
+        assert all(reveal not in s for i, s in enumerate(sources) if i < asked), f"{reveal} before {check}"

@@ -17,7 +17,9 @@ from swa_kit.speculative import (
     greedy_decode,
     guard_experiment,
     one_key_short_experiment,
+    pr_before_after,
     speculative_decode,
+    stopped_at,
 )
 
 PROMPTS = ("story 8. ", "story 52. lena")
@@ -87,7 +89,7 @@ def test_enforced_guards_refuse_the_wrong_resolvers(setup) -> None:
 
 def test_tree_verify_is_refused_on_the_swa_model(setup) -> None:
     models, ids, _, _ = setup
-    with pytest.raises(DispatchGuardError, match="takes no window"):
+    with pytest.raises(DispatchGuardError, match="gets no window"):
         speculative_decode(models, ids, 8, "eagle", "fixed", topk=2)
 
 
@@ -115,6 +117,39 @@ def test_sglang_window_argument_is_one_key_short_and_changes_the_output(setup) -
     # A query at position p sees a different key set only once p >= W - 1: no divergence before that.
     fills = [max(0, window - len(p)) for p in ids]
     assert all(first is None or first >= fill for first, fill in zip(report["first_divergence"], fills))
+
+
+def test_pr_before_after_side_by_side(setup) -> None:
+    models, ids, plain, runs = setup
+    legacy, fixed = runs[("frozen_kv_mtp", "legacy")], runs[("frozen_kv_mtp", "fixed")]
+    rows = pr_before_after(models, ids, NEW, plain, runs={"legacy": legacy, "fixed": fixed})
+    by_state = {r["state"]: r for r in rows}
+    assert list(by_state) == ["before: legacy", "after: fixed", "before: guard off", "after: guard on"]
+    # A crashed run reports where it stopped, never an agreement share.
+    stopped = stopped_at(legacy, NEW)
+    assert stopped == [len(o) for o in legacy.outputs] and max(stopped) < NEW
+    before = by_state["before: legacy"]
+    assert before["output"] == f"stopped at token {', '.join(map(str, stopped))} of {NEW}: SlotError"
+    assert "%" not in before["output"] and "untranslated" in before["slots read"]
+    after = by_state["after: fixed"]
+    assert after["output"] == "equal to plain decoding" and after["acceptance_rate"] == round(fixed.acceptance_rate, 4)
+    assert "translated" in after["slots read"] and "untranslated" not in after["slots read"]
+    off, on = by_state["before: guard off"], by_state["after: guard on"]
+    assert off["output"].startswith("differs from plain decoding from token") and "[emulated]" in off["route"]
+    assert on["output"] == f"stopped at token 1, 1 of {NEW}: DispatchGuardError"
+    assert off["acceptance_rate"] is None and on["acceptance_rate"] is None
+    assert stopped_at(fixed, NEW) is None
+
+
+def test_resolver_rows_never_give_a_stopped_run_an_agreement(setup) -> None:
+    from swa_kit.speculative import resolver_rows
+
+    models, ids, plain, _ = setup
+    rows, runs = resolver_rows(models, ids, 40, greedy_decode(models, ids, 40))
+    for row, run in zip(rows, runs):
+        assert (row["agreement_with_plain"] is None) == (row["error"] is not None) == (row["stopped_at"] is not None)
+        if row["stopped_at"] is not None:
+            assert row["stopped_at"] == [len(o) for o in run.outputs]
 
 
 def test_first_divergence_and_agreement() -> None:

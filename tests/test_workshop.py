@@ -359,3 +359,96 @@ def test_triage_rule_holds_on_the_tiny_model():
     assert guard_experiment(models, prompts, 48, plain)["agreement_with_plain"] < 1.0
     assert {workshop.TRIAGE_CASES[c] for c in workshop.TRIAGE_CASES if "resolver" in c} == {"draft"}
     assert {workshop.triage(w) for w in ("draft", "target")} == {"acceptance", "output"}
+
+
+# == notebooks 03-05: the exercises' checks ======================================================
+
+
+def test_check_resolver_breaks_against_real_reads():
+    broken = {}
+    for algorithm in (SpeculativeAlgorithm.FROZEN_KV_MTP, SpeculativeAlgorithm.EAGLE):
+        workers, ids = request_ids_past_swa_buffer(algorithm)
+        if algorithm is SpeculativeAlgorithm.EAGLE:
+            own = workers.draft.token_to_kv_pool.get_key_buffer(0)
+            written = torch.randn(10, *own.shape[1:])
+            own[ids] = written
+        else:
+            pool, layer = workers.target.token_to_kv_pool, workers.draft.source_layer(0)
+            written = torch.randn(10, *pool.get_key_buffer(layer).shape[1:])
+            pool.set_kv_buffer(layer, KVWriteLoc(ids, swa_loc=pool.translate_loc_from_full_to_swa(ids)),
+                               written, written.clone())
+        (broken[algorithm.name],) = [n for n in RESOLVERS if not _reads_right_keys(workers, n, written)]
+    assert workshop.check_resolver_breaks(...).ok is None
+    assert workshop.check_resolver_breaks(broken).ok is True
+    swapped = workshop.check_resolver_breaks({"EAGLE": broken["FROZEN_KV_MTP"], "FROZEN_KV_MTP": broken["EAGLE"]})
+    assert swapped.ok is False and "EAGLE" in swapped.message and "FROZEN_KV_MTP" in swapped.message
+    assert workshop.check_resolver_breaks({**broken, "EAGLE": "fixed"}).ok is False
+    with pytest.raises(UsageError, match="MEDUSA"):
+        workshop.check_resolver_breaks({"MEDUSA": "naive"})
+
+
+def test_check_which_worker():
+    right = dict(workshop.SYMPTOMS)
+    assert set(right.values()) == {"draft", "target", "neither"}
+    assert workshop.check_which_worker(...).ok is None
+    assert workshop.check_which_worker(right).ok is True
+    symptom = random.choice(list(right))
+    flipped = {**right, symptom: "target" if right[symptom] != "target" else "draft"}
+    verdict = workshop.check_which_worker(flipped)
+    assert verdict.ok is False and f"1 of {len(right)} wrong" in verdict.message and symptom in verdict.message
+    with pytest.raises(UsageError, match="SYMPTOMS"):
+        workshop.check_which_worker({"the GPU is hot": "target"})
+
+
+def test_guard_and_way_out_by_hand():
+    types = layer_types("gemma3-27b")
+    W = raw("gemma3-27b")["kinds"]["sliding"]["window"]["value"]
+    truth = workshop.guard_and_way_out("gemma3-27b")
+    # The guard refuses every sliding layer; unified_attention given (sws - 1, 0) = (W - 2, 0) attends 1 + (W - 2).
+    assert truth == {"refused_layers": types.count("sliding"), "intended_keys": W, "keys_after_way_out": W - 1}
+    assert workshop.check_guard_way_out(..., W - 1).ok is None
+    assert workshop.check_guard_way_out(types.count("sliding"), W - 1).ok is True
+    wrong = workshop.check_guard_way_out(types.count("sliding"), W)
+    assert wrong.ok is False and "effective_keys" in wrong.message and "count" not in wrong.message
+    assert workshop.check_guard_way_out(len(types), W - 1).ok is False
+    with pytest.raises(UsageError, match="'52'"):
+        workshop.check_guard_way_out("52", W - 1)
+    assert workshop.check_guard_way_out(..., ...).message.count("52") == 0  # the hint never gives it away
+
+
+def test_check_one_key_short_sites():
+    unified = sorted(name for name in SITES if name.endswith(".unified"))  # the sites given (sws - 1, 0)
+    assert workshop.check_one_key_short_sites(...).ok is None
+    assert workshop.check_one_key_short_sites(unified).ok is True
+    missing = workshop.check_one_key_short_sites(unified[1:] + ["extend.ck"])
+    assert missing.ok is False and unified[0] in missing.message and "extend.ck" in missing.message
+    with pytest.raises(UsageError, match="decode.fast"):
+        workshop.check_one_key_short_sites(["decode.fast"])
+    with pytest.raises(UsageError, match="list"):
+        workshop.check_one_key_short_sites("decode.unified")
+
+
+def test_what_the_window_buys_gemma4_by_hand():
+    # 50 x 16 x 512 x 2 x 1024 = 800 MiB of sliding reads beside 10 x 4 x 1024 x 2 x 128k = 10 GiB of full ones
+    share = 800 / (800 + 10 * 1024)
+    buys = workshop.what_the_window_buys("gemma4-31b", 128 * 1024)
+    assert buys["sliding_share_of_step"] == pytest.approx(share)
+    assert buys["memory_saved_default"] == pytest.approx(0.2 * 819_200 / 901_120)
+    assert buys["memory_saved_minimum"] == pytest.approx(1 - (800 + 10 * 1024) / (901_120 * 128 * 1024 / 2**20))
+    assert buys["memory_saved_default"] > buys["sliding_share_of_step"]
+    assert workshop.check_sliding_share(...).ok is None
+    assert workshop.check_sliding_share(round(100 * share, 1)).ok is True
+    assert workshop.check_sliding_share(100 * (1 - share)).ok is False
+    with pytest.raises(UsageError, match="True"):
+        workshop.check_sliding_share(True)
+
+
+def test_check_headline_floor_against_the_recorded_run():
+    from swa_kit.bench import RECORDED_DIR
+
+    copy_tbs = json.loads((RECORDED_DIR / "h200_2026-11-30.json").read_text())["copy_tbs"]
+    by_hand = 2 * 32 * 8 * 4096 * 128 * 2 / (copy_tbs * 1e12) * 1e6  # K and V of the window, bf16
+    assert workshop.check_headline_floor(...).ok is None
+    assert workshop.check_headline_floor(round(by_hand, 1)).ok is True
+    assert workshop.check_headline_floor(round(by_hand, 1), context=8192).ok is True
+    assert workshop.check_headline_floor(by_hand * 32).ok is False  # the whole 128k context, not the window

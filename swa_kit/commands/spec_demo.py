@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"tiny hybrid-SWA model, window {result['window']} keys, {len(result['prompts'])} prompts x "
           f"{result['max_new_tokens']} new tokens")
     print_table(result["rows"], ["algorithm", "resolver", "acceptance_rate", "mean_accepted_length",
-                                 "agreement_with_plain", "error"])
+                                 "agreement_with_plain", "stopped_at", "error"])
     for row in result["rows"]:
         if row["dispatch_guard"]:
             print(f"  kit dispatch would refuse {row['algorithm']}/{row['resolver']}: {row['dispatch_guard']}")
