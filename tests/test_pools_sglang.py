@@ -1,7 +1,7 @@
 """The kit's pools beside SGLang's own classes: same calls, same slots, same mapping, same free sizes.
 
 CI runs it in a venv holding SGLang 0.5.23 and its CPU-importable dependencies (``.ci/run``,
-``pip install -e '.[sglang]'``); there it fails when SGLang does not import (``CI=true``), elsewhere
+``pip install -e '.[sglang]'``); there it fails when SGLang does not import (``SWA_KIT_REQUIRE_SGLANG=1``), elsewhere
 it skips saying why.
 
 SGLang is imported with any installed ``aiter`` hidden (``import aiter`` needs ROCm and raises

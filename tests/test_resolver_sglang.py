@@ -1,7 +1,7 @@
 """The kit's resolvers on SGLang's own classes.
 
 CI runs it in a venv holding SGLang 0.5.23 (``.ci/run``); there it fails when SGLang does not import
-(``CI=true``), elsewhere it skips saying why. The aiter, trtllm_mha and flashinfer backend modules all
+(``SWA_KIT_REQUIRE_SGLANG=1``), elsewhere it skips saying why. The aiter, trtllm_mha and flashinfer backend modules all
 import on a CPU, so each one's ``_resolve_swa_kv_pool`` is compared, none skipped.
 
 It builds a real ``SWAKVPool`` + ``SWATokenToKVPoolAllocator`` and plain
