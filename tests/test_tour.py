@@ -262,3 +262,17 @@ def test_story_notebook_exercise_version_runs(tmp_path):
     printed = "".join(o.get("text", "") or str(o.get("data", {}).get("text/plain", ""))
                       for c in nb.cells for o in c.get("outputs", []))
     assert printed.count("not answered yet") == 2 and "0.1: right" not in printed
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("stem, checks", [("01_window_conventions_and_masks", 3), ("02_kv_pools_full_vs_swa", 2)])
+def test_window_and_pool_notebooks_exercise_versions_run(tmp_path, stem, checks):
+    from swa_kit.exercises import write_exercise_notebook
+
+    source = find_notebooks_dir() / f"{stem}.ipynb"
+    nb, run = run_notebook(write_exercise_notebook(source, tmp_path), cell_timeout=300, threads=1,
+                           cwd=source.parent)
+    assert run.status == "ok", f"cell index {run.failed_cell}: {run.error}"
+    printed = "".join(o.get("text", "") or str(o.get("data", {}).get("text/plain", ""))
+                      for c in nb.cells for o in c.get("outputs", []))
+    assert printed.count("not answered yet") == checks and ": right." not in printed
