@@ -3,7 +3,8 @@
 :func:`plan` mirrors the routing of ``AiterAttnBackend`` in SGLang 0.5.23
 (``python/sglang/srt/layers/attention/aiter_backend.py``, non-MLA layers, NHD KV layout):
 
-* at construction it resolves the SWA pool (``_resolve_swa_kv_pool``; FACTS.md section 2),
+* at construction it resolves the SWA pool (``_resolve_swa_kv_pool``; the decision table is in
+  :mod:`swa_kit.resolver`),
   sets ``use_sliding_window_kv_pool``, forces Triton ``unified_attention`` when that is true
   (otherwise ``SGLANG_USE_AITER_UNIFIED_ATTN`` decides), and enables unified verify only with
   ``topk == 1`` and ``SGLANG_AITER_UNIFIED_VERIFY`` (default on);
@@ -15,39 +16,59 @@
   ``SGLANG_AITER_UNIFIED_DRAFT_EXTEND`` are on; otherwise prefill / extend through
   ``unified_attention`` with ``(sws - 1, 0)`` or CK ``mha_batch_prefill_func`` with ``(sws, -1)``;
 * a sliding layer reads the SWA page table (``translate_loc_from_full_to_swa``) only where the
-  backend built one: on an SWA pool, at the unified and CK call sites.
+  backend built one: on an SWA pool, at the unified and CK call sites;
+* with ``SGLANG_AITER_KV_CACHE_LAYOUT=vectorized_5d`` (and ``SGLANG_USE_AITER=1``) the pool is the
+  SHUFFLE 5D layout: decode goes to ``pa_decode_gluon(sliding_window=sws)`` and extend to
+  ``forward_extend_vectorized_5d`` (CK ``mha_batch_prefill_func`` with ``(sws, -1)``), before any
+  unified route (``layers/attention/aiter_utils.py``).
+
+``backend="triton"`` plans SGLang's own Triton backend instead (``layers/attention/triton_backend.py``,
+Gemma-4's default): every mode honours the window; decode gathers the newest ``min(seq_len, sws)``
+keys (``update_sliding_window_buffer``), which counts the query itself, so it attends ``sws`` keys,
+while extend / verify mask ``q <= k + sws`` and attend ``sws + 1``.
 
 Each call site is one :class:`CallSite`; its window argument is SGLang's expression of the
 layer's ``sliding_window_size`` (sws), read back into keys through the path's declared
 convention (:mod:`swa_kit.window`). The guards read only the chosen path's declaration
 (``honours_window``, ``modes``, ``convention``) and the page table against the buffer the
-layer's KV lives in. They raise :class:`~swa_kit.errors.DispatchGuardError` before any kernel runs:
+layer's KV lives in. Two verdicts are kept apart on every layer:
+
+* ``sglang_guard``: what SGLang itself raises. In 0.5.23 that is ``_reject_paged_decode_sliding_window``
+  (``sliding_window_size > -1`` only, so chunked Llama-4 layers pass); before PR #38756 nothing.
+* ``judgement``: what the kit judges: the route runs but attends the wrong keys (or reads wrong slots).
+
+With ``strict`` a route with either raises :class:`~swa_kit.errors.DispatchGuardError` before any kernel
+runs. The kit judges:
 
 * a windowed layer on a path that declares no window (the seed's paged-decode guard, and the
   legacy verify route, which SGLang does not guard);
-* a window argument that reads as "no window" (``sws == 0`` gives unified ``(-1, 0)``);
+* a window that reaches SGLang as none (a model file that passes no window, or ``sliding_window_size``
+  0, which RadixAttention stores as -1), or an argument the path reads as "no window";
 * a page table that does not match the buffer (full-pool slots into an SWA buffer, or SWA
   slots into a full buffer: the EAGLE draft bug, SGLang #25103);
 * chunked local attention, which the aiter backend cannot express at all (inferred from the code:
   Llama-4's layers keep ``sliding_window_size = -1`` and live in the SWA sub-pool).
 
-Attending fewer keys than meant (the unified paths' ``(sws - 1, 0)``, FACTS.md section 4) is *not*
-a guard: it is SGLang's behaviour, reported per layer in ``effective_keys`` and ``note``, and
+Attending one key fewer than meant (the unified paths' ``(sws - 1, 0)``, the Triton backend's decode) is
+*not* a refusal: it is SGLang's behaviour, reported per layer in ``effective_keys`` and ``note``, and
 measured by :mod:`swa_kit.probe`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from swa_kit.attention.backends import Backend, all_backends, run_path
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
-from swa_kit.configs import ModelSpec, load_model
+from swa_kit.configs import ModelLayout, load_model
+from swa_kit.deploy.drafts import default_draft_layout
+from swa_kit.deploy.launch import ENV_VARS, check_env, env_flag, env_value
 from swa_kit.errors import DispatchGuardError, UsageError
-from swa_kit.resolver import RESOLVERS, uses_sliding_window_kv_pool
-from swa_kit.window import from_keys, to_keys
+from swa_kit.resolver import RESOLVERS, uses_sliding_window_kv_pool, with_hybrid_draft_pool
+from swa_kit.window import to_keys
 from swa_kit.workers import SpeculativeAlgorithm, build_workers
 
 #: Forward modes the planner knows: SGLang's EXTEND (without / with a cached prefix), DECODE,
@@ -55,21 +76,12 @@ from swa_kit.workers import SpeculativeAlgorithm, build_workers
 MODES = ("prefill", "extend", "decode", "verify", "draft_extend", "draft_decode")
 #: Speculative algorithms (SGLang's names, lower case); "none" is plain decoding.
 SPEC_ALGOS = ("none", "eagle", "eagle3", "standalone", "frozen_kv_mtp")
-#: Environment variables the routing reads, with SGLang's defaults.
-ENV_DEFAULTS = {
-    "SGLANG_USE_AITER_UNIFIED_ATTN": "0",
-    "SGLANG_AITER_UNIFIED_VERIFY": "1",
-    "SGLANG_AITER_UNIFIED_DRAFT_EXTEND": "1",
-}
-_TRUE, _FALSE = ("1", "true"), ("0", "false")
-
-
-def env_flag(env: Mapping[str, str], name: str) -> bool:
-    """An SGLang boolean environment variable: "1"/"true" or "0"/"false" (case-insensitive)."""
-    value = str(env.get(name, ENV_DEFAULTS[name])).strip().lower()
-    if value not in _TRUE + _FALSE:
-        raise UsageError(f"{name}={value!r}: SGLang reads booleans as one of {_TRUE + _FALSE}")
-    return value in _TRUE
+#: Environment variables the launch may set, with SGLang's defaults (routing and SWA pool sizing).
+ENV_DEFAULTS = {name: default for name, (default, _, _) in ENV_VARS.items()}
+#: SGLang attention backends the planner routes.
+BACKENDS = ("aiter", "triton")
+#: SGLang versions: 0.5.23 carries PR #38756 (fixed resolver + paged-decode guard); the release before has neither.
+VERSIONS = ("0.5.23", "before-38756")
 
 
 # -- call sites --------------------------------------------------------------------------------
@@ -99,6 +111,10 @@ class CallSite:
     window_arg: Callable[[int], Any]  # SGLang's expression of the layer's sliding_window_size
     window_expr: str
     swa_page_table: bool  # whether the site swaps in the translated SWA page table for sliding layers
+    # Sites no registered path runs (SGLang's Triton backend, aiter's 5D layout): the keys the call
+    # attends, read from SGLang's code, stand in for a path's declared convention.
+    keys_of: Callable[[Any], int | None] | None = None
+    source: str = "sglang 0.5.23 layers/attention/aiter_backend.py"
 
 
 SITES: dict[str, CallSite] = {
@@ -129,6 +145,36 @@ SITES: dict[str, CallSite] = {
 }
 
 
+def _plus_one(sws: Any) -> int | None:
+    return None if sws is None or sws < 0 else sws + 1
+
+
+def _newest(sws: Any) -> int | None:
+    return None if sws is None or sws <= 0 else sws
+
+
+_TRITON = "sglang 0.5.23 layers/attention/triton_backend.py"
+_UTILS = "sglang 0.5.23 layers/attention/aiter_utils.py"
+#: Call sites no registered path runs: aiter's SHUFFLE 5D layout, and SGLang's own Triton backend.
+DECLARED_SITES: dict[str, CallSite] = {
+    s.name: s
+    for s in (
+        CallSite("decode.gluon_5d", "forward_decode_vectorized_5d", "pa_decode_gluon", (), ("decode",),
+                 lambda sws: sws if sws > -1 else 0, "sliding_window=sws (0 on full layers)", True,
+                 _newest, f"{_UTILS} forward_decode_vectorized_5d (inferred: pa_decode_gluon counts sliding_window "
+                          "keys like paged_attention_v1; not in the aiter 0.1.7 wheel to check)"),
+        CallSite("extend.ck_5d", "forward_extend_vectorized_5d", "mha_batch_prefill_func", (), ("prefill", "extend"),
+                 _ck_arg, "(sws, -1)", True, lambda arg: _plus_one(arg[0]), f"{_UTILS} forward_extend_vectorized_5d"),
+        CallSite("triton.decode", "forward_decode", "decode_attention_fwd", (), ("decode",),
+                 lambda sws: sws, "window_kv_indices: newest min(seq_len, sws) keys", True, _newest,
+                 f"{_TRITON} update_sliding_window_buffer (seq_len counts the query)"),
+        CallSite("triton.extend", "forward_extend", "extend_attention_fwd", (), ("prefill", "extend", "verify", "tree"),
+                 lambda sws: sws, "sliding_window_size=sws (mask q <= k + sws)", True, _plus_one,
+                 f"{_TRITON} forward_extend; sglang/kernels/ops/attention/extend_attention.py"),
+    )
+}
+
+
 def site_path(site: CallSite) -> Backend:
     """The registered path that runs ``site`` here: the first available, else the last registered."""
     names = {b.name: b for b in all_backends()}
@@ -155,10 +201,20 @@ class PoolView:
     resolver: str
     swa_pool_resolved: bool  # _resolve_swa_kv_pool(...) is an SWA pool with swa_layer_nums > 0
     reads_target_kv: bool  # the worker's attention reads the target's (possibly hybrid) pool
-    use_sliding_window_kv_pool: bool
     use_triton_unified_attention: bool
     use_unified_verify: bool
     unified_draft_extend: bool
+    kv_cache_vectorized_5d: bool = False
+    backend: str = "aiter"
+    own_swa_pool: bool = False  # a hybrid-SWA draft (MiMoV2MTP, Step3p5MTP, ...) owns an SWA pool
+
+    @property
+    def use_sliding_window_kv_pool(self) -> bool:
+        """SGLang's ``use_sliding_window_kv_pool``: by definition, the resolved pool is an SWA pool with SWA layers."""
+        return self.swa_pool_resolved
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "use_sliding_window_kv_pool": self.use_sliding_window_kv_pool}
 
 
 def resolve_runner(model_runner: Any, resolver: str) -> tuple[bool, bool]:
@@ -173,9 +229,16 @@ def resolve_runner(model_runner: Any, resolver: str) -> tuple[bool, bool]:
     return uses_sliding_window_kv_pool(pool), not is_draft or model_runner.spec_algorithm.is_frozen_kv_mtp()
 
 
-def resolve_pool(model: ModelSpec, worker: str, spec: str, resolver: str) -> tuple[bool, bool]:
-    """:func:`resolve_runner` for the model's ``worker``, built with tiny real pools as SGLang wires them."""
+def resolve_pool(model: ModelLayout, worker: str, spec: str, resolver: str,
+                 draft_model: ModelLayout | None = None) -> tuple[bool, bool]:
+    """:func:`resolve_runner` for the model's ``worker``, built with tiny real pools as SGLang wires them.
+
+    A hybrid-SWA draft (``draft_model`` with its own hybrid pool) gets a real SWA pool of its own
+    (:func:`swa_kit.resolver.with_hybrid_draft_pool`), which the resolver then sees as its active pool.
+    """
     workers = build_workers(model, SpeculativeAlgorithm.from_string(spec))
+    if worker == "draft" and draft_model is not None and draft_model.sglang_hybrid_swa_pool:
+        workers = with_hybrid_draft_pool(workers, draft_model)
     return resolve_runner(workers.runner(worker), resolver)
 
 
@@ -191,31 +254,36 @@ def _runner_role(model_runner: Any, worker: str | None, spec: str | None) -> tup
 
 
 @dataclass(frozen=True)
-class DraftLayer:
-    """A layer a worker runs: its id in its own model, and the target layer it mirrors or reads."""
+class WorkerLayer:
+    """A layer a worker runs: its id in its own model, and the layer whose KV and shape it uses.
+
+    For the target both are the same; a FROZEN_KV draft borrows target layers; an EAGLE-family
+    draft's layers belong to the draft model (``source_layer`` then indexes the draft's layout).
+    """
 
     layer_id: int
-    target_layer: int
+    source_layer: int
 
 
-def worker_layers(model: ModelSpec, worker: str, spec: str) -> list[DraftLayer]:
+def worker_layers(model: ModelLayout, worker: str, spec: str,
+                  draft_model: ModelLayout | None = None) -> list[WorkerLayer]:
     """Layers the worker attends with.
 
-    Target: every layer. FROZEN_KV MTP draft: SGLang's drafter borrows the target's last
-    sliding and last full layer caches. EAGLE / EAGLE3 / standalone draft: its own model; the
-    kit assumes one layer shaped like each distinct target kind (real drafts vary).
+    Target: every layer. FROZEN_KV MTP draft: SGLang's drafter borrows the target's last sliding
+    and last full layer caches. EAGLE / EAGLE3 / standalone / MTP draft: the layers of the draft's
+    own config (``draft_model``); without one, :func:`swa_kit.deploy.drafts.default_draft_layout`
+    (the MTP rewrite SGLang makes, else an assumed one-layer EAGLE head, labelled as such).
     """
-    ids = range(model.num_layers)
     if worker == "target":
-        return [DraftLayer(i, i) for i in ids]
+        return [WorkerLayer(i, i) for i in range(model.num_layers)]
     if spec == "frozen_kv_mtp":
+        ids = range(model.num_layers)
         picks = [max((i for i in ids if model.layer_kind(i).attention == a), default=None)
                  for a in ("sliding", "chunked", "full")]
-        return [DraftLayer(i, i) for i in sorted(p for p in picks if p is not None)]
-    first: dict[str, int] = {}
-    for i in ids:
-        first.setdefault(model.layer_types[i], i)
-    return [DraftLayer(n, t) for n, t in enumerate(sorted(first.values()))]
+        return [WorkerLayer(i, i) for i in sorted(p for p in picks if p is not None)]
+    if draft_model is None:
+        draft_model, _ = default_draft_layout(model, spec)
+    return [WorkerLayer(i, i) for i in range(draft_model.num_layers)]
 
 
 # -- the plan ------------------------------------------------------------------------------------
@@ -223,7 +291,7 @@ def worker_layers(model: ModelSpec, worker: str, spec: str) -> list[DraftLayer]:
 
 @dataclass(frozen=True)
 class LayerPlan:
-    """One layer's route: what SGLang would launch, with what, over which slots; and whether it is safe."""
+    """One layer's route: what SGLang launches, with what, over which slots; what SGLang raises; what the kit judges."""
 
     layer: int
     kind: str  # "sliding" | "full" | "chunked"
@@ -235,16 +303,23 @@ class LayerPlan:
     tier: str
     window_arg: Any
     window_expr: str
-    effective_keys: int | None  # window_arg read through the path's declared convention
+    effective_keys: int | None  # the keys the call attends, read through the path's convention
     buffer: str  # "full" | "swa": the sub-pool the layer's KV lives in
     page_table: str  # "full" | "swa": the slot ids the kernel indexes with
-    guard: str | None
+    sglang_guard: str | None  # the error SGLang itself raises on this route (None: it runs)
+    judgement: str | None  # the kit's verdict when the route runs but attends wrong keys / slots
     note: str | None = None
     target_layer: int | None = None
+
+    @property
+    def guard(self) -> str | None:
+        """Why the kit refuses this route: SGLang's own error and the kit's judgement (None: neither)."""
+        return " | the kit also judges: ".join(m for m in (self.sglang_guard, self.judgement) if m) or None
 
     def to_json(self) -> dict[str, Any]:
         row = asdict(self)
         row["window_arg"] = list(self.window_arg) if isinstance(self.window_arg, tuple) else self.window_arg
+        row["guard"] = self.guard
         return row
 
 
@@ -259,6 +334,7 @@ class Plan:
     env: dict[str, str]
     pool: PoolView
     layers: list[LayerPlan] = field(default_factory=list)
+    sglang_version: str = "0.5.23"
 
     @property
     def guards(self) -> list[str]:
@@ -273,7 +349,7 @@ class Plan:
         more = f" ({len(guards)} layers refused; first shown)" if len(guards) > 1 else ""
         return guards[0] + more
 
-    def check(self) -> "Plan":
+    def check(self) -> Plan:
         """Raise :class:`DispatchGuardError` if any layer is refused; return self otherwise."""
         if self.error:
             raise DispatchGuardError(self.error)
@@ -288,28 +364,24 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model, "mode": self.mode, "spec": self.spec, "topk": self.topk, "env": self.env,
-            "flags": asdict(self.pool), "layers": [p.to_json() for p in self.layers], "error": self.error,
+            "sglang_version": self.sglang_version, "flags": self.pool.to_json(),
+            "layers": [p.to_json() for p in self.layers], "error": self.error,
         }
 
 
-def _sws_and_keys(model: ModelSpec, kind: str) -> tuple[int, int | None]:
-    """The layer's ``sliding_window_size`` as SGLang stores it, and the keys it is meant to attend."""
-    shapes = {k.attention: k for k in model.kinds.values()}
-    if kind == "sliding":
-        keys = shapes["sliding"].window.keys
-        return from_keys("sglang", keys), keys
-    if kind == "chunked":  # SGLang's Llama-4 RadixAttention keeps the default -1
-        return -1, shapes["chunked"].chunk_size
-    return -1, None
-
-
 def _choose_site(pool: PoolView, mode: str) -> CallSite:
+    if pool.backend == "triton":
+        return DECLARED_SITES["triton.decode" if mode in ("decode", "draft_decode") else "triton.extend"]
     if mode in ("decode", "draft_decode"):
+        if pool.kv_cache_vectorized_5d:
+            return DECLARED_SITES["decode.gluon_5d"]
         return SITES["decode.unified" if pool.use_triton_unified_attention else "decode.paged"]
     if mode == "verify":
         return SITES["verify.unified" if pool.use_unified_verify else "verify.legacy"]
     if mode == "draft_extend" and pool.use_unified_verify and pool.unified_draft_extend:
         return SITES["draft_extend.unified"]
+    if pool.kv_cache_vectorized_5d:
+        return DECLARED_SITES["extend.ck_5d"]
     return SITES["extend.unified" if pool.use_triton_unified_attention else "extend.ck"]
 
 
@@ -317,6 +389,50 @@ def _kernel_mode(mode: str, topk: int) -> str:
     if mode == "verify":
         return "verify" if topk == 1 else "tree"
     return {"draft_decode": "decode", "draft_extend": "extend"}.get(mode, mode)
+
+
+@dataclass(frozen=True)
+class _Route:
+    """Everything both verdicts read about one layer's route."""
+
+    pool: PoolView
+    mode: str
+    topk: int
+    layer: int
+    kind: str
+    sws: int
+    intended: int | None
+    site: CallSite
+    backend: Backend | None  # None for a declared-only site
+    window_arg: Any
+    buffer: str
+    page_table: str
+
+    @property
+    def who(self) -> str:
+        meant = f"chunk {self.intended}" if self.kind == "chunked" else f"meant to attend {self.intended} keys"
+        return f"layer {self.layer} ({self.kind}, sliding_window_size={self.sws}, {meant})"
+
+    @property
+    def honours_window(self) -> bool:
+        return self.backend.honours_window if self.backend else True
+
+    def effective_keys(self) -> int | None:
+        if self.backend is None:
+            return self.site.keys_of(self.window_arg)
+        return to_keys(self.backend.convention, self.window_arg) if self.backend.convention else None
+
+
+def sglang_guard(route: _Route, sglang_version: str = "0.5.23") -> str | None:
+    """What SGLang itself raises on this route (``_reject_paged_decode_sliding_window``), or None.
+
+    It fires only at aiter's paged decode and only for ``sliding_window_size > -1``, so chunked
+    Llama-4 layers (-1) pass; the release before PR #38756 has no guard at all.
+    """
+    if sglang_version != "0.5.23" or route.site.name != "decode.paged" or route.sws <= -1:
+        return None
+    return (f"aiter paged decode cannot honour a sliding window: SGLang raises ValueError for {route.who} at "
+            f"{route.site.name} (_reject_paged_decode_sliding_window). Ways out: {_ways_out(route.pool)}")
 
 
 def _ways_out(pool: PoolView) -> str:
@@ -327,67 +443,91 @@ def _ways_out(pool: PoolView) -> str:
            "attention backend (e.g. --attention-backend triton)"
 
 
-def _guard(pool: PoolView, mode: str, topk: int, layer: int, kind: str, sws: int, intended: int | None,
-           site: CallSite, backend: Backend, window_arg: Any, buffer: str,
-           page_table: str) -> tuple[str | None, int | None]:
-    """The guard message for one route (None when safe) and the keys the path is declared to attend."""
-    meant = f"chunk {intended}" if kind == "chunked" else f"meant to attend {intended} keys"
-    who = f"layer {layer} ({kind}, sliding_window_size={sws}, {meant})"
-    problems: list[str] = []
-    ways: list[str] = []
-    effective = to_keys(backend.convention, window_arg) if backend.convention else None
-    kernel_mode = _kernel_mode(mode, topk)
-    if kind == "chunked":
-        problems.append(f"chunked local attention (chunk {intended}) cannot be expressed at any aiter call site: "
-                        f"the layer keeps sliding_window_size=-1, so {site.kernel} attends the whole context")
-        ways.append("serve the model with a backend that implements chunked attention (e.g. --attention-backend fa3)")
-    elif kernel_mode not in backend.modes:
-        problems.append(f"path {backend.name} does not declare forward mode {kernel_mode!r} "
-                        f"(it declares {sorted(backend.modes)})")
-    elif intended is not None and not backend.honours_window:
-        problems.append(f"{site.kernel} ({site.name}) takes no window, so the layer would attend the whole "
-                        "context and return wrong numbers silently")
-        if site.name == "decode.paged":
-            ways.append(_ways_out(pool))
-        else:
-            ways.append(f"unified verify needs speculative topk=1 (got {topk}) and SGLANG_AITER_UNIFIED_VERIFY=1 "
-                        "(plus SGLANG_USE_AITER_UNIFIED_ATTN=1 without a hybrid pool); or select a different "
-                        "attention backend")
-    elif intended is not None and effective is None:
-        problems.append(f"{site.kernel} gets window_size={window_arg} = {site.window_expr}, which the "
-                        f"{backend.convention} convention reads as 'no window': the layer attends the whole context")
-        ways.append("a path whose convention can express this window, e.g. CK prefill's (sws, -1)")
-    if buffer != page_table:
-        if buffer == "swa":
-            problems.append("untranslated full-pool slot ids would index the layer's SWA buffer (other tokens' KV, "
-                            "or out of bounds)")
-            ways.append("resolve the SWA pool for this worker so the SWA page table is built (the fixed resolver)")
-        else:
-            problems.append("SWA-translated slot ids would index a full-size buffer the SWA mapping does not "
-                            "describe (the EAGLE draft bug, SGLang #25103)")
-            ways.append("never apply the target's full->SWA mapping to a draft that owns its pool (the fixed "
-                        "resolver)")
+def _verdict(problem: str, way: str | None = None) -> tuple[list[str], list[str]]:
+    return [problem], [way] if way else []
+
+
+_NO_WINDOW = "takes no window, so the layer would attend the whole context and return wrong numbers silently"
+_VERIFY_WAY = ("unified verify needs speculative topk=1 (got {topk}) and SGLANG_AITER_UNIFIED_VERIFY=1 (plus "
+               "SGLANG_USE_AITER_UNIFIED_ATTN=1 without a hybrid pool); or select a different attention backend")
+_UNTRANSLATED = ("untranslated full-pool slot ids would index the layer's SWA buffer (other tokens' KV, or out of "
+                 "bounds)")
+_MISTRANSLATED = ("SWA-translated slot ids would index a full-size buffer the SWA mapping does not describe (the EAGLE "
+                  "draft bug, SGLang #25103)")
+
+
+def _window_problems(route: _Route, effective: int | None) -> tuple[list[str], list[str]]:
+    """The kit's verdict on the keys: chunks it cannot express, windows dropped or read as 'none'."""
+    kernel, mode = route.site.kernel, _kernel_mode(route.mode, route.topk)
+    if route.kind == "chunked":
+        return _verdict(f"chunked local attention (chunk {route.intended}) cannot be expressed at this call site: the "
+                        f"layer keeps sliding_window_size=-1, so {kernel} attends the whole context",
+                        "serve the model with a backend that implements chunked attention (e.g. --attention-backend "
+                        "fa3)")
+    if route.backend is not None and mode not in route.backend.modes:
+        return _verdict(f"path {route.backend.name} does not declare forward mode {mode!r} (it declares "
+                        f"{sorted(route.backend.modes)})")
+    if route.intended is None:
+        return [], []
+    if route.sws <= -1:
+        return _verdict(f"the layer reaches SGLang with sliding_window_size=-1 (its model file passes no window, or a "
+                        f"window of 1 key whose sliding_window_size 0 RadixAttention stores as -1), so {kernel} "
+                        f"attends the whole context where the model attends {route.intended} keys",
+                        "serve it with a model file that passes the window, or accept full attention knowingly")
+    if not route.honours_window:
+        way = _ways_out(route.pool) if route.site.name == "decode.paged" else _VERIFY_WAY.format(topk=route.topk)
+        return _verdict(f"{kernel} ({route.site.name}) {_NO_WINDOW}", way)
+    if effective is None:
+        return _verdict(f"{kernel} gets window_size={route.window_arg} = {route.site.window_expr}, which its "
+                        "convention reads as 'no window': the layer attends the whole context",
+                        "a path whose convention can express this window, e.g. CK prefill's (sws, -1)")
+    return [], []
+
+
+def _slot_problems(route: _Route) -> tuple[list[str], list[str]]:
+    """The kit's verdict on the slots: a page table that does not match the buffer."""
+    if route.buffer == route.page_table:
+        return [], []
+    if route.buffer == "swa":
+        return _verdict(_UNTRANSLATED, "resolve the SWA pool for this worker so the SWA page table is built (the "
+                                       "fixed resolver)")
+    return _verdict(_MISTRANSLATED, "never apply the target's full->SWA mapping to a draft that owns its pool (the "
+                                    "fixed resolver)")
+
+
+def kit_judgement(route: _Route) -> tuple[str | None, int | None]:
+    """The kit's verdict (None: the route attends the keys it should) and the keys the call attends."""
+    effective = route.effective_keys()
+    problems, ways = _window_problems(route, effective)
+    slot_problems, slot_ways = _slot_problems(route)
+    problems, ways = problems + slot_problems, ways + slot_ways
     if not problems:
         return None, effective
-    prefix = "aiter paged decode cannot honour a sliding window: " if site.name == "decode.paged" and ways else ""
-    return f"{prefix}{who} at {site.name}: " + "; ".join(problems) + ". Ways out: " + "; or ".join(ways), effective
+    prefix = "aiter paged decode cannot honour a sliding window: " if route.site.name == "decode.paged" and ways \
+        else ""
+    message = f"{prefix}{route.who} at {route.site.name}: " + "; ".join(problems)
+    return message + (". Ways out: " + "; or ".join(ways) if ways else ""), effective
 
 
-def _note(intended: int | None, effective: int | None, backend: Backend) -> str | None:
+def _note(intended: int | None, effective: int | None, site: CallSite) -> str | None:
     if intended is None or effective is None or intended == effective:
         return None
     diff = intended - effective
-    return (f"declared to attend {effective} keys, {abs(diff)} {'short' if diff > 0 else 'too many'} "
-            f"(FACTS.md section 4; measure with swa-kit probe --sglang-sites)")
+    how = "measure with swa-kit probe --sglang-sites" if site.keys_of is None else site.source
+    return f"declared to attend {effective} keys, {abs(diff)} {'short' if diff > 0 else 'too many'} ({how})"
 
 
-def _check_args(mode: str, spec: str, topk: int, worker: str, resolver: str) -> None:
+def _check_args(mode: str, spec: str, topk: int, worker: str, resolver: str, backend: str, version: str) -> None:
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
     if spec not in SPEC_ALGOS:
         raise UsageError(f"unknown speculative algorithm {spec!r}; one of {', '.join(SPEC_ALGOS)}")
     if resolver not in RESOLVERS:
         raise UsageError(f"unknown resolver {resolver!r}; one of {', '.join(RESOLVERS)}")
+    if backend not in BACKENDS:
+        raise UsageError(f"attention backend {backend!r}: the planner routes {', '.join(BACKENDS)}")
+    if version not in VERSIONS:
+        raise UsageError(f"SGLang version {version!r}: one of {', '.join(VERSIONS)}")
     if worker not in ("target", "draft"):
         raise UsageError(f"worker {worker!r}: 'target' or 'draft'")
     if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
@@ -404,67 +544,89 @@ def _check_args(mode: str, spec: str, topk: int, worker: str, resolver: str) -> 
         raise UsageError(f"FROZEN_KV MTP drafts a single chain: topk must be 1, got {topk}")
 
 
+def _pool_view(model: ModelLayout, worker: str, spec: str, topk: int, env: dict[str, str], resolver: str,
+               backend: str, model_runner: Any, draft_model: ModelLayout | None) -> PoolView:
+    if model_runner is not None:
+        swa_resolved, reads_target = resolve_runner(model_runner, resolver)
+    else:
+        swa_resolved, reads_target = resolve_pool(model, worker, spec, resolver, draft_model)
+    own_swa = worker == "draft" and not reads_target and draft_model is not None \
+        and draft_model.sglang_hybrid_swa_pool
+    vec5d = env_value(env, "SGLANG_AITER_KV_CACHE_LAYOUT") == "vectorized_5d" and env_flag(env, "SGLANG_USE_AITER")
+    unified = swa_resolved or env_flag(env, "SGLANG_USE_AITER_UNIFIED_ATTN")
+    if backend == "triton":  # the Triton backend honours windows everywhere; it has no unified switch
+        unified, vec5d = False, False
+    return PoolView(
+        worker=worker, spec=spec, resolver=resolver, swa_pool_resolved=swa_resolved, reads_target_kv=reads_target,
+        use_triton_unified_attention=unified,
+        use_unified_verify=unified and topk == 1 and env_flag(env, "SGLANG_AITER_UNIFIED_VERIFY"),
+        unified_draft_extend=env_flag(env, "SGLANG_AITER_UNIFIED_DRAFT_EXTEND"), kv_cache_vectorized_5d=vec5d,
+        backend=backend, own_swa_pool=own_swa,
+    )
+
+
 def plan(
-    model: ModelSpec | str,
+    model: ModelLayout | str,
     mode: str,
     *,
     spec: str | None = None,
     topk: int = 1,
     env: Mapping[str, str] | None = None,
     worker: str | None = None,
-    resolver: str = "fixed",
+    resolver: str | None = None,
     strict: bool = True,
     model_runner: Any = None,
+    backend: str = "aiter",
+    draft_model: ModelLayout | None = None,
+    sglang_version: str = "0.5.23",
 ) -> Plan:
-    """Route every layer of ``model`` the way SGLang's aiter backend does in forward ``mode``.
+    """Route every layer of ``model`` the way SGLang's attention ``backend`` does in forward ``mode``.
 
-    ``env`` holds the routing variables (:data:`ENV_DEFAULTS`; unset ones take SGLang's default).
+    ``env`` holds the launch's variables (:data:`ENV_DEFAULTS`; unset ones take SGLang's default).
     ``spec`` is the speculative algorithm ("none" by default). ``worker`` defaults to "draft" for
-    the draft modes, else "target". ``resolver`` picks the pool resolver ("fixed" is SGLang's).
-    ``model_runner``: plan for this runner instead of one the kit builds: the kit's or SGLang's
-    own (read by duck typing: ``token_to_kv_pool``, ``token_to_kv_pool_allocator``,
-    ``is_draft_worker``, ``spec_algorithm``); its role and algorithm then come from it. With
-    ``strict`` (default) a refused route raises :class:`DispatchGuardError` naming the layer, its
-    window and the way out; with ``strict=False`` the plan carries the guard messages per layer.
+    the draft modes, else "target". ``resolver`` picks the pool resolver (default: "fixed" on
+    0.5.23, "legacy" on the release before PR #38756). ``draft_model``: the draft's own layout
+    for EAGLE-family drafts (a hybrid-SWA draft owns an SWA pool). ``model_runner``: plan for this
+    runner instead of one the kit builds: the kit's or SGLang's own (read by duck typing); its
+    role and algorithm then come from it. With ``strict`` (default) a refused route raises
+    :class:`DispatchGuardError` naming the layer, its window and the way out; with
+    ``strict=False`` the plan carries SGLang's error and the kit's judgement per layer.
     """
-    spec_model = load_model(model) if isinstance(model, str) else model
+    target = load_model(model) if isinstance(model, str) else model
     if model_runner is not None:
         worker, spec = _runner_role(model_runner, worker, spec)
     spec = spec or "none"
     worker = worker or ("draft" if mode.startswith("draft_") else "target")
-    _check_args(mode, spec, topk, worker, resolver)
-    env = {k: str(v) for k, v in (env or {}).items()}
-    unknown = sorted(set(env) - set(ENV_DEFAULTS))
-    if unknown:
-        raise UsageError(f"environment {unknown} does not affect aiter routing; known: {', '.join(ENV_DEFAULTS)}")
-    flags = {name: env_flag(env, name) for name in ENV_DEFAULTS}  # every value checked, read or not
-    if model_runner is not None:
-        swa_resolved, reads_target = resolve_runner(model_runner, resolver)
-    else:
-        swa_resolved, reads_target = resolve_pool(spec_model, worker, spec, resolver)
-    unified = swa_resolved or flags["SGLANG_USE_AITER_UNIFIED_ATTN"]
-    unified_verify = unified and topk == 1 and flags["SGLANG_AITER_UNIFIED_VERIFY"]
-    pool = PoolView(worker, spec, resolver, swa_resolved, reads_target, swa_resolved, unified, unified_verify,
-                    flags["SGLANG_AITER_UNIFIED_DRAFT_EXTEND"])
+    resolver = resolver or ("fixed" if sglang_version == "0.5.23" else "legacy")
+    _check_args(mode, spec, topk, worker, resolver, backend, sglang_version)
+    env = check_env(env)
+    pool = _pool_view(target, worker, spec, topk, env, resolver, backend, model_runner, draft_model)
     site = _choose_site(pool, mode)
-    backend = site_path(site)
-    result = Plan(spec_model.name, mode, spec, topk, env, pool)
-    hybrid = spec_model.sglang_hybrid_swa_pool
-    for entry in worker_layers(spec_model, worker, spec):
-        kind = spec_model.layer_kind(entry.target_layer).attention
-        sws, intended = _sws_and_keys(spec_model, kind)
-        window_arg = site.window_arg(sws)
-        in_swa_pool = kind != "full" and hybrid and reads_target
+    path = site_path(site) if site.paths else None
+    result = Plan(target.name, mode, spec, topk, env, pool, sglang_version=sglang_version)
+    own = worker == "draft" and spec != "frozen_kv_mtp"
+    if own and draft_model is None:
+        draft_model, _ = default_draft_layout(target, spec)
+    layout = draft_model if own else target
+    for entry in worker_layers(target, worker, spec, draft_model if own else None):
+        kind = layout.layer_kind(entry.source_layer)
+        sws, intended = kind.sliding_window_size, kind.retained_tokens
+        in_swa_pool = kind.uses_swa_pool and (pool.own_swa_pool if own else target.sglang_hybrid_swa_pool
+                                              and pool.reads_target_kv)
         buffer = "swa" if in_swa_pool else "full"
-        page_table = "swa" if (site.swa_page_table and swa_resolved and sws > -1) else "full"
-        guard, effective = _guard(pool, mode, topk, entry.layer_id, kind, sws, intended, site, backend,
-                                  window_arg, buffer, page_table)
+        translated = site.swa_page_table and pool.swa_pool_resolved and sws > -1
+        if backend == "triton":  # window_kv_indices go through full_to_swa whenever the pool read is an SWAKVPool
+            translated = in_swa_pool and sws > 0
+        route = _Route(pool, mode, topk, entry.layer_id, kind.attention, sws, intended, site, path,
+                       site.window_arg(sws), buffer, "swa" if translated else "full")
+        judgement, effective = kit_judgement(route)
         result.layers.append(LayerPlan(
-            layer=entry.layer_id, kind=kind, sliding_window_size=sws, intended_keys=intended, site=site.name,
-            kernel=site.kernel, path=backend.name, tier=backend.tier, window_arg=window_arg,
-            window_expr=site.window_expr, effective_keys=effective, buffer=buffer, page_table=page_table,
-            guard=guard, note=_note(intended, effective, backend),
-            target_layer=None if worker == "target" else entry.target_layer,
+            layer=entry.layer_id, kind=kind.attention, sliding_window_size=sws, intended_keys=intended,
+            site=site.name, kernel=site.kernel, path=path.name if path else "-",
+            tier=path.tier if path else "declared (no runnable path in the kit)", window_arg=route.window_arg,
+            window_expr=site.window_expr, effective_keys=effective, buffer=buffer, page_table=route.page_table,
+            sglang_guard=sglang_guard(route, sglang_version), judgement=judgement,
+            note=_note(intended, effective, site), target_layer=None if worker == "target" else entry.source_layer,
         ))
     return result.check() if strict else result
 
@@ -484,7 +646,7 @@ def run_layer(entry: LayerPlan, batch: AttentionBatch) -> AttentionResult:
 
 # -- explain -------------------------------------------------------------------------------------
 
-TABLE_COLUMNS = ["layer", "kind", "path", "window_arg", "effective_keys", "page_table", "buffer", "guard"]
+TABLE_COLUMNS = ["layer", "kind", "kernel", "window_arg", "effective_keys", "page_table", "buffer", "sglang", "kit"]
 
 
 def explain(plan_: Plan, *, as_json: bool = False, group: bool = True) -> str:
@@ -492,25 +654,30 @@ def explain(plan_: Plan, *, as_json: bool = False, group: bool = True) -> str:
     if as_json:
         return json.dumps(plan_.to_json(), indent=2)
     flags = plan_.pool
-    lines = [
-        f"{plan_.model} · mode {plan_.mode} · worker {flags.worker} · spec {plan_.spec} · topk {plan_.topk} · "
-        f"resolver {flags.resolver}",
-        f"use_sliding_window_kv_pool={flags.use_sliding_window_kv_pool} "
-        f"use_triton_unified_attention={flags.use_triton_unified_attention} "
-        f"use_unified_verify={flags.use_unified_verify} env={plan_.env or '{}'}",
-    ]
+    header = (f"{plan_.model} · {flags.backend} backend · mode {plan_.mode} · worker {flags.worker} · "
+              f"spec {plan_.spec} · topk {plan_.topk} · resolver {flags.resolver} · SGLang {plan_.sglang_version}")
+    switches = (f"use_sliding_window_kv_pool={flags.use_sliding_window_kv_pool} "
+                f"use_triton_unified_attention={flags.use_triton_unified_attention} "
+                f"use_unified_verify={flags.use_unified_verify} kv_cache_vectorized_5d={flags.kv_cache_vectorized_5d} "
+                f"env={plan_.env or '{}'}")
+    lines = [header, switches]
     groups: dict[tuple, list[int]] = {}
     for entry in plan_.layers:
-        row = {c: getattr(entry, c) for c in TABLE_COLUMNS[1:]}
-        row["guard"] = "REFUSED" if entry.guard else ("ok, " + entry.note if entry.note else "ok")
+        row = {c: getattr(entry, c) for c in TABLE_COLUMNS[1:-2]}
+        row["sglang"] = "RAISES" if entry.sglang_guard else "runs"
+        row["kit"] = "WRONG KEYS" if entry.judgement else ("ok, " + entry.note if entry.note else "ok")
         key = tuple(str(row[c]) for c in TABLE_COLUMNS[1:]) if group else (entry.layer,)
         groups.setdefault(key, []).append(entry.layer)
         groups[key + ("row",)] = row  # type: ignore[assignment]
     table = [{"layer": layer_ranges(ids), **groups[key + ("row",)]}  # type: ignore[dict-item]
              for key, ids in groups.items() if key[-1] != "row"]
     lines += _format_table(table, TABLE_COLUMNS)
-    if plan_.error:
-        lines.append(f"REFUSED: {plan_.error}")
+    raised = next((p.sglang_guard for p in plan_.layers if p.sglang_guard), None)
+    judged = next((p.judgement for p in plan_.layers if p.judgement), None)
+    if raised:
+        lines.append(f"SGLang raises: {raised}")
+    if judged:
+        lines.append(f"REFUSED (the kit: runs but attends the wrong keys): {judged}")
     return "\n".join(lines)
 
 

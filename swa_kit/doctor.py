@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from swa_kit.environment import (
@@ -63,16 +64,14 @@ def _aiter_triton_probe(env: Environment) -> tuple[Probe, str]:
     return Probe(ok, reason), "loader"
 
 
-def diagnose(env: Environment) -> list[Finding]:
-    """The doctor's findings for ``env``, most fundamental first."""
-    findings: list[Finding] = []
-    add = findings.append
-
+def _python_findings(env: Environment, add: Callable[[Finding], None]) -> None:
     py_ok = sys.version_info[:2] >= MIN_PYTHON
     add(Finding("python", OK if py_ok else ERROR, f"{env.python} ({env.executable})",
                 "" if py_ok else f"the kit needs Python >= {MIN_PYTHON[0]}.{MIN_PYTHON[1]}",
                 "" if py_ok else "nothing in the kit runs: use a newer Python"))
 
+
+def _torch_findings(env: Environment, add: Callable[[Finding], None]) -> None:
     if env.torch_version is None:
         add(Finding("torch", ERROR, "not importable", env.torch_error,
                     "nothing in the kit runs; install a torch build for this machine (CPU: pip install torch "
@@ -80,6 +79,8 @@ def diagnose(env: Environment) -> list[Finding]:
     else:
         add(Finding("torch", OK, f"{env.torch_version} ({env.torch_build} build)"))
 
+
+def _device_findings(env: Environment, add: Callable[[Finding], None]) -> None:
     if env.devices:
         described = "; ".join(f"{d.index}: {d.name} ({d.vendor}, {d.arch}, {d.memory_gib} GiB)" for d in env.devices)
         add(Finding("devices", OK, described))
@@ -98,6 +99,8 @@ def diagnose(env: Environment) -> list[Finding]:
             impact += "; install a CUDA build of torch to use the GPU"
         add(Finding("devices", NOTE if env.gpu_hint is None else MISSING, "CPU only", reason, impact))
 
+
+def _triton_findings(env: Environment, add: Callable[[Finding], None]) -> None:
     if env.triton_version is None:
         add(Finding("triton", MISSING, "not installed", env.triton_interpreter.reason or "no triton distribution",
                     "aiter's Triton kernels cannot run (neither on a GPU nor in the interpreter); reference and "
@@ -115,6 +118,8 @@ def diagnose(env: Environment) -> list[Finding]:
         add(Finding("triton", MISSING, f"{env.triton_version}, no GPU backend and no interpreter",
                     env.triton_interpreter.reason, "aiter's Triton kernels cannot run here"))
 
+
+def _aiter_findings(env: Environment, add: Callable[[Finding], None]) -> None:
     if env.aiter_location is None:
         add(Finding("aiter", MISSING, "not installed", "no amd-aiter distribution and no aiter package on sys.path",
                     f'no aiter tiers; install the pinned release with pip install -e ".[aiter]" '
@@ -134,18 +139,21 @@ def diagnose(env: Environment) -> list[Finding]:
         else:
             add(Finding("aiter", OK, f"{where} (the kit's pinned release)"))
 
+
+def _aiter_native_findings(env: Environment, add: Callable[[Finding], None]) -> None:
     native = env.aiter_native or Probe(False, "not checked")
     add(Finding("aiter native import", OK if native.ok else MISSING,
                 "imports" if native.ok else "does not import", native.reason if not native.ok else "",
                 "" if native.ok else "the native tier (aiter's compiled CK/asm ops that SGLang calls) cannot run "
                 "here; the kit runs those ops as labelled emulations and aiter's Triton kernels instead"))
 
+
+def _aiter_triton_and_tier_findings(env: Environment, add: Callable[[Finding], None]) -> None:
     triton_probe, how = _aiter_triton_probe(env)
     add(Finding("aiter Triton kernels", OK if triton_probe.ok else MISSING,
                 ("loaded without ROCm" if how == "loader" else "files present") if triton_probe.ok
                 else "not loadable", triton_probe.reason,
                 "" if triton_probe.ok else "the aiter-triton tiers are off; reference and emulated paths still run"))
-
     tiers = env.tiers()
     if not triton_probe.ok:  # the loader knows better than the file check
         tiers[TIER_TRITON_GPU] = tiers[TIER_TRITON_INTERPRETER] = triton_probe
@@ -153,12 +161,22 @@ def diagnose(env: Environment) -> list[Finding]:
         add(Finding(f"tier {tier}", (NOTE if probe.reason else OK) if probe.ok else MISSING,
                     "available" if probe.ok else "unavailable", probe.reason))
 
+
+def _jupyter_findings(env: Environment, add: Callable[[Finding], None]) -> None:
     for package, version in env.jupyter.items():
         if version:
             add(Finding(package, OK, version))
         else:
             add(Finding(package, MISSING, "not installed", f"no {package} distribution",
                         "swa-kit tour, swa-kit lab and the notebook tests need it: pip install -e ."))
+
+
+def diagnose(env: Environment) -> list[Finding]:
+    """The doctor's findings for ``env``, most fundamental first."""
+    findings: list[Finding] = []
+    for topic in (_python_findings, _torch_findings, _device_findings, _triton_findings, _aiter_findings,
+                  _aiter_native_findings, _aiter_triton_and_tier_findings, _jupyter_findings):
+        topic(env, findings.append)
     return findings
 
 

@@ -1,4 +1,4 @@
-"""KV-cache bytes per token, and what a hybrid full + SWA pool saves per request.
+"""KV-cache bytes per token, and the PER-REQUEST MINIMUM a hybrid full + SWA pool could reach.
 
 One layer stores, per token, ``num_kv_heads * (head_dim + v_head_dim)`` elements
 (K and V) of ``dtype`` bytes. A one-pool layout (SGLang's ``MHATokenToKVPool``) keeps
@@ -10,8 +10,10 @@ The assumption behind the savings, stated once: the SWA pool holds exactly the
 window per request, ``min(context, keys)`` tokens (for chunked layers the chunk
 size), plus ``swa_slack_tokens`` if given. That is the floor a perfect eviction
 reaches. SGLang in practice evicts periodically with up to a page of slack, keeps
-the tokens of a protected radix prefix, and sizes the SWA pool by a ratio set at
-start-up (``swa_full_tokens_ratio``), so real savings are somewhat smaller.
+the tokens of a protected radix prefix, and above all sizes the SWA pool at start-up as
+full-pool tokens x ``swa_full_tokens_ratio`` (0.8 by default): what SGLang really
+saves is :mod:`swa_kit.deploy.pool_sizing` (about 18% for Gemma-4 31B, 10% for
+GPT-OSS), and every table that shows these figures labels them as the minimum.
 Per-token figures ignore page rounding and the reserved dummy slots.
 """
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from swa_kit.configs import LayerKind, ModelSpec
+from swa_kit.configs import LayerKind, ModelLayout
 from swa_kit.errors import ModelConfigError
 
 CONTEXTS = (8 * 1024, 32 * 1024, 128 * 1024)
@@ -31,26 +33,26 @@ def layer_bytes_per_token(kind: LayerKind, dtype_bytes: int) -> int:
     return kind.num_kv_heads * (kind.head_dim + kind.v_head_dim) * dtype_bytes
 
 
-def _sum_bytes(spec: ModelSpec, layer_ids: list[int]) -> int:
+def _sum_bytes(spec: ModelLayout, layer_ids: list[int]) -> int:
     return sum(layer_bytes_per_token(spec.layer_kind(i), spec.dtype_bytes) for i in layer_ids)
 
 
-def full_pool_bytes_per_token(spec: ModelSpec) -> int:
+def full_pool_bytes_per_token(spec: ModelLayout) -> int:
     """Bytes one slot of a hybrid pool's full sub-pool costs (all full-attention layers)."""
     return _sum_bytes(spec, spec.full_attention_layer_ids)
 
 
-def swa_pool_bytes_per_token(spec: ModelSpec) -> int:
+def swa_pool_bytes_per_token(spec: ModelLayout) -> int:
     """Bytes one slot of a hybrid pool's SWA sub-pool costs (all sliding and chunked layers)."""
     return _sum_bytes(spec, spec.swa_attention_layer_ids)
 
 
-def one_pool_bytes_per_token(spec: ModelSpec) -> int:
+def one_pool_bytes_per_token(spec: ModelLayout) -> int:
     """Bytes one slot costs when every layer lives in one full-size pool."""
     return _sum_bytes(spec, list(range(spec.num_layers)))
 
 
-def request_bytes(spec: ModelSpec, context: int, hybrid: bool, swa_slack_tokens: int = 0) -> int:
+def request_bytes(spec: ModelLayout, context: int, hybrid: bool, swa_slack_tokens: int = 0) -> int:
     """KV bytes one request of ``context`` tokens holds, with or without a hybrid pool."""
     if not isinstance(context, int) or isinstance(context, bool) or context < 1:
         raise ModelConfigError(f"context must be a positive number of tokens, got {context!r}")
@@ -68,7 +70,7 @@ def request_bytes(spec: ModelSpec, context: int, hybrid: bool, swa_slack_tokens:
 
 @dataclass(frozen=True)
 class Savings:
-    """One model at one context length."""
+    """One model at one context length: the per-request minimum (SWA layers hold only the window)."""
 
     model: str
     context: int
@@ -101,7 +103,7 @@ class Savings:
         }
 
 
-def savings(spec: ModelSpec, contexts: tuple[int, ...] = CONTEXTS, swa_slack_tokens: int = 0) -> list[Savings]:
+def savings(spec: ModelLayout, contexts: tuple[int, ...] = CONTEXTS, swa_slack_tokens: int = 0) -> list[Savings]:
     """Per-request KV bytes with one pool vs a hybrid pool at each context length."""
     return [
         Savings(spec.name, c, request_bytes(spec, c, hybrid=False),
@@ -110,7 +112,7 @@ def savings(spec: ModelSpec, contexts: tuple[int, ...] = CONTEXTS, swa_slack_tok
     ]
 
 
-def per_token_summary(spec: ModelSpec) -> dict:
+def per_token_summary(spec: ModelLayout) -> dict:
     """Bytes per token of each pool, for tables."""
     return {
         "model": spec.name, "layers": spec.num_layers, "swa_layers": len(spec.swa_attention_layer_ids),

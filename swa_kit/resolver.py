@@ -12,7 +12,12 @@ slot id (``translate_loc_from_full_to_swa``) before reading. The resolver decide
 * :func:`naive_resolve_swa_kv_pool`: always the allocator's pool. An EAGLE draft shares
   the target's allocator but owns its own pool addressed by full ids, so translating
   them reads the wrong slots of that pool (SGLang #25103: silent acceptance drop).
-* :func:`resolve_swa_kv_pool`: SGLang 0.5.23's fixed rule (FACTS.md section 2).
+* :func:`resolve_swa_kv_pool`: SGLang 0.5.23's fixed rule (``aiter_backend.py _resolve_swa_kv_pool``,
+  the same in the trtllm_mha and flashinfer backends).
+
+A draft whose own architecture is hybrid-SWA (MiMoV2MTP, Step3p5MTP, DeepSeek-V4 NextN, a Gemma-4
+standalone draft) owns an SWA pool: :func:`with_hybrid_draft_pool` wires one, and every resolver then
+returns it by rule 1 (the active pool is an SWA pool).
 
 A pool counts as an SWA pool by what it offers (``swa_layer_nums`` and
 ``translate_loc_from_full_to_swa``), so SGLang's own runners and pools work too.
@@ -20,12 +25,15 @@ A pool counts as an SWA pool by what it offers (``swa_layer_nums`` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 
+from swa_kit.configs import ModelLayout
 from swa_kit.errors import SlotError, UsageError
+from swa_kit.pools import SWAKVPool
 from swa_kit.window import Window
 from swa_kit.workers import MODEL_KINDS, ModelRunner, SpeculativeAlgorithm, Workers, build_workers
 
@@ -72,6 +80,28 @@ def uses_sliding_window_kv_pool(pool: Any) -> bool:
     return pool is not None and pool.swa_layer_nums > 0
 
 
+def with_hybrid_draft_pool(workers: Workers, draft: ModelLayout | tuple[str, ...], size_swa: int = 16) -> Workers:
+    """``workers`` whose draft owns a real SWA pool shaped like ``draft`` (a hybrid-SWA draft architecture).
+
+    ``draft`` is the draft's layout, or its layer types ("sliding" / "full") alone.
+
+    SGLang sizes that pool in the target's configurator (``eagle_draft_swa_num_layers``) and hands it
+    to the draft runner as its ``token_to_kv_pool``; the draft still shares ``req_to_token`` and the
+    allocator with the target.
+    """
+    if workers.draft is None:
+        raise UsageError("no draft worker to give an SWA pool: build the workers with a speculative algorithm")
+    if isinstance(draft, ModelLayout):
+        draft = tuple("sliding" if draft.kinds[t].uses_swa_pool else "full" for t in draft.layer_types)
+    full_pool = workers.draft.token_to_kv_pool
+    own = SWAKVPool(size=full_pool.size, size_swa=size_swa,
+                    swa_attention_layer_ids=[i for i, t in enumerate(draft) if t == "sliding"],
+                    full_attention_layer_ids=[i for i, t in enumerate(draft) if t == "full"],
+                    page_size=full_pool.page_size, dtype=full_pool.dtype, head_num=full_pool.head_num,
+                    head_dim=full_pool.head_dim, device="cpu")
+    return Workers(workers.target, replace(workers.draft, token_to_kv_pool=own, layer_types=draft))
+
+
 RESOLVERS: dict[str, Callable[[Any], Any]] = {
     "legacy": legacy_resolve_swa_kv_pool,
     "naive": naive_resolve_swa_kv_pool,
@@ -107,6 +137,20 @@ def consequence(returned: Any, wanted: Any) -> str:
     return "translation against the wrong SWA pool: slot ids come from another pool's mapping"
 
 
+def _rows(workers: Workers, runners: tuple, algorithm: SpeculativeAlgorithm, model: str) -> list[dict[str, Any]]:
+    rows = []
+    for runner in runners:
+        wanted = wanted_swa_kv_pool(runner)
+        for name, resolver in RESOLVERS.items():
+            returned = resolver(runner)
+            rows.append({
+                "role": runner.role, "algorithm": algorithm.name, "model": model, "resolver": name,
+                "returns": workers.pool_name(runner, returned), "wanted": workers.pool_name(runner, wanted),
+                "correct": returned is wanted, "consequence": consequence(returned, wanted),
+            })
+    return rows
+
+
 def decision_table(**build_kwargs: Any) -> list[dict[str, Any]]:
     """Every resolver over every (role x algorithm x model kind), on real pools.
 
@@ -117,17 +161,20 @@ def decision_table(**build_kwargs: Any) -> list[dict[str, Any]]:
     for model in MODEL_KINDS:
         for algorithm in SpeculativeAlgorithm:
             workers = build_workers(model, algorithm, **build_kwargs)
-            for runner in (workers.target, workers.draft):
-                if runner is None:
-                    continue
-                wanted = wanted_swa_kv_pool(runner)
-                for name, resolver in RESOLVERS.items():
-                    returned = resolver(runner)
-                    rows.append({
-                        "role": runner.role, "algorithm": algorithm.name, "model": model, "resolver": name,
-                        "returns": workers.pool_name(runner, returned), "wanted": workers.pool_name(runner, wanted),
-                        "correct": returned is wanted, "consequence": consequence(returned, wanted),
-                    })
+            rows += _rows(workers, tuple(r for r in (workers.target, workers.draft) if r), algorithm, model)
+    return rows
+
+
+def hybrid_draft_table(**build_kwargs: Any) -> list[dict[str, Any]]:
+    """The draft rows for a hybrid-SWA draft (MiMoV2MTP, Step3p5MTP: one sliding layer in an SWA pool of its own).
+
+    Its active pool is an SWA pool, so the legacy and fixed resolvers return it (rule 1); the naive one
+    returns the target's pool and maps the draft's ids through the wrong table.
+    """
+    rows = []
+    for algorithm in (SpeculativeAlgorithm.EAGLE, SpeculativeAlgorithm.EAGLE3, SpeculativeAlgorithm.STANDALONE):
+        workers = with_hybrid_draft_pool(build_workers("hybrid_swa", algorithm, **build_kwargs), ("sliding",))
+        rows += _rows(workers, (workers.draft,), algorithm, "hybrid_swa + hybrid-SWA draft")
     return rows
 
 

@@ -30,7 +30,7 @@ import torch
 from swa_kit.attention.backends import get_backend, run_path
 from swa_kit.attention.batch import AttentionBatch
 from swa_kit.attention.reference import reference_attention
-from swa_kit.configs import ModelSpec, parse_model
+from swa_kit.configs import ModelLayout, parse_hf_config
 from swa_kit.dispatch import LayerPlan, Plan, plan
 from swa_kit.errors import DispatchGuardError, ModelConfigError, PoolExhaustedError
 from swa_kit.eviction import ReqKV, free_swa_out_of_window_slots
@@ -41,28 +41,36 @@ from swa_kit.resolver import RESOLVERS, uses_sliding_window_kv_pool
 from swa_kit.workers import SpeculativeAlgorithm, WorkerLayout, build_workers
 
 
-def tiny_model_spec(cfg: TinyConfig) -> ModelSpec:
-    """The tiny model as a :class:`~swa_kit.configs.ModelSpec`, so :func:`swa_kit.dispatch.plan` can route it."""
+def tiny_model_spec(cfg: TinyConfig) -> ModelLayout:
+    """The tiny model as a :class:`~swa_kit.configs.ModelLayout`, so :func:`swa_kit.dispatch.plan` can route it.
+
+    It goes through the same parser as every Hugging Face config: a ``layer_types``-style config.
+    """
     windows = {w for w in cfg.windows if w is not None}
     if len(windows) != 1:
         raise ModelConfigError(
             f"sliding layers have windows {sorted(windows)}; the kit's pools and dispatch take one window per "
             "model (one SWA sub-pool, one eviction boundary): give every sliding layer the same window"
         )
-    heads = {"num_q_heads": cfg.n_heads, "num_kv_heads": cfg.n_kv_heads, "head_dim": cfg.head_dim}
     origin = "swa_kit.model.TinyConfig (data/tiny_model/config.json)"
-    return parse_model({
-        "name": "swa-kit-tiny", "display_name": "swa_kit tiny hybrid-SWA model", "hf_repo": "none (data/tiny_model)",
-        "architecture": "TinyModel", "dtype": "float32", "num_layers": cfg.n_layers,
-        "layer_types": list(cfg.layer_types), "sglang_hybrid_swa_pool": True,
-        "kinds": {
-            "sliding": {"attention": "sliding", **heads,
-                        "window": {"field": "sliding_window", "convention": "hf", "value": windows.pop()}},
-            "full": {"attention": "full", **heads},
-        },
-        "sources": {k: origin for k in ("num_layers", "layer_types", "dtype", "sglang_hybrid_swa_pool",
-                                        "kinds.sliding", "kinds.full")},
-    })
+    return parse_hf_config({
+        "architectures": ["SwaKitTinyForCausalLM"], "model_type": "swa_kit_tiny", "num_hidden_layers": cfg.n_layers,
+        "layer_types": [f"{t}_attention" for t in cfg.layer_types], "sliding_window": windows.pop(),
+        "num_attention_heads": cfg.n_heads, "num_key_value_heads": cfg.n_kv_heads, "head_dim": cfg.head_dim,
+        "dtype": "float32",
+    }, where=origin, name="swa-kit-tiny", display_name="swa_kit tiny hybrid-SWA model",
+        hf_repo="none (data/tiny_model)", sources={"config": origin})
+
+
+def tiny_eagle_spec(cfg: TinyConfig) -> ModelLayout:
+    """The tiny EAGLE draft: one sliding layer (``eagle_window`` keys) in a full pool of its own."""
+    origin = "swa_kit.model.TinyConfig.eagle_window (data/tiny_model/config.json)"
+    return parse_hf_config({
+        "architectures": ["SwaKitTinyEagleForCausalLM"], "model_type": "swa_kit_tiny_eagle", "num_hidden_layers": 1,
+        "layer_types": ["sliding_attention"], "sliding_window": cfg.eagle_window, "num_attention_heads": cfg.n_heads,
+        "num_key_value_heads": cfg.n_kv_heads, "head_dim": cfg.head_dim, "dtype": "float32",
+    }, where=origin, name="swa-kit-tiny-eagle", display_name="swa_kit tiny EAGLE head", hf_repo="none",
+        sources={"config": origin})
 
 
 @dataclass
@@ -137,9 +145,10 @@ class Server:
         """The dispatch plan of one worker in one forward mode (cached; guards recorded, not raised here)."""
         key = (worker, mode)
         if key not in self._plans:
+            draft = tiny_eagle_spec(self.cfg) if worker == "draft" and self.algorithm == "eagle" else None
             self._plans[key] = plan(self.model_spec, mode, spec=self.algorithm,
                                     topk=self.topk if mode == "verify" else 1, env=self.env, worker=worker,
-                                    resolver=self.resolver, strict=False)
+                                    resolver=self.resolver, strict=False, draft_model=draft)
         return self._plans[key]
 
     def route(self, worker: str, mode: str, layer_id: int) -> LayerPlan:

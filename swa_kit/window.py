@@ -22,6 +22,10 @@ name               parameter                                            W keys  
 ``flex``           FlexAttention mask_mod bound ``q - k < W``           W            None
 ``flash_attn_4``   FlashAttention 4 ``window_size=(left, right)``       (W - 1, 0)   (None, None)
 =================  ==================================================  ===========  ===========
+
+FlashAttention 4 also reads a pair whose ``left + right < 0`` as no window, so ``(-1, -1)`` (and, causal,
+``(-1, 0)``) is "off" too (SGLang 0.5.23 ``kernels/ops/attention/flash_attn/cute/interface.py``
+``_resolve_causal_local_window``; its ``flash_attention_v4.py`` maps ``(-1, -1)`` to ``(None, None)``).
 """
 
 from __future__ import annotations
@@ -171,11 +175,24 @@ def _left_right(name: str, parameter: str, off_left: Any, right_values: tuple) -
         if not _is_int(left):
             raise _bad(name, value, f"left is an int number of earlier keys (>= 0), or {off_left!r} for none")
         if left < 0:
-            hint = " (FlashAttention 4 takes -1 literally; None is its 'off')" if off_left is None else ""
-            raise _bad(name, value, f"left counts earlier keys, keys - 1 >= 0; {off_left!r} is no window{hint}")
+            raise _bad(name, value, f"left counts earlier keys, keys - 1 >= 0; {off_left!r} is no window")
         return int(left) + 1
 
     return Convention(name, parameter, off, from_keys, to_keys)
+
+
+def _flash_attn_4() -> Convention:
+    """FlashAttention 4: ``(keys - 1, 0)``; ``(None, None)``, ``(-1, -1)`` or ``(-1, 0)`` is off (causal)."""
+    pair = _left_right("flash_attn_4", "FlashAttention 4 window_size", None, (0, None))
+
+    def to_keys(value: Any) -> Keys:
+        if isinstance(value, (tuple, list)) and len(value) == 2 and all(_is_int(v) for v in value):
+            left, right = value
+            if right in (0, -1) and left < 0:  # causal sets right = 0; then left + right < 0 means no window
+                return None
+        return pair.to_keys(value)
+
+    return Convention(pair.name, pair.parameter, pair.off, pair.from_keys, to_keys)
 
 
 CONVENTIONS: dict[str, Convention] = {
@@ -189,7 +206,7 @@ CONVENTIONS: dict[str, Convention] = {
         _left_right("aiter_unified", "aiter Triton unified_attention window_size", -1, (0, -1)),
         _exact_int("aiter_v1", "aiter paged_attention_v1 sliding_window", 0),
         _exact_int("flex", "FlexAttention mask_mod bound W in q - k < W", None),
-        _left_right("flash_attn_4", "FlashAttention 4 window_size", None, (0, None)),
+        _flash_attn_4(),
     )
 }
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from swa_kit.configs import ModelSpec
+from swa_kit.configs import ModelLayout
 from swa_kit.errors import ModelConfigError, PoolExhaustedError
 from swa_kit.eviction import ReqKV, free_swa_out_of_window_slots
 from swa_kit.pools import (
@@ -116,7 +116,7 @@ class WorkerLayout:
         return [i for i, t in enumerate(self.layer_types) if t == "full"]
 
     @classmethod
-    def from_model(cls, spec: ModelSpec) -> "WorkerLayout":
+    def from_model(cls, spec: ModelLayout) -> "WorkerLayout":
         """A real model's layout (chunked layers sit in the SWA pool, so they count as sliding here)."""
         retained = {k.retained_tokens for k in spec.kinds.values() if k.uses_swa_pool}
         if len(retained) > 1:
@@ -198,7 +198,7 @@ class Workers:
 
 
 def build_workers(
-    layout: WorkerLayout | ModelSpec | str = "hybrid_swa",
+    layout: WorkerLayout | ModelLayout | str = "hybrid_swa",
     algorithm: SpeculativeAlgorithm | str = SpeculativeAlgorithm.NONE,
     *,
     size: int = 64,
@@ -214,9 +214,9 @@ def build_workers(
     """Build a target (and its draft) with real pools, wired as SGLang wires them.
 
     ``layout`` is a :data:`MODEL_KINDS` name, a :class:`WorkerLayout`, or a
-    :class:`~swa_kit.configs.ModelSpec` (its layer layout, with tiny heads so it fits on a CPU).
+    :class:`~swa_kit.configs.ModelLayout` (its layer layout, with tiny heads so it fits on a CPU).
     """
-    if isinstance(layout, ModelSpec):
+    if isinstance(layout, ModelLayout):
         layout = WorkerLayout.from_model(layout)
     elif isinstance(layout, str):
         if layout not in MODEL_KINDS:

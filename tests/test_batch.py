@@ -1,4 +1,5 @@
-"""AttentionBatch: the one contract every path reads, its builders, and the bad inputs refused before any kernel runs."""
+"""AttentionBatch: the one contract every path reads, its builders, and the bad inputs refused before any kernel
+runs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Model specs in data/models: load, expand, validate, and reject malformed files clearly."""
+"""Model layouts from Hugging Face configs (bundled shortcuts and --hf-config): parse, derive, refuse clearly."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import random
 
 import pytest
 
-from swa_kit.configs import MODELS_DIR, list_models, load_model, parse_model
+from swa_kit.configs import MODELS_DIR, list_models, load_hf_config, load_model, parse_bundle, parse_hf_config
 from swa_kit.errors import ModelConfigError
 
 REQUIRED = {"gemma4-31b", "gpt-oss-20b", "gemma3-27b"}
 
-# Hand-written expectations (FACTS.md section 7 and the sources named in each file).
+# Hand-written expectations (the sources named in each file).
 EXPECTED = {
     # name: (layers, swa layers, full layers, SGLang hybrid pool, {kind: (keys or chunk, q, kv, head_dim, v_head_dim)})
     "gemma4-31b": (60, 50, 10, True, {"sliding": (1024, 32, 16, 256, 256), "full": (None, 32, 4, 512, 512)}),
@@ -62,14 +62,49 @@ def test_layer_placement_matches_sglang_rules():
     assert mimo.full_attention_layer_ids == [0] + [i for i in range(48) if (i + 1) % 6 == 0]
 
 
-def test_windows_are_converted_through_the_conventions():
-    # MiMo writes the window SGLang's way (keys - 1): 128 -> 129 keys.
+def test_windows_and_sglang_window_sizes():
+    # MiMo writes the window SGLang's way (sliding_window_size 128): transformers makes it 129 keys,
+    # and SGLang's model file passes 128 as it is.
     mimo = load_model("mimo-v2-flash").kinds["sliding"]
-    assert (mimo.window_convention, mimo.window_value, mimo.window.keys) == ("sglang", 128, 129)
+    assert (mimo.window.keys, mimo.sliding_window_size) == (129, 128)
     g4 = load_model("gemma4-31b").kinds["sliding"]
-    assert (g4.window_field, g4.window_convention, g4.window.keys) == ("sliding_window", "hf", 1024)
+    assert (g4.window_field, g4.window.keys, g4.sliding_window_size) == ("sliding_window", 1024, 1023)
     scout = load_model("llama4-scout").kinds["chunked"]
-    assert scout.window.keys is None and scout.chunk_size == 8192
+    assert scout.window.keys is None and scout.chunk_size == 8192 and scout.sliding_window_size == -1
+
+
+def _config(arch, **fields):
+    return {"architectures": [arch], "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
+            "head_dim": 16, **fields}
+
+
+def test_gemma3n_passes_the_whole_window_and_mistral_none():
+    g3n = parse_hf_config(_config("Gemma3nForCausalLM", model_type="gemma3n_text", sliding_window=512,
+                                  layer_types=["sliding_attention"] * 3 + ["full_attention"], num_kv_shared_layers=0))
+    assert g3n.kinds["sliding"].window.keys == 512 and g3n.kinds["sliding"].sliding_window_size == 512
+    assert not g3n.sglang_hybrid_swa_pool
+    mistral = parse_hf_config(_config("MistralForCausalLM", model_type="mistral", sliding_window=4096))
+    assert set(mistral.layer_types) == {"sliding"} and mistral.kinds["sliding"].sliding_window_size == -1
+    assert "llama.py" in mistral.sources["sliding_window_size"]
+
+
+def test_sources_name_transformers_and_sglang():
+    g4 = load_model("gemma4-31b")
+    assert "Gemma4Config" in g4.sources["config"] and "per_layer_config" in g4.sources["heads and head dims"]
+    assert "gemma4_causal.py" in g4.sources["sliding_window_size"]
+    assert all("FACTS" not in v for m in list_models() for v in load_model(m).sources.values())
+
+
+def test_hf_config_path_and_directory(tmp_path):
+    raw = json.loads((MODELS_DIR / "gpt-oss-20b.json").read_text())["hf_config"]
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    by_dir, by_file = load_hf_config(tmp_path), load_hf_config(tmp_path / "config.json")
+    assert by_dir.layer_types == by_file.layer_types == load_model("gpt-oss-20b").layer_types
+    with pytest.raises(ModelConfigError, match="cannot read config"):
+        load_hf_config(tmp_path / "missing")
+    (tmp_path / "bad.json").write_text("{nope")
+    with pytest.raises(ModelConfigError, match="not valid JSON"):
+        load_hf_config(tmp_path / "bad.json")
 
 
 def test_per_layer_accessors_agree_with_layer_types():
@@ -96,52 +131,37 @@ def _raw(name="gpt-oss-20b"):
     return json.loads((MODELS_DIR / f"{name}.json").read_text())
 
 
-def _mutate(raw, path, value):
-    node = raw
-    for key in path[:-1]:
-        node = node[key]
-    if value is KeyError:
-        del node[path[-1]]
-    else:
-        node[path[-1]] = value
-    return raw
-
-
-@pytest.mark.parametrize("path,value,message", [
-    (("name",), "GPT_OSS", "lower case"),
-    (("dtype",), "int3", "dtype must be one of"),
-    (("num_layers",), 0, "positive integer"),
-    (("layer_pattern", "cycle"), [], "non-empty list"),
-    (("layer_pattern", "cycle"), ["sliding", "mystery"], "does not define"),
-    (("layer_pattern", "overrides"), {"99": "full"}, "not a layer id"),
-    (("kinds", "sliding", "attention"), "local", "attention must be one of"),
-    (("kinds", "sliding", "num_kv_heads"), 7, "not a multiple"),
-    (("kinds", "sliding", "head_dim"), -64, "positive integer"),
-    (("kinds", "sliding", "window"), KeyError, "needs window"),
-    (("kinds", "sliding", "window", "value"), 0, "invalid window value"),
-    (("kinds", "sliding", "window", "convention"), "nope", "unknown window convention"),
-    (("kinds", "full", "window"), {"field": "x", "convention": "hf", "value": 4}, "only sliding kinds"),
-    (("kinds", "sliding", "extra"), 1, "unknown keys"),
-    (("sources",), {}, "sources lack"),
-    (("sglang_hybrid_swa_pool",), "yes", "true or false"),
-    (("layer_types",), ["full"] * 24, "exactly one of"),
+@pytest.mark.parametrize("key,value,message", [
+    ("architectures", ["FalconForCausalLM"], "unknown architecture 'FalconForCausalLM'; the kit models: Gemma2"),
+    ("architectures", None, "architectures must list"),
+    ("num_key_value_heads", 7, "not a multiple"),
+    ("head_dim", -64, "positive integer"),
+    ("sliding_window", 0, "sliding_window >= 1"),
+    ("layer_types", ["sliding_attention", "mystery"] * 12, "transformers refuses this config.*mystery"),
+    ("layer_types", ["sliding_attention"] * 3, "transformers refuses this config.*number of .layer_types."),
 ])
-def test_bad_specs_are_rejected_clearly(path, value, message):
-    raw = _mutate(copy.deepcopy(_raw()), path, value)
+def test_bad_configs_are_refused_clearly(key, value, message):
+    raw = copy.deepcopy(_raw()["hf_config"])
+    raw[key] = value
     with pytest.raises(ModelConfigError, match=message):
-        parse_model(raw)
+        parse_hf_config(raw)
 
 
-def test_hybrid_without_window_and_unused_kind():
+@pytest.mark.parametrize("key,value,message", [
+    ("name", "GPT_OSS", "lower case"), ("sources", {}, "sources must map"), ("extra", 1, "unknown keys"),
+])
+def test_bad_bundles_are_refused_clearly(key, value, message):
     raw = _raw()
-    raw.pop("layer_pattern")
-    raw["layer_types"] = ["full"] * 24
-    with pytest.raises(ModelConfigError, match="no layer uses"):
-        parse_model(copy.deepcopy(raw))
-    del raw["kinds"]["sliding"]
-    raw["sources"]["layer_types"] = "test"
-    with pytest.raises(ModelConfigError, match="no layer is sliding"):
-        parse_model(raw)
+    raw[key] = value
+    with pytest.raises(ModelConfigError, match=message):
+        parse_bundle(raw, "test")
+
+
+def test_every_config_field_needs_a_source():
+    raw = _raw()
+    del raw["sources"]["sliding_window"]
+    with pytest.raises(ModelConfigError, match=r"sources lack an entry for config fields \['sliding_window'\]"):
+        parse_bundle(raw, "test")
 
 
 def test_file_stem_must_match_name(tmp_path):

@@ -11,7 +11,8 @@ import torch
 from swa_kit import dispatch
 from swa_kit.attention.batch import random_paged_batch
 from swa_kit.cli import main
-from swa_kit.configs import load_model
+from swa_kit.configs import MODELS_DIR, load_model, parse_hf_config
+from swa_kit.deploy.drafts import assumed_eagle_head, with_window
 from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.window import to_keys
 from swa_kit.workers import build_workers
@@ -88,12 +89,18 @@ def test_frozen_kv_draft_resolvers():
 
 
 def test_eagle_draft_naive_resolver_is_the_25103_bug():
-    naive = dispatch.plan(GEMMA4, "draft_decode", spec="eagle", resolver="naive", strict=False)
+    # An EAGLE-3 head with --speculative-draft-window-size 1023: one sliding layer in the draft's own full pool.
+    head = with_window(assumed_eagle_head(GEMMA4), 1023)
+    naive = dispatch.plan(GEMMA4, "draft_decode", spec="eagle", resolver="naive", strict=False, draft_model=head)
     assert "#25103" in naive.layer(0).guard and naive.layer(0).buffer == "full"
-    fixed = dispatch.plan(GEMMA4, "draft_decode", spec="eagle", strict=False)
-    assert "paged decode" in fixed.layer(0).guard  # an EAGLE draft with a sliding layer on default decode
-    ok = dispatch.plan(GEMMA4, "draft_decode", spec="eagle", env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"})
+    fixed = dispatch.plan(GEMMA4, "draft_decode", spec="eagle", strict=False, draft_model=head)
+    assert fixed.layer(0).sglang_guard and "paged decode" in fixed.layer(0).guard  # SGLang's own guard fires
+    ok = dispatch.plan(GEMMA4, "draft_decode", spec="eagle", env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"},
+                       draft_model=head)
     assert ok.layer(0).page_table == "full" == ok.layer(0).buffer
+    # Without a draft config the kit assumes a one-layer EAGLE head without a window, and says so.
+    plain = dispatch.plan(GEMMA4, "draft_decode", spec="eagle")
+    assert [(e.kind, e.guard) for e in plain.layers] == [("full", None)]
 
 
 def test_draft_extend_site_and_env():
@@ -108,24 +115,26 @@ def test_chunked_layers_are_refused():
     assert all("chunked" in e.guard for e in by_kind(p, "chunked"))
 
 
-def test_window_of_one_key_is_dropped_by_unified():
-    spec = load_model("gemma4-31b")
-    sliding = spec.kinds["sliding"]
-    object.__setattr__(sliding, "window", type(sliding.window)(1))  # sws = 0 -> unified (-1, 0) = off
-    try:
-        p = dispatch.plan(spec, "decode", strict=False)
-        assert "reads as 'no window'" in p.layers[0].guard and p.layers[0].window_arg == (-1, 0)
-        ck = dispatch.plan(spec, "prefill", env={}, strict=False)
-        assert ck.layers[0].site == "extend.unified" and ck.layers[0].guard
-    finally:
-        object.__setattr__(sliding, "window", type(sliding.window)(1024))
+def test_window_of_one_key_reaches_sglang_as_no_window():
+    # sliding_window 1 -> sliding_window_size 0, which RadixAttention stores as -1 (`sws or -1`): no window at all.
+    raw = json.loads((MODELS_DIR / "gemma4-31b.json").read_text())["hf_config"]
+    raw["text_config"]["sliding_window"] = 1
+    one = parse_hf_config(raw)
+    assert one.kinds["sliding"].window.keys == 1 and one.kinds["sliding"].sliding_window_size == -1
+    p = dispatch.plan(one, "decode", strict=False)
+    entry = p.layers[0]
+    assert entry.window_arg == (-1, -1) and entry.sglang_guard is None
+    assert "stores as -1" in entry.judgement and "attends the whole context" in entry.judgement
 
 
 @pytest.mark.parametrize("kwargs,match", [
     (dict(mode="bogus"), "unknown mode"), (dict(mode="decode", spec="medusa"), "speculative algorithm"),
     (dict(mode="verify"), "speculative decoding"), (dict(mode="decode", topk=0), "topk"),
-    (dict(mode="decode", env={"FOO": "1"}), "does not affect"),
-    (dict(mode="decode", env={"SGLANG_USE_AITER_UNIFIED_ATTN": "yes"}), "booleans"),
+    (dict(mode="decode", env={"FOO": "1"}), "'FOO' is not one the aiter backend's routing .* reads; accepted: SGLANG"),
+    (dict(mode="decode", env={"SGLANG_USE_AITER_UNIFIED_ATTN": "yes"}), "reads this boolean as one of"),
+    (dict(mode="decode", env={"SGLANG_AITER_KV_CACHE_LAYOUT": "5d"}), "'nhd' or 'vectorized_5d'"),
+    (dict(mode="decode", backend="fa3"), "the planner routes aiter, triton"),
+    (dict(mode="decode", sglang_version="0.4"), "SGLang version"),
     (dict(mode="verify", spec="frozen_kv_mtp", topk=2), "single chain"),
     (dict(mode="decode", resolver="x"), "resolver"),
 ])
@@ -150,7 +159,8 @@ def test_run_layer_uses_sglang_argument_and_refuses_guarded_routes():
 def test_explain_table_and_json(capsys):
     p = dispatch.plan("gemma3-27b", "decode", strict=False)
     text = dispatch.explain(p)
-    assert "REFUSED" in text and "0-4,6-10,12-16" in text and "paged_ragged" in text
+    assert "SGLang raises:" in text and "0-4,6-10,12-16" in text and "paged_attention_ragged" in text
+    assert "RAISES" in text and "WRONG KEYS" in text
     data = json.loads(dispatch.explain(p, as_json=True))
     assert data["error"] and len(data["layers"]) == 62
     assert dispatch.layer_ranges([0, 1, 2, 4]) == "0-2,4 (4 layers)"
@@ -170,9 +180,7 @@ def test_cli_explain(capsys):
     assert main(["explain", "--model", "gemma3-27b", "--mode", "decode",
                  "--env", "SGLANG_USE_AITER_UNIFIED_ATTN=1"]) == 0
     assert "decode" in capsys.readouterr().out
-    with pytest.raises(SystemExit) as bad:
-        main(["explain", "--model", "gemma3-27b", "--mode", "decode", "--env", "NOPE"])
-    assert bad.value.code == 2
+    assert main(["explain", "--model", "gemma3-27b", "--mode", "decode", "--env", "NOPE"]) == 2
     assert main(["explain", "--model", "gemma3-27b", "--mode", "verify"]) == 2
 
 

@@ -6,10 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from swa_kit.configs import load_model, parse_model
+from swa_kit.configs import load_model, parse_hf_config
 from swa_kit.errors import ModelConfigError
 from swa_kit.memory import (
-    CONTEXTS, full_pool_bytes_per_token, one_pool_bytes_per_token, request_bytes, savings,
+    CONTEXTS,
+    full_pool_bytes_per_token,
+    one_pool_bytes_per_token,
+    request_bytes,
+    savings,
     swa_pool_bytes_per_token,
 )
 
@@ -76,22 +80,14 @@ kinds = st.fixed_dictionaries({
 def test_against_token_by_token_count(sliding, full, layers, context, dtype):
     if "sliding" not in layers:
         layers = layers + ["sliding"]
-    raw = {
-        "name": "random", "display_name": "r", "hf_repo": "r", "architecture": "r", "dtype": dtype,
-        "layer_types": layers, "sglang_hybrid_swa_pool": True,
-        "kinds": {
-            "sliding": {"attention": "sliding", "num_q_heads": sliding["kv"], "num_kv_heads": sliding["kv"],
-                        "head_dim": sliding["hd"], "v_head_dim": sliding["vhd"],
-                        "window": {"field": "sliding_window", "convention": "hf", "value": sliding["keys"]}},
-            "full": {"attention": "full", "num_q_heads": full["kv"], "num_kv_heads": full["kv"],
-                     "head_dim": full["hd"], "v_head_dim": full["vhd"]},
-        },
-        "sources": {"num_layers": "t", "layer_types": "t", "dtype": "t", "sglang_hybrid_swa_pool": "t",
-                    "kinds.sliding": "t", "kinds.full": "t"},
+    raw = {  # a layer_types-style config; sliding kinds take SGLang's swa_* head fields
+        "architectures": ["SwaKitTinyForCausalLM"], "model_type": "swa_kit_tiny", "dtype": dtype,
+        "num_hidden_layers": len(layers), "layer_types": [f"{t}_attention" for t in layers],
+        "sliding_window": sliding["keys"], "num_attention_heads": full["kv"], "num_key_value_heads": full["kv"],
+        "head_dim": full["hd"], "v_head_dim": full["vhd"], "swa_num_attention_heads": sliding["kv"],
+        "swa_num_key_value_heads": sliding["kv"], "swa_head_dim": sliding["hd"], "swa_v_head_dim": sliding["vhd"],
     }
-    if "full" not in layers:
-        del raw["kinds"]["full"], raw["sources"]["kinds.full"]
-    spec = parse_model(raw)
+    spec = parse_hf_config(raw)
     size = {"bfloat16": 2, "float32": 4, "float8_e4m3fn": 1}[dtype]
     # Walk every (token, layer): a sliding layer keeps the token iff the newest query still attends it.
     newest = context - 1

@@ -23,7 +23,8 @@ torch fallback (``alloc_extend_naive`` / ``alloc_decode_naive``) on CPU tensors.
 
 Random request traffic (prefill, extend, decode, out-of-window eviction with drafts and
 page slack, finish, and finish through SGLang's own ``free_kv_row_segments``, which hands the
-row, cut into random page-aligned runs, to ``free_full_segments`` / ``free_segments``) is driven through the kit's :class:`~swa_kit.eviction.RequestTable`
+row, cut into random page-aligned runs, to ``free_full_segments`` / ``free_segments``) is driven through the kit's
+:class:`~swa_kit.eviction.RequestTable`
 over both stacks; after every step the returned slots, ``req_to_token``, the full->SWA
 mapping, the free lists and every available size must agree.
 """

@@ -14,8 +14,18 @@ from hypothesis import strategies as st
 from swa_kit.cli import main
 from swa_kit.errors import SlotError, UsageError
 from swa_kit.resolver import (
-    NO_TRANSLATION, RESOLVERS, WRONG_TRANSLATION, decision_table, is_swa_pool, legacy_resolve_swa_kv_pool,
-    naive_resolve_swa_kv_pool, read_keys, resolve_swa_kv_pool, slots_read, uses_sliding_window_kv_pool,
+    NO_TRANSLATION,
+    RESOLVERS,
+    WRONG_TRANSLATION,
+    decision_table,
+    is_swa_pool,
+    legacy_resolve_swa_kv_pool,
+    naive_resolve_swa_kv_pool,
+    read_keys,
+    resolve_swa_kv_pool,
+    slots_read,
+    uses_sliding_window_kv_pool,
+    with_hybrid_draft_pool,
 )
 from swa_kit.workers import MODEL_KINDS, SpeculativeAlgorithm, build_workers
 
@@ -24,7 +34,7 @@ EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
 
 
 def expected_returns(role: str, algorithm: str, model: str, resolver: str) -> str:
-    """Written from FACTS.md section 2 and the seed, independently of swa_kit.resolver."""
+    """Written from SGLang 0.5.23's ``_resolve_swa_kv_pool`` (PR #38756), independently of swa_kit.resolver."""
     if model != "hybrid_swa":
         return "none"  # no SWA pool anywhere
     if role == "target":
@@ -97,7 +107,7 @@ def _runner(active_swa, alloc_swa, draft, algo, has_flag=True):
 def test_resolvers_on_duck_typed_runners(active_swa, alloc_swa, draft, algo, has_flag):
     runner, active, kv = _runner(active_swa, alloc_swa, draft, algo, has_flag)
     is_draft = draft and has_flag  # a missing is_draft_worker reads as False
-    # FACTS.md section 2, rule by rule
+    # SGLang 0.5.23's _resolve_swa_kv_pool, rule by rule
     if active_swa:
         fixed = active
     elif is_draft and not algo.is_frozen_kv_mtp():
@@ -233,3 +243,20 @@ def test_bad_resolver_name():
     w = build_workers("hybrid_swa", A.EAGLE)
     with pytest.raises(UsageError, match="unknown resolver 'smart'"):
         slots_read(w, "draft", "smart", 0, 0, 1)
+
+
+def test_hybrid_swa_draft_owns_its_swa_pool():
+    from swa_kit.resolver import hybrid_draft_table
+
+    rows = hybrid_draft_table()
+    assert len(rows) == 3 * 3  # EAGLE, EAGLE3, STANDALONE x three resolvers
+    for r in rows:
+        # Rule 1 (the active pool is an SWA pool) returns the draft's own pool under legacy and fixed;
+        # naive returns the target's pool instead.
+        expected = "target_swa_pool" if r["resolver"] == "naive" else "own_pool"
+        assert (r["returns"], r["wanted"], r["correct"]) == (expected, "own_pool", expected == "own_pool"), r
+    workers = with_hybrid_draft_pool(build_workers("hybrid_swa", "eagle"), ("sliding", "full"))
+    own = workers.draft.token_to_kv_pool
+    assert is_swa_pool(own) and own.swa_layer_nums == 1 and own is not workers.target.token_to_kv_pool
+    assert RESOLVERS["fixed"](workers.draft) is own
+    assert RESOLVERS["naive"](workers.draft) is workers.target.token_to_kv_pool

@@ -154,7 +154,7 @@ BAD = [
     ("flash_attn", (1023.0, 0)), ("flash_attn", (-1.0, 0)), ("flash_attn", (True, 0)), ("flash_attn", (5, 0.0)),
     ("flash_attn", (5, False)), ("flash_attn", (1, 2, 3)),
     ("aiter_ck", (3, 1)), ("aiter_unified", (-3, 0)), ("aiter_unified", (4, -2)),
-    ("flash_attn_4", (-1, 0)), ("flash_attn_4", (-1, -1)), ("flash_attn_4", (5, -1)), ("flash_attn_4", None),
+    ("flash_attn_4", (5, -1)), ("flash_attn_4", None), ("flash_attn_4", (-1.0, 0)),
 ]
 
 
@@ -174,9 +174,10 @@ def test_from_keys_rejects_bad_keys(name, keys):
         from_keys(name, keys)
 
 
-def test_fa4_minus_one_hint():
-    with pytest.raises(WindowConventionError, match="takes -1 literally"):
-        to_keys("flash_attn_4", (-1, 0))
+def test_fa4_reads_minus_one_as_no_window():
+    # SGLang 0.5.23's FlashAttention 4 (_resolve_causal_local_window): causal, left + right < 0 is no window.
+    assert to_keys("flash_attn_4", (-1, -1)) is None and to_keys("flash_attn_4", (-1, 0)) is None
+    assert to_keys("flash_attn_4", (None, None)) is None and to_keys("flash_attn_4", (0, 0)) == 1
 
 
 @pytest.mark.parametrize("name", ["HF", "sglang ", "fa2", None, ["hf"]])
@@ -220,7 +221,7 @@ def test_cli_table(capsys):
     (["window", "--from", "hf", "0"], "hf: invalid window value 0"),
     (["window", "--from", "hf", "1.5"], "1.5"),
     (["window", "--from", "flash_attn", "1023,1"], "right = 1"),
-    (["window", "--from", "flash_attn_4", "(-1, 0)"], "flash_attn_4"),
+    (["window", "--from", "flash_attn_4", "(5, -1)"], "flash_attn_4"),
     (["window", "--from", "hf", "banana"], "'banana'"),
 ])
 def test_cli_bad_value_exits_2_with_one_line(capsys, argv, needle):

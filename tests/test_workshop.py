@@ -1,6 +1,6 @@
 """The workshop's reference solutions (swa_kit.workshop) against independent computations.
 
-Oracles: hand arithmetic from the raw JSON of data/models, each API's window value for W keys
+Oracles: hand arithmetic from the config.json of data/models, each API's window value for W keys
 written out literally, masks built from each API's own rule, KV written into real pools and read
 back, and attention computed by hand on fresh random inputs. No check re-calls the solution's
 own chain of functions.
@@ -27,19 +27,23 @@ from swa_kit.workers import SpeculativeAlgorithm, request_ids_past_swa_buffer
 
 
 def raw(model: str) -> dict:
-    return json.loads((MODELS_DIR / f"{model}.json").read_text())
+    """The bundled config.json's figures, read by hand (no transformers): dtype, layers, each kind's shape."""
+    config = json.loads((MODELS_DIR / f"{model}.json").read_text())["hf_config"]
+    text = config.get("text_config", config)
+    n = text["num_hidden_layers"]
+    if config["model_type"] == "gpt_oss":  # transformers' default layer_types: even layers sliding
+        types = ["sliding" if i % 2 == 0 else "full" for i in range(n)]
+    else:  # Gemma 3 / 4: every 6th layer full
+        types = ["full" if (i + 1) % 6 == 0 else "sliding" for i in range(n)]
+    sliding = {"num_kv_heads": text["num_key_value_heads"], "head_dim": text["head_dim"],
+               "window": {"value": text["sliding_window"]}}
+    full = {"num_kv_heads": text.get("num_global_key_value_heads", text["num_key_value_heads"]),
+            "head_dim": text.get("global_head_dim", text["head_dim"])}
+    return {"dtype": text["dtype"], "layer_types": types, "kinds": {"sliding": sliding, "full": full}}
 
 
 def layer_types(model: str) -> list[str]:
-    """Expand the JSON's layer pattern by hand (cycle repeated, then overrides)."""
-    d = raw(model)
-    if "layer_types" in d:
-        return list(d["layer_types"])
-    cycle = d["layer_pattern"]["cycle"]
-    types = [cycle[i % len(cycle)] for i in range(d["num_layers"])]
-    for key, kind in d["layer_pattern"].get("overrides", {}).items():
-        types[int(key)] = kind
-    return types
+    return raw(model)["layer_types"]
 
 
 def per_token_bytes(kind: dict, dtype_bytes: int = 2) -> int:
@@ -75,7 +79,7 @@ def keys_seen(convention: str, value, q: int = 5000) -> int:
 
 def test_gemma3_window_in_every_api():
     w = raw("gemma3-27b")["kinds"]["sliding"]["window"]
-    assert (w["convention"], w["value"]) == ("hf", 1024)
+    assert w["value"] == 1024  # Hugging Face's sliding_window counts the query itself
     W = w["value"]
     expected = {"hf": W, "sglang": W - 1, "flash_attn": (W - 1, 0), "aiter_ck": (W - 1, 0), "flashinfer": W - 1,
                 "aiter_unified": (W - 1, 0), "aiter_v1": W, "flex": W, "flash_attn_4": (W - 1, 0)}

@@ -8,7 +8,8 @@ tier ``"emulated"``.
 * :func:`paged_attention_ragged`: decode over ``kv_indptr``/``kv_page_indices``/
   ``kv_last_page_lens`` pages. The op has no window parameter (it is built with the window
   off), so it attends *every* key of the request: a sliding layer routed here silently gets
-  full attention. That is the seed's bug (FACTS.md §1); the emulation reproduces it on purpose
+  full attention. That is the bug SGLang PR #38756 guards against
+  (``_reject_paged_decode_sliding_window``); the emulation reproduces it on purpose
   and the backend notes it in each result.
 * :func:`mha_batch_prefill_func`: FlashAttention-style varlen prefill over page-size-1 KV
   (``kv_indptr``/``kv_page_indices``), queries aligned to the end of their keys, and

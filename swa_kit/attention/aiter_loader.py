@@ -1,7 +1,7 @@
 """Load aiter's own Triton kernels from the installed amd-aiter wheel, with or without ROCm.
 
-``import aiter`` only works on a ROCm machine: the package ``__init__`` runs ``hipconfig``
-and ``rocminfo`` and JIT-builds a HIP module (FACTS.md §6). The Triton kernel files under
+``import aiter`` only works on a ROCm machine: the package ``__init__`` (aiter 0.1.7's
+``aiter/__init__.py``) runs ``hipconfig`` and ``rocminfo`` and JIT-builds a HIP module. The Triton kernel files under
 ``aiter/ops/triton/_triton_kernels/`` need nothing of that: only triton, torch and
 ``aiter.ops.triton.utils.types`` (which asks the GPU for its arch at import). So, where the
 real package cannot be imported, this module registers *placeholder* package modules for
@@ -94,7 +94,7 @@ def native_aiter_status() -> tuple[bool, str]:
     """Whether the real ``import aiter`` works here, tried at most once per process.
 
     Off ROCm the answer is no without trying: aiter's import would shell out to
-    ``hipconfig``/``rocminfo`` and fail (FACTS.md §6), noisily and slowly.
+    ``hipconfig``/``rocminfo`` and fail (aiter 0.1.7's package ``__init__``), noisily and slowly.
     """
     import torch
 

@@ -2,7 +2,8 @@
 
 aiter's Python wrapper (``aiter/ops/triton/unified_attention.py``) cannot be used off ROCm:
 its package ``__init__`` needs ROCm, it asks ``torch.cuda`` for the SM count, and it passes
-``waves_per_eu``, an AMD-only launch option that Triton's CUDA backend rejects (FACTS.md §6).
+``waves_per_eu`` (on every launch, in aiter 0.1.7), an AMD-only launch option that Triton's CUDA
+backend rejects.
 :func:`unified_attention` here computes the same launch arguments the wrapper computes
 (:func:`launch_plan`) and launches aiter's ``@triton.jit`` kernels, loaded by
 :mod:`~swa_kit.attention.aiter_loader`, without AMD-only options. CPU tensors run in

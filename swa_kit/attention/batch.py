@@ -80,20 +80,28 @@ class AttentionBatch:
         for b, (q_len, seq_len) in enumerate(zip(q_lens, seq_lens)):
             if not 0 < q_len <= seq_len:
                 raise UsageError(f"request {b}: q_len {q_len} must be in 1..seq_len ({seq_len})")
-        if self.kv_indices.numel():
-            low, high = int(self.kv_indices.min()), int(self.kv_indices.max())
-            if low < 0 or high >= self.k_buffer.shape[0]:
-                bad = low if low < 0 else high
-                raise SlotError(
-                    f"kv_indices holds slot {bad}, outside the layer's buffer of {self.k_buffer.shape[0]} slots: "
-                    "full-pool ids read against an SWA buffer? translate them with translate_loc_from_full_to_swa"
+        self._check_slots()
+        self._check_tree_masks(q_lens, seq_lens)
+
+    def _check_slots(self) -> None:
+        if not self.kv_indices.numel():
+            return
+        low, high = int(self.kv_indices.min()), int(self.kv_indices.max())
+        if low < 0 or high >= self.k_buffer.shape[0]:
+            bad = low if low < 0 else high
+            raise SlotError(
+                f"kv_indices holds slot {bad}, outside the layer's buffer of {self.k_buffer.shape[0]} slots: "
+                "full-pool ids read against an SWA buffer? translate them with translate_loc_from_full_to_swa"
+            )
+
+    def _check_tree_masks(self, q_lens: list[int], seq_lens: list[int]) -> None:
+        if self.tree_masks is None:
+            return
+        for b, (mask, q_len, seq_len) in enumerate(zip(self.tree_masks, q_lens, seq_lens)):
+            if tuple(mask.shape) != (q_len, seq_len) or mask.dtype != torch.bool:
+                raise UsageError(
+                    f"request {b}: tree mask {tuple(mask.shape)} {mask.dtype} must be bool [{q_len}, {seq_len}]"
                 )
-        if self.tree_masks is not None:
-            for b, (mask, q_len, seq_len) in enumerate(zip(self.tree_masks, q_lens, seq_lens)):
-                if tuple(mask.shape) != (q_len, seq_len) or mask.dtype != torch.bool:
-                    raise UsageError(
-                        f"request {b}: tree mask {tuple(mask.shape)} {mask.dtype} must be bool [{q_len}, {seq_len}]"
-                    )
 
     @classmethod
     def from_lengths(cls, q: torch.Tensor, k_buffer: torch.Tensor, v_buffer: torch.Tensor, q_lens: Sequence[int],

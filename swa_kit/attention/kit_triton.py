@@ -307,6 +307,26 @@ def _num_sms(device: torch.device) -> int:
     return 4  # Triton's CPU interpreter: a few splits still exercise the merge
 
 
+def _check_supported(k_buffer: torch.Tensor, v_buffer: torch.Tensor, page_size: int, num_heads_q: int,
+                     max_q_len: int, sinks: torch.Tensor | None) -> None:
+    """Refuse (BackendUnavailableError) every input the kernel cannot compute exactly."""
+    dim, hkv = k_buffer.shape[2], k_buffer.shape[1]
+    if k_buffer.dtype not in SUPPORTED_DTYPES or v_buffer.dtype != k_buffer.dtype:
+        raise _unsupported(f"KV dtype {k_buffer.dtype}/{v_buffer.dtype} (supported: float16, bfloat16, both alike)")
+    if dim < 16 or dim & (dim - 1) or v_buffer.shape[2] != dim:
+        raise _unsupported(f"head_dim {dim} (K) / {v_buffer.shape[2]} (V): needs one power of two >= 16")
+    if k_buffer.stride(2) != 1 or v_buffer.stride(2) != 1:
+        raise _unsupported("K/V buffers whose head_dim is not contiguous")
+    if page_size < 1 or page_size & (page_size - 1):
+        raise _unsupported(f"page_size {page_size}: needs a power of two")
+    if num_heads_q % hkv:
+        raise _unsupported(f"{num_heads_q} query heads over {hkv} KV heads (GQA needs a whole group per KV head)")
+    if not 1 <= max_q_len <= MAX_QUERIES:
+        raise _unsupported(f"{max_q_len} queries in one request: decode takes 1, chain verify 2..{MAX_QUERIES}")
+    if sinks is not None and tuple(sinks.shape) != (num_heads_q,):
+        raise _unsupported(f"sinks of shape {tuple(sinks.shape)}: one logit per query head ({num_heads_q},)")
+
+
 def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Tensor, row_start: torch.Tensor,
                 seq_lens: torch.Tensor, page_size: int, keys: Any, sm_scale: float, num_heads_q: int,
                 splits: int | None = None, block_n: int | None = None, num_warps: int | None = None,
@@ -331,20 +351,7 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
         raise _unsupported("Triton is not installed")
     window = Window(keys)
     dim, hkv = k_buffer.shape[2], k_buffer.shape[1]
-    if k_buffer.dtype not in SUPPORTED_DTYPES or v_buffer.dtype != k_buffer.dtype:
-        raise _unsupported(f"KV dtype {k_buffer.dtype}/{v_buffer.dtype} (supported: float16, bfloat16, both alike)")
-    if dim < 16 or dim & (dim - 1) or v_buffer.shape[2] != dim:
-        raise _unsupported(f"head_dim {dim} (K) / {v_buffer.shape[2]} (V): needs one power of two >= 16")
-    if k_buffer.stride(2) != 1 or v_buffer.stride(2) != 1:
-        raise _unsupported("K/V buffers whose head_dim is not contiguous")
-    if page_size < 1 or page_size & (page_size - 1):
-        raise _unsupported(f"page_size {page_size}: needs a power of two")
-    if num_heads_q % hkv:
-        raise _unsupported(f"{num_heads_q} query heads over {hkv} KV heads (GQA needs a whole group per KV head)")
-    if not 1 <= max_q_len <= MAX_QUERIES:
-        raise _unsupported(f"{max_q_len} queries in one request: decode takes 1, chain verify 2..{MAX_QUERIES}")
-    if sinks is not None and tuple(sinks.shape) != (num_heads_q,):
-        raise _unsupported(f"sinks of shape {tuple(sinks.shape)}: one logit per query head ({num_heads_q},)")
+    _check_supported(k_buffer, v_buffer, page_size, num_heads_q, max_q_len, sinks)
     device = k_buffer.device
     longest = max_seq_len if max_seq_len is not None else (int(seq_lens.max()) if seq_lens.numel() else 0)
     span = longest if window.keys is None else min(window.keys + max_q_len - 1, longest)

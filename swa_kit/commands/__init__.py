@@ -16,17 +16,19 @@ class Command(NamedTuple):
 
 
 COMMANDS: dict[str, Command] = {
+    "audit": Command("audit", "audit an SGLang launch: the backend, pools and routes SGLang picks, then findings "
+                              "ranked by severity"),
     "bench": Command("bench", "benchmark sliding-window decode/prefill paths on this GPU (or show the recorded run)"),
     "doctor": Command("doctor", "report what this machine can run (torch, GPUs, Triton, aiter tiers, Jupyter) and "
                                 "what is missing"),
-    "explain": Command("explain", "show which aiter kernel, window argument and page table SGLang uses per layer, "
-                                  "and where it refuses"),
+    "explain": Command("explain", "show which kernel, window argument and page table SGLang uses per layer, what "
+                                  "SGLang raises and what the kit judges"),
     "lab": Command("lab", "start JupyterLab on notebooks/ with a kernel that runs this Python (--dry-run prints the "
                           "command)"),
     "mask": Command("mask", "print or draw the attention mask of a forward mode (prefill, extend, decode, verify, "
                             "tree, chunked)"),
-    "models": Command("models", "list the model specs in data/models with KV bytes per token and savings at "
-                                "8k/32k/128k"),
+    "models": Command("models", "list the bundled models with KV bytes per token, what SGLang's start-up pool "
+                                "sizing saves, and the per-request minimum beside it"),
     "probe": Command("probe", "measure which keys a path (or each SGLang aiter call site) really attends for a W-key "
                               "window"),
     "resolve": Command("resolve", "print the SWA-pool resolver decision table (legacy / naive / fixed x role x "

@@ -57,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
         _show(result, args.json)
         return 0
     command = "swa-kit " + bench.command_line(sys.argv[1:]) if sys.argv[1:2] == [NAME] else None
-    result = bench.run_benchmark(quick=args.quick, command=command or f"swa-kit bench{' --quick' if args.quick else ''}",
-                                 progress=not args.json)
+    command = command or f"swa-kit bench{' --quick' if args.quick else ''}"
+    result = bench.run_benchmark(quick=args.quick, command=command, progress=not args.json)
     if args.out:
         bench.save(result, args.out)
     _show(result, args.json)

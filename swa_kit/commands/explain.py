@@ -1,54 +1,62 @@
-"""``swa-kit explain --model NAME --mode MODE``: the aiter backend's route for every layer, and its guards."""
+"""``swa-kit explain (--model NAME | --hf-config PATH) --mode MODE``: each layer's route, SGLang's guard and the
+kit's verdict."""
 
 from __future__ import annotations
 
 import argparse
 
 from swa_kit.commands._output import print_json
-from swa_kit.configs import list_models
-from swa_kit.dispatch import ENV_DEFAULTS, MODES, RESOLVERS, SPEC_ALGOS, explain, plan
+from swa_kit.commands.audit import add_model_arguments
+from swa_kit.dispatch import BACKENDS, ENV_DEFAULTS, MODES, RESOLVERS, SPEC_ALGOS, VERSIONS, explain, plan
 
 NAME = "explain"
-HELP = "show which aiter kernel, window argument and page table SGLang uses per layer, and where it refuses"
+HELP = ("show which kernel, window argument and page table SGLang uses per layer, what SGLang raises and what the kit "
+        "judges")
 
 JSON_SHAPE = (
-    "--json prints one object: {\"layers\": [{layer, kind, path, window_arg, page_table, guard, ...} per layer], "
-    "\"error\": null or the refusal message, plus model, mode, spec, topk, env and the backend flags}. "
+    "--json prints one object: {\"layers\": [{layer, kind, kernel, window_arg, page_table, sglang_guard, judgement, "
+    "...} per layer], \"error\": null or the refusal message, plus model, mode, spec, topk, env and the backend "
+    "flags}. "
     "An object, not a bare list, because a list cannot also carry the top-level error. Exit 0 when the plan "
-    "is accepted, 3 when a guard refuses it (the JSON / table still prints)."
+    "is accepted, 3 when SGLang raises or the kit judges a route wrong (the JSON / table still prints)."
 )
 EXIT_REFUSED = 3
 
 
-def _env_pair(text: str) -> tuple[str, str]:
-    if "=" not in text:
-        raise argparse.ArgumentTypeError(f"{text!r}: give KEY=VALUE, e.g. SGLANG_USE_AITER_UNIFIED_ATTN=1")
-    key, value = text.split("=", 1)
-    if key not in ENV_DEFAULTS:
-        raise argparse.ArgumentTypeError(f"{key!r} does not affect aiter routing; known: {', '.join(ENV_DEFAULTS)}")
-    return key, value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = f"{HELP}. {JSON_SHAPE}"
-    parser.add_argument("--model", required=True, choices=list_models(), metavar="NAME",
-                        help="model spec from data/models: " + ", ".join(list_models()))
+    add_model_arguments(parser)
     parser.add_argument("--mode", required=True, choices=MODES, help="forward mode: " + ", ".join(MODES))
     parser.add_argument("--spec", default="none", choices=SPEC_ALGOS, help="speculative algorithm (default none)")
     parser.add_argument("--topk", type=int, default=1, help="speculative topk (default 1)")
     parser.add_argument("--worker", choices=("target", "draft"), default=None,
                         help="worker whose backend is planned (default: draft for draft_* modes, else target)")
-    parser.add_argument("--resolver", choices=RESOLVERS, default="fixed",
-                        help="SWA pool resolver: fixed (SGLang's), legacy or naive (the broken ones)")
-    parser.add_argument("--env", type=_env_pair, action="append", default=[], metavar="KEY=VALUE",
-                        help="routing variable, repeatable: " + ", ".join(f"{k} (default {v})" for k, v in
+    parser.add_argument("--resolver", choices=RESOLVERS, default=None,
+                        help="SWA pool resolver: fixed (SGLang 0.5.23's, the default), legacy or naive (the broken "
+                             "ones)")
+    parser.add_argument("--backend", choices=BACKENDS, default="aiter", help="SGLang attention backend (default aiter)")
+    parser.add_argument("--sglang-version", choices=VERSIONS, default="0.5.23",
+                        help="0.5.23, or before-38756 (no resolver, no paged-decode guard)")
+    parser.add_argument("--draft-hf-config", metavar="PATH", default=None,
+                        help="the draft's config.json (EAGLE-family drafts; default: the draft SGLang derives)")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                        help="environment variable, repeatable: " + ", ".join(f"{k} (default {v})" for k, v in
                                                                          ENV_DEFAULTS.items()))
     parser.add_argument("--json", action="store_true", help=JSON_SHAPE)
 
 
 def run(args: argparse.Namespace) -> int:
-    result = plan(args.model, args.mode, spec=args.spec, topk=args.topk, env=dict(args.env), worker=args.worker,
-                  resolver=args.resolver, strict=False)
+    from swa_kit.deploy.drafts import draft_pool
+    from swa_kit.deploy.launch import Launch, parse_env_pairs
+
+    env = parse_env_pairs(args.env)
+    algorithm = "" if args.spec == "none" else f"--speculative-algorithm {args.spec.upper()} "
+    launch = Launch.from_inputs(hf_config=args.hf_config, model=args.model, env=env,
+                                server_args=algorithm + (f"--speculative-eagle-topk {args.topk}" if algorithm else ""),
+                                draft_hf_config=args.draft_hf_config)
+    result = plan(launch.model, args.mode, spec=args.spec, topk=args.topk, env=env, worker=args.worker,
+                  resolver=args.resolver, strict=False, backend=args.backend, sglang_version=args.sglang_version,
+                  draft_model=draft_pool(launch).layout)
     if args.json:
         print_json(result.to_json())
     else:

@@ -14,12 +14,15 @@ HELP = "print the SWA-pool resolver decision table (legacy / naive / fixed x rol
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print a JSON list of rows")
     parser.add_argument("--wrong", action="store_true", help="only the rows where a resolver picks the wrong pool")
+    parser.add_argument("--hybrid-drafts", action="store_true",
+                        help="add the draft rows of a hybrid-SWA draft (MiMoV2MTP, Step3p5MTP) that owns an SWA pool")
 
 
 def run(args: argparse.Namespace) -> int:
-    from swa_kit.resolver import decision_table  # builds real pools: import only when asked
+    from swa_kit.resolver import decision_table, hybrid_draft_table  # builds real pools: import only when asked
 
-    rows = [r for r in decision_table() if not (args.wrong and r["correct"])]
+    table = decision_table() + (hybrid_draft_table() if args.hybrid_drafts else [])
+    rows = [r for r in table if not (args.wrong and r["correct"])]
     if args.json:
         print_json(rows)
         return 0

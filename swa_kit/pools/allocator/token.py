@@ -46,7 +46,8 @@ class TokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
 
     @frees_ids
     def free(self, free_index: torch.Tensor) -> None:
-        # The same retire-then-hold-or-release steps as PagedTokenToKVPoolAllocator.free_page_ids: SGLang repeats them too.
+        # The same retire-then-hold-or-release steps as PagedTokenToKVPoolAllocator.free_page_ids:
+        # SGLang repeats them too.
         self.ledger.retire(free_index, "free")
         if self.free_group is not None:
             self.free_group.append(free_index.clone())

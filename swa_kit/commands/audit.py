@@ -1,0 +1,59 @@
+"""``swa-kit audit``: a real launch (config, server arguments, environment, platform, version) -> decisions,
+findings."""
+
+from __future__ import annotations
+
+import argparse
+
+from swa_kit.configs import list_models
+from swa_kit.deploy.launch import ENV_VARS, PLATFORMS, SGLANG_VERSIONS
+
+NAME = "audit"
+HELP = "audit an SGLang launch: the backend, pools and routes SGLang picks, then findings ranked by severity"
+EXIT_CODES = ("exit codes: 0 = no finding above info; 1 = findings (wrong keys, SGLang refusals, one key short, "
+              "memory); 2 = bad input (unreadable config, unknown architecture, conflicting arguments, unknown "
+              "variable), with one line naming the value and what is accepted")
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--hf-config PATH`` or ``--model NAME`` (exactly one), shared by every command that takes a model."""
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--hf-config", metavar="PATH", help="a config.json or a model directory holding one")
+    group.add_argument("--model", choices=list_models(), metavar="NAME",
+                       help="a bundled model (a shortcut carrying its config.json): " + ", ".join(list_models()))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = f"{HELP}. {EXIT_CODES}"
+    add_model_arguments(parser)
+    parser.add_argument("--server-args", metavar="ARGS_OR_FILE", default=None,
+                        help="SGLang's flags in quotes (\"--attention-backend aiter --page-size 16\"), or a file "
+                             "holding the launch command or the logged server_args=ServerArgs(...) line")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="environment variable, repeatable; accepted: " + ", ".join(ENV_VARS))
+    parser.add_argument("--platform", default="rocm-gfx942", choices=list(PLATFORMS),
+                        help="where the server runs (default rocm-gfx942)")
+    parser.add_argument("--gpu-memory-gib", type=float, default=None,
+                        help="GPU memory in GiB (default: the platform's typical GPU, labelled as assumed)")
+    parser.add_argument("--weights-gib", type=float, default=None,
+                        help="model weights per GPU in GiB, subtracted from the static memory budget")
+    parser.add_argument("--sglang-version", default="0.5.23", choices=SGLANG_VERSIONS,
+                        help="0.5.23, or before-38756 (the release before PR #38756: no resolver, no guard)")
+    parser.add_argument("--draft-hf-config", metavar="PATH", default=None,
+                        help="the draft model's config.json (what --speculative-draft-model-path points at)")
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print one JSON object")
+    out.add_argument("--markdown", action="store_true", help="print Markdown ready to paste into a bug report")
+
+
+def run(args: argparse.Namespace) -> int:
+    from swa_kit.audit import audit, render, render_json  # builds pools and reads transformers: import when asked
+    from swa_kit.deploy.launch import Launch, parse_env_pairs
+
+    launch = Launch.from_inputs(hf_config=args.hf_config, model=args.model, server_args=args.server_args,
+                                env=parse_env_pairs(args.env), platform=args.platform,
+                                gpu_memory_gib=args.gpu_memory_gib, sglang_version=args.sglang_version,
+                                draft_hf_config=args.draft_hf_config, weights_gib=args.weights_gib)
+    report = audit(launch)
+    print(render_json(report) if args.json else render(report, markdown=args.markdown))
+    return report.exit_code

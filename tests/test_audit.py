@@ -1,0 +1,146 @@
+"""swa-kit audit: the done-when launches, ranked findings, the three output forms and the exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from swa_kit.audit import SEVERITIES, audit
+from swa_kit.cli import main
+from swa_kit.configs import MODELS_DIR
+from swa_kit.deploy.launch import Launch
+
+
+@pytest.fixture(scope="module")
+def gemma4_config(tmp_path_factory):
+    """Gemma-4 31B's config.json, written out as an engineer would have it."""
+    path = tmp_path_factory.mktemp("gemma4") / "config.json"
+    path.write_text(json.dumps(json.loads((MODELS_DIR / "gemma4-31b.json").read_text())["hf_config"]))
+    return path
+
+
+def _run_json(capsys, argv):
+    code = main(["audit", *argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_gemma4_defaults_on_rocm_triton_window_arithmetic_and_real_pools(capsys, gemma4_config):
+    code, report = _run_json(capsys, ["--hf-config", str(gemma4_config), "--platform", "rocm-gfx942"])
+    decisions = {r["decision"]: r for r in report["decisions"]}
+    assert decisions["attention_backend"]["value"] == "triton"
+    assert "model_overrides/gemma4.py" in decisions["attention_backend"]["source"]
+    routes = {(r["mode"], r["kind"]): r for r in report["routes"]}
+    assert routes[("decode", "sliding")]["keys"] == "1023/1024" and routes[("decode", "sliding")]["backend"] == "triton"
+    assert routes[("extend", "sliding")]["keys"] == "1024/1024"  # extend masks q <= k + sws: the whole window
+    assert decisions["bytes_saved_vs_one_pool"]["value"] == pytest.approx(1 - 737_280 / 901_120, abs=1e-4)
+    assert decisions["swa_tokens"]["value"] == int(decisions["full_tokens"]["value"] * 0.8)
+    severities = [f["severity"] for f in report["findings"]]
+    assert severities == sorted(severities, key=SEVERITIES.index)
+    assert "memory" in severities and code == report["exit_code"] == 1
+
+
+def test_gemma4_aiter_frozen_kv_mtp_resolver_routes_one_short(capsys, gemma4_config):
+    args = "--attention-backend aiter --speculative-algorithm FROZEN_KV_MTP"
+    code, report = _run_json(capsys, ["--hf-config", str(gemma4_config), "--server-args", args])
+    decisions = {r["decision"]: r["value"] for r in report["decisions"]}
+    assert "fixed _resolve_swa_kv_pool" in decisions["resolver"] and decisions["draft_pool"]["pool"].startswith("dummy")
+    routes = {(r["worker"], r["mode"], r["kind"]): r for r in report["routes"]}
+    draft = routes[("draft", "draft_decode", "sliding")]
+    assert (draft["kernel"], draft["page_table"], draft["keys"], draft["sglang"], draft["kit"]) == (
+        "unified_attention", "swa", "1023/1024", "runs", "ok")
+    assert routes[("target", "verify", "sliding")]["kernel"] == "unified_attention"
+    short = [f for f in report["findings"] if f["severity"] == "one-short"]
+    assert short and "1023 of 1024 keys (one key short)" in short[0]["title"] and code == 1
+
+
+def test_gemma4_before_38756_is_silently_wrong(capsys, gemma4_config):
+    args = "--attention-backend aiter --speculative-algorithm FROZEN_KV_MTP"
+    _, report = _run_json(capsys, ["--hf-config", str(gemma4_config), "--server-args", args,
+                                   "--sglang-version", "before-38756"])
+    wrong = [f for f in report["findings"] if f["severity"] == "wrong"]
+    assert wrong and "untranslated full-pool slot ids" in wrong[0]["detail"]
+    assert not any(f["severity"] == "raises" for f in report["findings"])  # no guard before the PR: it just runs
+
+
+def test_gpt_oss_defaults_aiter_127_of_128(capsys):
+    _, report = _run_json(capsys, ["--model", "gpt-oss-20b"])
+    decisions = {r["decision"]: r["value"] for r in report["decisions"]}
+    assert decisions["attention_backend"] == "aiter"
+    decode = next(r for r in report["routes"] if r["mode"] == "decode" and r["kind"] == "sliding")
+    assert decode["keys"] == "127/128" and decode["kernel"] == "unified_attention"
+    assert decisions["bytes_saved_vs_one_pool"] == pytest.approx(0.10, abs=1e-4)
+
+
+def test_gemma3_aiter_default_is_refused_by_sglangs_guard():
+    report = audit(Launch.from_inputs(model="gemma3-27b"))
+    raises = [f for f in report.findings if f.severity == "raises"]
+    assert raises and "_reject_paged_decode_sliding_window" in raises[0].detail
+    assert "SGLANG_USE_AITER_UNIFIED_ATTN=1" in raises[0].way_out
+
+
+def test_llama4_chunked_layers_pass_sglangs_guard_but_are_judged_wrong():
+    report = audit(Launch.from_inputs(model="llama4-scout"))
+    decode = report.decisions.routes[("target", "decode")]
+    chunked = [e for e in decode.layers if e.kind == "chunked"]
+    assert chunked and all(e.sglang_guard is None and "chunked" in e.judgement for e in chunked)
+    assert report.findings[0].severity == "wrong"
+
+
+def test_vectorized_5d_layout_routes_to_gluon_and_ck():
+    report = audit(Launch.from_inputs(model="gpt-oss-20b", env={"SGLANG_AITER_KV_CACHE_LAYOUT": "vectorized_5d",
+                                                                 "SGLANG_USE_AITER": "1"}))
+    assert report.decisions.page_size.value == 64
+    decode = report.decisions.routes[("target", "decode")].layers[0]
+    prefill = report.decisions.routes[("target", "prefill")].layers[0]
+    assert (decode.kernel, decode.window_arg) == ("pa_decode_gluon", 127)
+    assert (prefill.kernel, prefill.window_arg, prefill.effective_keys) == ("mha_batch_prefill_func", (127, -1), 128)
+
+
+def test_text_and_markdown(capsys):
+    assert main(["audit", "--model", "gpt-oss-20b"]) == 1
+    text = capsys.readouterr().out
+    assert "== Findings (worst first)" in text and "[one-short]" in text and "exit code 1" in text
+    assert main(["audit", "--model", "gpt-oss-20b", "--markdown"]) == 1
+    markdown = capsys.readouterr().out
+    assert markdown.startswith("# swa-kit audit") and "| decision | value | source |" in markdown
+    assert "**[one-short]**" in markdown
+
+
+def test_exit_zero_without_findings_above_info(capsys, tmp_path):
+    # A Mistral-style config without a window: every layer full, nothing to find beyond information.
+    config = {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "num_hidden_layers": 4,
+              "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 16, "sliding_window": None}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    code, report = _run_json(capsys, ["--hf-config", str(tmp_path)])
+    assert {f["severity"] for f in report["findings"]} == {"info"} and code == 0
+    windowed = {**config, "sliding_window": 4096}
+    (tmp_path / "config.json").write_text(json.dumps(windowed))
+    code, report = _run_json(capsys, ["--hf-config", str(tmp_path)])
+    wrong = [f for f in report["findings"] if f["severity"] == "wrong"]
+    assert code == 1 and wrong and "sliding_window_size=-1" in wrong[0]["detail"]  # SGLang's llama.py passes none
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--hf-config", "/nonexistent/config.json"], "cannot read config '/nonexistent/config.json'"),
+    (["--model", "gpt-oss-20b", "--env", "SGLANG_NOPE=1"], "'SGLANG_NOPE' is not one"),
+    (["--model", "gpt-oss-20b", "--server-args", "--page-size 1 --page-size 16"], "given twice"),
+    (["--model", "gpt-oss-20b", "--server-args", "--speculative-num-draft-tokens 4"], "--speculative-algorithm is not"),
+])
+def test_bad_input_exits_2_with_one_line(capsys, argv, message):
+    assert main(["audit", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_unknown_architecture_exits_2(capsys, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["FalconForCausalLM"], "model_type": "falcon"}))
+    assert main(["audit", "--hf-config", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown architecture 'FalconForCausalLM'; the kit models:" in err and err.count("\n") == 1
+
+
+def test_conflicting_model_arguments_exit_2(capsys, gemma4_config):
+    with pytest.raises(SystemExit) as bad:
+        main(["audit", "--model", "gpt-oss-20b", "--hf-config", str(gemma4_config)])
+    assert bad.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
