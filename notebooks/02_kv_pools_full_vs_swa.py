@@ -44,6 +44,7 @@ import torch
 
 from swa_kit import workshop
 from swa_kit.configs import load_all
+from swa_kit.deploy.decide import default_sizing
 from swa_kit.memory import per_token_summary, savings
 from swa_kit.tables import print_table
 from swa_kit.viz.pools import plot_mapping, plot_pool_occupancy
@@ -141,7 +142,8 @@ print_table([per_token_summary(s) for s in specs])
 # Two savings answer two different questions:
 #
 # - **SGLang's default sizing** (what a server gets): the SWA pool is sized once, at start-up, at
-#   `swa_full_tokens_ratio` SWA tokens per full-pool token (default 0.8, `workshop.SGLANG_SWA_FULL_TOKENS_RATIO`).
+#   `swa_full_tokens_ratio` SWA tokens per full-pool token (default 0.8, `workshop.SGLANG_SWA_FULL_TOKENS_RATIO`);
+#   `swa_kit.deploy.decide.default_sizing` computes the pools as SGLang's pool configurator does.
 #   One full-pool token then costs `full_cell + ratio x swa_cell` bytes instead of one pool's
 #   `full_cell + swa_cell`. (With `--max-running-requests` set and the radix cache off SGLang sizes the SWA
 #   pool from the running requests instead; see
@@ -162,11 +164,12 @@ workshop.check_hybrid_saving(my_minimum_pct, my_default_pct, model="gpt-oss-20b"
 
 # %% tags=["solution"]
 minimum = workshop.swa_pool_saving("gpt-oss-20b", 128 * 1024)
-default = workshop.story_memory("gpt-oss-20b", 128 * 1024)
+sizing = default_sizing("gpt-oss-20b")  # the pools SGLang sizes at start-up with default arguments
 print(f"gpt-oss-20b, 128k: per-request minimum saves {100 * minimum.saved_fraction:.1f} % "
-      f"({minimum.saved_gib:.2f} of {minimum.one_pool_bytes / 2**30:.2f} GiB); "
-      f"SGLang's default sizing saves {100 * default['default_saved_fraction']:.1f} % per token")
-workshop.check_hybrid_saving(100 * minimum.saved_fraction, 100 * default["default_saved_fraction"])
+      f"({minimum.saved_gib:.2f} of {minimum.one_pool_bytes / 2**30:.2f} GiB); SGLang's default sizing: "
+      f"{sizing['sglang_bytes_per_token']:,} instead of {sizing['one_pool_bytes_per_token']:,} bytes per token, "
+      f"saves {sizing['sglang_saved_pct']} %")
+workshop.check_hybrid_saving(100 * minimum.saved_fraction, sizing["sglang_saved_pct"])
 
 # %% [markdown]
 # Every bundled model: SGLang's default sizing, then the per-request minimum at 8k / 32k / 128k (labelled

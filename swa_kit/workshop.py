@@ -215,20 +215,23 @@ def check_tree_keys(answer: Any, token: int = 3) -> Verdict:
 def memory_rows(models: tuple[str, ...], context: int = 128 * 1024) -> list[dict[str, Any]]:
     """KV saving per model two ways, labelled: SGLang's default start-up sizing and the per-request minimum.
 
-    ``saved_pct_sglang_default``: bytes per token saved against one pool when SGLang sizes the SWA pool at
-    :data:`SGLANG_SWA_FULL_TOKENS_RATIO` (0 where SGLang builds one pool, e.g. Gemma-3);
-    ``saved_pct_min_per_request``: one request of ``context`` tokens whose sliding layers keep exactly their
+    ``saved_pct_sglang_default``: bytes per token of context saved against one pool by the pools SGLang 0.5.23
+    sizes at start-up with default arguments (:func:`swa_kit.deploy.decide.default_sizing`: the SWA pool at
+    ``swa_full_tokens_ratio`` 0.8 of the full pool's tokens; 0 where SGLang builds one pool, e.g. Gemma-3);
+    ``saved_pct_min_per_request_<N>k``: one request of ``context`` tokens whose sliding layers keep exactly their
     window (the floor, what SGLang would reach only with a tiny ratio).
     """
+    from swa_kit.deploy.decide import default_sizing  # reads configs through transformers: import when asked
+
     rows = []
     for name in models:
-        spec, story = load_model(name), story_memory(name, context)
-        default = 100 * story["default_saved_fraction"] if spec.sglang_hybrid_swa_pool else 0.0
-        rows.append({"model": name, "sglang_hybrid_pool": spec.sglang_hybrid_swa_pool,
+        spec, sizing = load_model(name), default_sizing(name)
+        minimum = 100 * story_memory(name, context)["minimum_saved_fraction"]
+        rows.append({"model": name, "sglang_hybrid_pool": sizing["sglang_hybrid_pool"],
                      "sliding_layers": len(spec.swa_attention_layer_ids),
                      "full_layers": len(spec.full_attention_layer_ids),
-                     "saved_pct_sglang_default": round(default, 1),
-                     f"saved_pct_min_per_request_{context // 1024}k": round(100 * story["minimum_saved_fraction"], 1)})
+                     "saved_pct_sglang_default": sizing["sglang_saved_pct"],
+                     f"saved_pct_min_per_request_{context // 1024}k": round(minimum, 1)})
     return rows
 
 
@@ -273,8 +276,10 @@ def check_hybrid_saving(minimum_percent: Any, default_percent: Any, model: str =
     if not all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in (minimum_percent, default_percent)):
         raise UsageError(f"minimum_percent={minimum_percent!r}, default_percent={default_percent!r}: "
                          "give both savings as numbers of percent, e.g. 42.5")
+    from swa_kit.deploy.decide import default_sizing  # reads configs through transformers: import when asked
+
     minimum = 100 * swa_pool_saving(model, context).saved_fraction
-    default = 100 * story_memory(model, context)["default_saved_fraction"]
+    default = default_sizing(model)["sglang_saved_pct"]  # per token of context: the same at any context
     if abs(minimum_percent - minimum) <= 1 and abs(default_percent - default) <= 1:
         return Verdict("2.2", True, f"The per-request minimum saves {minimum:.1f} %, SGLang's default sizing "
                                     f"{default:.1f} %: quote the one that matches the launch.")
