@@ -16,19 +16,28 @@
 # %% [markdown]
 # # 01 · Window conventions and attention masks
 #
-# A sliding-window layer lets each query attend only its most recent keys. That one sentence hides a
-# trap: every API counts "the window" differently, usually by one, and a serving engine passes the same
-# model's window through several of them. This notebook:
+# **Goal.** In about 30 minutes you will be able to (1) write one model's window the way each attention API
+# wants it, (2) say what happens when a value is passed without converting it, and (3) read the attention
+# mask of every forward pass a serving engine runs, speculative verify included. Three exercises check you on
+# the way (1.1-1.3); each sits *before* the cell that gives its answer away. Run the exercise version
+# (`swa-kit tour` writes it; see [docs/workshop.md](../docs/workshop.md)) if you want to try them first.
+#
+# A [sliding-window](../docs/glossary.md#sliding-window) layer lets each query attend only its most recent
+# keys. That one sentence hides a trap: every API counts "the window" differently, usually by one (the
+# [window conventions](../docs/glossary.md#window-conventions)), and a serving engine passes the same model's
+# window through several of them. This notebook:
 #
 # 1. shows why sliding windows matter at long context (memory and compute);
 # 2. fixes **one unit** for the whole kit and shows the value each API wants for real models;
 # 3. draws what happens when a value is passed without converting it (one key more, one key less);
-# 4. draws the attention mask of every forward mode a serving engine runs, speculative verify included;
+# 4. draws the attention [mask](../docs/glossary.md#mask) of every
+#    [forward mode](../docs/glossary.md#forward-modes), speculative verify included;
 # 5. looks at a 128k-token mask block by block, without ever building it;
 # 6. lets you explore masks with a widget;
 # 7. exports a mask to PyTorch's FlexAttention and checks it against plain masked attention.
 #
-# All logic lives in `swa_kit` (tested there); the notebook only calls it.
+# All logic lives in `swa_kit` (tested there); the notebook only calls it. Every figure quoted about a model
+# is printed by a cell, so it cannot drift from the library.
 
 # %%
 # %matplotlib inline
@@ -37,9 +46,9 @@ import warnings
 import torch
 from IPython.display import display
 
+from swa_kit import workshop
 from swa_kit.configs import load_model
 from swa_kit.masks import forward_mask
-from swa_kit.memory import savings
 from swa_kit.tables import print_table
 from swa_kit.viz.masks import block_view_figure, conventions_figure, mask_figure
 from swa_kit.widgets.masks import mask_explorer
@@ -48,28 +57,45 @@ from swa_kit.window import CONVENTIONS, Window, naive_reads
 # %% [markdown]
 # ## 1. Why sliding windows
 #
-# Attention's cost grows with the context twice over. **Memory**: a full-attention layer keeps keys and
-# values for every token of the context. **Compute**: a prefill of `L` tokens scores about `L²/2`
-# (query, key) pairs per layer. A sliding layer with a window of `W` keys keeps at most `W` tokens and
-# scores at most `L·W` pairs. Models such as Gemma 3/4 and GPT-OSS mix a few full layers with many sliding
-# ones, and SGLang gives the sliding layers their own small KV pool.
+# Attention's cost grows with the context twice over. **Memory**: a
+# [full-attention](../docs/glossary.md#full-attention) layer keeps keys and values (its
+# [KV cache](../docs/glossary.md#kv-cache)) for every token of the context. **Compute**: a prefill of `L`
+# tokens scores about `L²/2` (query, key) pairs per layer. A sliding layer with a window of `W` keys keeps at
+# most `W` tokens and scores at most `L·W` pairs.
 #
-# KV-cache memory per request, one pool for every layer vs a hybrid full + sliding pool (`swa_kit.memory`,
-# model figures from `data/models` with their sources; the hybrid figure assumes perfect eviction):
+# Models mix the two kinds of layer. Whether the memory saving reaches a server depends on the serving engine:
+# SGLang keeps a model's sliding layers in a separate, smaller [SWA pool](../docs/glossary.md#swa-pool) beside
+# the [full pool](../docs/glossary.md#full-pool) only for some architectures (`sglang_hybrid_pool` below).
+# Gemma-3 uses windows in its kernels, but SGLang disables hybrid memory for it and keeps every layer in one
+# full-size pool. How much a hybrid pool saves is a start-up choice too: SGLang sizes the SWA pool once, at
+# `swa_full_tokens_ratio` SWA tokens per full-pool token, for the whole server.
+#
+# **Predict, then run.** GPT-OSS alternates sliding and full layers; Gemma-4 has many more sliding layers
+# than full ones. Which of the two saves the larger share at SGLang's default sizing, and is it closer to a
+# fifth or to nine tenths? Then run the cell. It gives two savings, labelled: `saved_pct_sglang_default` is what
+# a server launched with SGLang's defaults gets per token; `saved_pct_min_per_request_128k` is the floor one
+# 128k-token request reaches when its sliding layers keep exactly their window (`swa_kit.workshop.memory_rows`;
+# model figures from `data/models`, with their sources).
 
 # %%
-print_table([row.as_row() for name in ("gemma3-27b", "gemma4-31b", "gpt-oss-120b")
-             for row in savings(load_model(name))])
+print(f"SGLang's default swa_full_tokens_ratio: {workshop.SGLANG_SWA_FULL_TOKENS_RATIO}")
+print_table(workshop.memory_rows(("gemma3-27b", "gemma4-31b", "gpt-oss-120b")))
 
 # %% [markdown]
-# Compute, counted exactly from the mask at 128k tokens (the block view of section 5): scored pairs of a
-# full layer vs a Gemma sliding layer (1024 keys) vs a GPT-OSS sliding layer (128 keys).
+# The default saving is far below the per-request minimum, and in SGLang Gemma-3 gets neither (its minimum is
+# what a hybrid pool *would* save): quote the figure that matches how the server was launched. Notebook 02
+# builds both pools and watches them fill.
+#
+# Compute, counted exactly from the mask at 128k tokens (the block view of section 5): scored pairs of a full
+# layer vs a Gemma-4 sliding layer vs a GPT-OSS sliding layer, each window read from the model's config.
 
 # %%
 L = 131072
-for label, window in (("full", None), ("Gemma, 1024 keys", 1024), ("GPT-OSS, 128 keys", 128)):
+windows = {name: load_model(name).window_keys(load_model(name).swa_attention_layer_ids[0])
+           for name in ("gemma4-31b", "gpt-oss-120b")}
+for label, window in (("full", None), *((f"{name}, {keys} keys", keys) for name, keys in windows.items())):
     view = forward_mask("prefill", L, L, window).block_view(128)
-    print(f"{label:18} {view.total_pairs:>16,} pairs   {int(view.needed.sum()):>7,} of {view.counts.size:,} "
+    print(f"{label:22} {view.total_pairs:>16,} pairs   {int(view.needed.sum()):>7,} of {view.counts.size:,} "
           f"128x128 tiles read")
 
 # %% [markdown]
@@ -77,7 +103,10 @@ for label, window in (("full", None), ("Gemma, 1024 keys", 1024), ("GPT-OSS, 128
 #
 # Inside the kit a window is **`keys`: the number of keys a query attends, counting itself** (`None` = no
 # window). A query at position `q` sees key `k` when `q - keys < k <= q`. That is Hugging Face's
-# `sliding_window`. Every other convention exists only at the edge, in `swa_kit.window`:
+# `sliding_window`. Every other convention exists only at the edge, in `swa_kit.window`. The APIs:
+# SGLang's [`RadixAttention`](../docs/glossary.md#radixattention) layer, FlashAttention, FlashInfer, the
+# [aiter](../docs/glossary.md#aiter) kernels ([CK](../docs/glossary.md#ck) prefill, the Triton
+# [unified](../docs/glossary.md#unified) kernel, `paged_attention_v1`) and PyTorch's FlexAttention:
 #
 # | API | parameter | W keys | off |
 # | --- | --- | --- | --- |
@@ -90,40 +119,70 @@ for label, window in (("full", None), ("Gemma, 1024 keys", 1024), ("GPT-OSS, 128
 # | FlexAttention `mask_mod` | bound in `q − k < W` | W | None |
 # | FlashAttention 4 | `window_size` | (W − 1, 0) | (None, None) |
 #
-# The windows of three real models, read from their configs, written the way each API wants them:
+# The window of Gemma-3 27B's sliding layers, read from its config:
 
 # %%
+gemma3 = load_model("gemma3-27b")
+gemma_keys = gemma3.window_keys(gemma3.swa_attention_layer_ids[0])
+print(f"{gemma3.display_name}: sliding layers attend {gemma_keys} keys")
+print("conventions:", ", ".join(CONVENTIONS))
+
+# %% [markdown]
+# **Exercise 1.1.** Write that window the way each API in `CONVENTIONS` wants it: a dict
+# `{convention: value}`, a pair as a tuple `(left, right)`. Use the table, not the converter.
+
+# %%
+my_values = ...  # {"hf": ..., "sglang": ..., ...} for every name in CONVENTIONS
+workshop.check_window_everywhere(my_values)
+
+# %% [markdown]
+# The answer, with two more models, written by the kit's converters:
+
+# %% tags=["solution"]
 rows = []
 for name in ("gemma3-27b", "gpt-oss-120b", "gemma4-31b"):
     model = load_model(name)
     keys = model.window_keys(model.swa_attention_layer_ids[0])
     rows.append({"model": model.display_name, "keys": keys, **Window(keys).everywhere()})
 print_table(rows, ["model", "keys", *CONVENTIONS])
+workshop.check_window_everywhere(Window(gemma_keys).everywhere())
 
 # %% [markdown]
-# The same converters, from the command line: `swa-kit window --from sglang 1023` prints this row for
-# Gemma, `--json` as JSON.
-
-# %% [markdown]
+# The same converters, from the command line: `swa-kit window --from hf 1024` prints such a row, `--json` as
+# JSON.
+#
 # ## 3. The off-by-one trap
 #
-# Suppose you hold Gemma's config value, `sliding_window = 1024`, and pass it to every API **as is**. The
-# APIs that count `W − 1` now attend **1025** keys: one key more than the model was trained with. Each panel
-# below is the mask you meant (the last four queries of a context just longer than the window; wide
-# windows show only the columns near the window edge and the diagonal, dotted lines mark the gap), and
-# `+` marks the key the API attends in addition.
+# **Exercise 1.2 (predict).** Suppose you hold Gemma-3's config value (`sliding_window`, printed above) and
+# pass it to every API **as is**, without converting. How many keys does each API then attend? Answer with a
+# dict `{convention: keys attended}`, then run the next cells to see it.
 
 # %%
-conventions_figure(1024, "hf")
+my_counts = ...  # {"hf": ..., "sglang": ..., ...}: keys each API attends when handed gemma_keys unconverted
+workshop.check_unconverted(my_counts, keys=gemma_keys)
 
 # %% [markdown]
-# The opposite mistake: you hold SGLang's `sliding_window_size` (`W − 1` = 127 for GPT-OSS) and pass it to
-# an API that counts `W`. Now `paged_attention_v1` attends **127** keys, one short (`x` marks the key it
-# misses). With a window of one key the same mistake passes 0, which `paged_attention_v1` reads as "no
-# window at all".
+# Each panel below is the mask you meant (the last four queries of a context just longer than the window;
+# wide windows show only the columns near the window edge and the diagonal, dotted lines mark the gap), and
+# `+` marks a key the API attends in addition: every API that counts `W − 1` attends one key more than the
+# model was trained with.
+
+# %% tags=["solution"]
+print_table([{"api": api, "attends": keys} for api, keys in workshop.keys_if_passed_unconverted(gemma_keys).items()])
+conventions_figure(gemma_keys, "hf")
+
+# %% [markdown]
+# The opposite mistake: you hold SGLang's `sliding_window_size` (`W − 1`) for GPT-OSS and pass it to an API
+# that counts `W`. Now `paged_attention_v1` attends one key short (`x` marks the key it misses).
 
 # %%
-conventions_figure(128, "sglang")
+gpt_keys = windows["gpt-oss-120b"]
+print(f"GPT-OSS: {gpt_keys} keys, SGLang holds sliding_window_size = {Window(gpt_keys).to('sglang')}")
+conventions_figure(gpt_keys, "sglang")
+
+# %% [markdown]
+# **Predict, then run.** A window of one key is `sliding_window_size = 0` in SGLang. What does each API make
+# of a 0? Guess, then run the table.
 
 # %%
 print_table([{"api": r.convention, "wants": r.wanted, "given": r.passed,
@@ -131,18 +190,24 @@ print_table([{"api": r.convention, "wants": r.wanted, "given": r.passed,
              for r in naive_reads(1, "sglang")])
 
 # %% [markdown]
-# This is not hypothetical. SGLang stores `sliding_window_size = W − 1`, its aiter CK prefill passes
-# `(sws, −1)` (W keys), but its Triton `unified_attention` paths pass `(sws − 1, 0)`. Read through the kit's
-# converter, that is one key short:
+# `paged_attention_v1` reads 0 as "no window at all", and the APIs that count `W` refuse a window of no keys.
+# SGLang itself stores `sliding_window_size or -1`, so a window of 0 reaching `RadixAttention` becomes -1: off.
+#
+# This is not hypothetical. SGLang stores `sliding_window_size = W − 1`; its aiter CK prefill passes
+# `(sws, −1)`, but its Triton `unified_attention` paths pass `(sws − 1, 0)`. Read through the kit's
+# converter:
 
 # %%
-sws = Window(1024).to("sglang")
+sws = Window(gemma_keys).to("sglang")
+print(f"a {gemma_keys}-key layer: sliding_window_size = {sws}")
 print("CK prefill attends     ", Window.from_convention("aiter_ck", (sws, -1)).keys, "keys")
 print("unified paths attend   ", Window.from_convention("aiter_unified", (sws - 1, 0)).keys, "keys")
 
 # %% [markdown]
-# (FACTS.md §4 marks the unified case as inferred from the code; the kit's probes measure it on the real
-# kernels in a later notebook.)
+# One key short. SGLang's aiter backend passes `(sws - 1, 0)` at its unified call sites (`aiter_backend.py`);
+# notebook 04's probe measures what aiter's kernel then attends, on the kernel itself. Why that path is taken,
+# and what the [guard](../docs/glossary.md#guard) added by [the seed](../docs/glossary.md#the-seed) refuses
+# instead, is notebook 04's subject.
 #
 # ## 4. Masks in every forward mode
 #
@@ -156,61 +221,89 @@ print("unified paths attend   ", Window.from_convention("aiter_unified", (sws - 
 mask_figure(forward_mask("prefill", 12, 12, 4), block=4)
 
 # %% [markdown]
-# **Extend**: new tokens after a cached prefix (prefix caching, chunked prefill). Query `i` sits at
+# **Extend**: new tokens after a cached prefix (prefix caching,
+# [chunked prefill](../docs/glossary.md#chunked-prefill)). Query `i` sits at
 # position `prefix + i`, so the mask is the bottom rows of a prefill.
 
 # %%
 mask_figure(forward_mask("extend", 5, 16, 4), block=4)
 
 # %% [markdown]
-# **Decode**: one query, the last position. With a window, only the last `W` keys matter: this is why the
-# decode kernel must be told the window (the seed's guard exists because one kernel was not).
+# **Decode**: one query, the last position. **Predict, then run:** with 16 keys in the KV and a window of 4,
+# how many keys does the decode query attend, and which?
 
 # %%
 mask_figure(forward_mask("decode", 1, 16, 4))
 
 # %% [markdown]
-# **Target verify, chain**: the target model scores a chain of draft tokens in one pass. A chain is
-# causal, so its mask is an extend mask over the draft tokens.
+# With a window, only the last `W` keys matter: this is why the decode kernel must be told the window (the
+# seed's guard exists because one kernel, [`paged_attention_ragged`](../docs/glossary.md#paged-attention-ragged),
+# takes none).
+
+# %% [markdown]
+# **Target verify, chain.** In [speculative decoding](../docs/glossary.md#speculative-decoding) a small
+# [draft](../docs/glossary.md#draft-and-target) model proposes a few tokens and the target model scores them
+# all in one [target verify](../docs/glossary.md#target-verify) pass. A chain of drafts is causal, so its mask
+# is an extend mask over the draft tokens.
 
 # %%
 mask_figure(forward_mask("verify", 4, 14, 4))
 
 # %% [markdown]
-# **Target verify, EAGLE tree** (topk > 1): the draft tokens form a tree. Each sits at position
-# `prefix + depth` (siblings share a position) and attends the committed prefix within the window plus
-# its own ancestors, never a sibling. Columns right of the black line are draft tokens in the order
-# given; here a complete binary tree, parents `[-1, 0, 0, 1, 1, 2, 2]`.
+# **Target verify, [EAGLE](../docs/glossary.md#eagle) tree** ([topk](../docs/glossary.md#topk) > 1): the
+# draft tokens form a tree. Each sits at position `prefix + depth` (siblings share a position) and attends the
+# committed prefix within the window plus its own ancestors, never a sibling. In the mask, columns
+# `0 .. prefix - 1` are the committed tokens and column `prefix + i` is draft token `i`.
+#
+# **Exercise 1.3.** The tree of `workshop.TREE`: a complete binary tree of 7 draft tokens (token `i`'s parent
+# is `parents[i]`, -1 = the committed prefix), after 8 committed tokens, window 4 keys. Which KV columns does
+# draft token 3 attend? Draw the tree on paper first.
 
 # %%
-tree = forward_mask("tree", 7, 15, 4)
+print(workshop.TREE)
+my_columns = ...  # a list of KV column indices, e.g. [5, 6, 8]
+workshop.check_tree_keys(my_columns, token=3)
+
+# %% [markdown]
+# The tree's mask (columns right of the black line are the draft tokens, in the order given):
+
+# %% tags=["solution"]
+tree = forward_mask("tree", len(workshop.TREE["parents"]), workshop.TREE["prefix"] + len(workshop.TREE["parents"]),
+                    workshop.TREE["window"], parents=workshop.TREE["parents"])
 print("parents", tree.parents, "positions", tree.q_positions().tolist())
+print("draft token 3 attends columns", workshop.tree_keys_seen(3))
 mask_figure(tree)
 
 # %% [markdown]
-# **Chunked local attention** (Llama 4), a contrast: the context is cut into fixed chunks and a query
-# sees only its own chunk. The first query of a chunk sees just itself, whereas a sliding window always
-# sees `W` keys once the context is long enough.
+# **[Chunked local attention](../docs/glossary.md#chunked-local-attention)** (Llama 4), a contrast: the
+# context is cut into fixed chunks and a query sees only its own chunk. **Predict, then run:** how many keys
+# does the first query of the second chunk see?
 
 # %%
 mask_figure(forward_mask("chunked", 16, 16, None, chunk=6))
 
 # %% [markdown]
+# The first query of a chunk sees just itself, whereas a sliding window always sees `W` keys once the context
+# is long enough.
+#
 # The same from the command line: `swa-kit mask --mode tree --kv-len 15 --q-len 7 --window 4` prints the
 # grid, `--json` the 0/1 matrix, `--png FILE` the picture.
 #
 # ## 5. A 128k-token mask, block by block
 #
-# At 131072 tokens the dense boolean mask would take 17 GB. Kernels do not need it: they work in tiles
-# (128 x 128 here, FlexAttention's default) and only ask, per tile, "skip, mask element by element, or
-# take whole?". `block_view` answers that from each row's attended range, in well under a second
-# (`benchmarks/block_view.py` measures time and memory).
+# At `L` tokens the dense boolean mask would not fit in a laptop's memory (next cell). Kernels do not need
+# it: they work in tiles (128 x 128 here, FlexAttention's default) and only ask, per tile, "skip, mask element
+# by element, or take whole?". `block_view` answers that from each row's attended range, in well under a
+# second (`benchmarks/block_view.py` measures time and memory).
+#
+# **Predict, then run.** How many KV tiles does one query block of a Gemma-4 sliding layer read?
 
 # %%
-gemma_view = forward_mask("prefill", L, L, 1024).block_view(128)
+print(f"dense bool mask at {L:,} tokens: {L * L / 1e9:.1f} GB")
+gemma_view = forward_mask("prefill", L, L, windows["gemma4-31b"]).block_view(128)
 print(gemma_view.summary())
 print("query block 100 reads KV blocks", gemma_view.kv_blocks(100).tolist())
-block_view_figure(gemma_view, title="Gemma sliding layer, 131072 tokens, window 1024")
+block_view_figure(gemma_view, title=f"Gemma-4 sliding layer, {L} tokens, window {windows['gemma4-31b']}")
 
 # %% [markdown]
 # ## 6. Explore
@@ -250,11 +343,16 @@ print("tiles FlexAttention reads == tiles the block view needs:",
       bool((block_mask.to_dense()[0, 0].numpy().astype(bool) == mask.block_view(16).needed).all()))
 
 # %% [markdown]
-# ## What to remember
+# ## Takeaway
 #
+# - A hybrid pool saves what SGLang's sizing lets it save: at the default ratio far less than the
+#   per-request minimum, and nothing for a model SGLang keeps in one pool (Gemma-3). Section 1 prints both.
 # - Think in **keys attended, counting the query**; convert only at the API boundary, with a named
 #   converter (`swa_kit.window`).
 # - `W` vs `W − 1` is a one-key error that no shape check catches: the output is plausible and wrong.
 # - A mask is defined by the positions of its queries and keys; speculative verify changes the positions
 #   (a tree shares them between siblings), not the window rule.
 # - At long context, think in tiles: a sliding window reads a thin band of them.
+#
+# Next: [02 · KV pools, full vs SWA](02_kv_pools_full_vs_swa.ipynb). Exercises and the workshop plans:
+# [docs/workshop.md](../docs/workshop.md); terms: [glossary](../docs/glossary.md).

@@ -17,6 +17,7 @@ from swa_kit import dispatch, probe
 from swa_kit.bench import HEADLINE, DecodeCase, math_floor_us
 from swa_kit.configs import load_model
 from swa_kit.errors import DispatchGuardError, UsageError
+from swa_kit.masks import forward_mask
 from swa_kit.memory import (
     Savings,
     full_pool_bytes_per_token,
@@ -27,6 +28,7 @@ from swa_kit.memory import (
 )
 from swa_kit.resolver import decision_table
 from swa_kit.window import Window, naive_reads
+from swa_kit.workers import build_workers, run_decode
 
 UNIFIED_FIX = {"SGLANG_USE_AITER_UNIFIED_ATTN": "1"}
 
@@ -128,6 +130,7 @@ def check_triage(answers: Any) -> Verdict:
                                  "is broken, and whether the target re-checks what it produces.")
 
 
+# == notebooks 01-02 (conventions, masks, pools) ====================================================
 # -- 01: conventions ---------------------------------------------------------------------------------
 
 
@@ -135,6 +138,29 @@ def window_everywhere(model: str = "gemma3-27b") -> dict[str, Any]:
     """Exercise 1.1: the model's sliding window written in every API's convention."""
     spec = load_model(model)
     return Window(spec.window_keys(spec.swa_attention_layer_ids[0])).everywhere()
+
+
+def _as_value(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _check_dict(exercise: str, answer: Any, truth: dict[str, Any], what: str, hint: str) -> Verdict:
+    """Compare a learner's ``{convention: value}`` dict with ``truth``; name the first wrong entry."""
+    if not isinstance(answer, dict) or set(answer) != set(truth):
+        raise UsageError(f"answer {answer!r}: give a dict with exactly the keys {sorted(truth)} ({what})")
+    wrong = [name for name in truth if _as_value(answer[name]) != truth[name]]
+    if not wrong:
+        return Verdict(exercise, True, f"All {len(truth)} {what} are right.")
+    return Verdict(exercise, False, f"{len(wrong)} of {len(truth)} wrong, e.g. {wrong[0]!r}: "
+                                    f"{answer[wrong[0]]!r}. {hint}")
+
+
+def check_window_everywhere(answer: Any, model: str = "gemma3-27b") -> Verdict:
+    """Exercise 1.1: ``{convention: value}`` for every API of :data:`swa_kit.window.CONVENTIONS`."""
+    if (missing := _unanswered("1.1", answer, "a dict {convention: value}")) is not None:
+        return missing
+    return _check_dict("1.1", answer, window_everywhere(model), "window values",
+                       "Count the keys each value lets a query see (the table above gives each API's rule).")
 
 
 def keys_if_passed_unconverted(keys: int, held_in: str = "hf") -> dict[str, int | None | str]:
@@ -146,12 +172,122 @@ def keys_if_passed_unconverted(keys: int, held_in: str = "hf") -> dict[str, int 
     return {r.convention: (r.error if r.error else r.keys) for r in naive_reads(keys, held_in)}
 
 
+def check_unconverted(answer: Any, keys: int = 1024, held_in: str = "hf") -> Verdict:
+    """Exercise 1.2: ``{convention: keys attended}`` when ``keys`` held as ``held_in`` is passed to every API as is."""
+    if (missing := _unanswered("1.2", answer, "a dict {convention: keys attended}")) is not None:
+        return missing
+    return _check_dict("1.2", answer, keys_if_passed_unconverted(keys, held_in), "key counts",
+                       "An API that counts W - 1 reads the value as one key fewer than it attends.")
+
+
+#: Exercise 1.3's tree: a complete binary tree of 7 draft tokens after 8 committed tokens, window 4 keys.
+TREE = {"parents": (-1, 0, 0, 1, 1, 2, 2), "prefix": 8, "window": 4}
+
+
+def tree_keys_seen(token: int, parents: tuple[int, ...] = TREE["parents"], prefix: int = TREE["prefix"],
+                   window: int = TREE["window"]) -> list[int]:
+    """Exercise 1.3: the KV columns draft ``token`` attends in target verify of an EAGLE tree.
+
+    Columns ``0 .. prefix - 1`` are committed tokens, ``prefix + i`` is draft token ``i``.
+    """
+    mask = forward_mask("tree", len(parents), prefix + len(parents), window, parents=parents)
+    if not isinstance(token, int) or not 0 <= token < len(parents):
+        raise UsageError(f"token {token!r}: give a draft token index in 0..{len(parents) - 1}")
+    return mask.dense()[token].nonzero().flatten().tolist()
+
+
+def check_tree_keys(answer: Any, token: int = 3) -> Verdict:
+    """Exercise 1.3: the sorted KV columns draft ``token`` of :data:`TREE` attends."""
+    if (missing := _unanswered("1.3", answer, "a list of KV column indices")) is not None:
+        return missing
+    if not isinstance(answer, (list, tuple, set)) or not all(isinstance(c, int) for c in answer):
+        raise UsageError(f"answer {answer!r}: give the KV columns as a list of ints, e.g. [5, 6, 8]")
+    truth = tree_keys_seen(token)
+    if sorted(answer) == truth:
+        return Verdict("1.3", True, f"Draft token {token} attends {len(truth)} keys: the window's committed "
+                                    "tokens, its ancestors and itself.")
+    extra, missed = sorted(set(answer) - set(truth)), sorted(set(truth) - set(answer))
+    return Verdict("1.3", False, f"listed but not attended: {extra}; attended but not listed: {missed}. A draft "
+                                 "token sits at position prefix + depth, sees its ancestors (never a sibling), and "
+                                 "the window counts them.")
+
+
+def memory_rows(models: tuple[str, ...], context: int = 128 * 1024) -> list[dict[str, Any]]:
+    """KV saving per model two ways, labelled: SGLang's default start-up sizing and the per-request minimum.
+
+    ``saved_pct_sglang_default``: bytes per token of context saved against one pool by the pools SGLang 0.5.23
+    sizes at start-up with default arguments (:func:`swa_kit.deploy.decide.default_sizing`: the SWA pool at
+    ``swa_full_tokens_ratio`` 0.8 of the full pool's tokens; 0 where SGLang builds one pool, e.g. Gemma-3);
+    ``saved_pct_min_per_request_<N>k``: one request of ``context`` tokens whose sliding layers keep exactly their
+    window (the floor, what SGLang would reach only with a tiny ratio).
+    """
+    from swa_kit.deploy.decide import default_sizing  # reads configs through transformers: import when asked
+
+    rows = []
+    for name in models:
+        spec, sizing = load_model(name), default_sizing(name)
+        minimum = 100 * story_memory(name, context)["minimum_saved_fraction"]
+        rows.append({"model": name, "sglang_hybrid_pool": sizing["sglang_hybrid_pool"],
+                     "sliding_layers": len(spec.swa_attention_layer_ids),
+                     "full_layers": len(spec.full_attention_layer_ids),
+                     "saved_pct_sglang_default": sizing["sglang_saved_pct"],
+                     f"saved_pct_min_per_request_{context // 1024}k": round(minimum, 1)})
+    return rows
+
+
 # -- 02: pools ---------------------------------------------------------------------------------------
+
+#: Exercise 2.1's request: the notebook's tiny hybrid model (window 4 keys) prefills and then decodes.
+DECODE_RUN = {"prompt_len": 6, "decode_steps": 10}
+
+
+def slots_held(prompt_len: int = DECODE_RUN["prompt_len"], decode_steps: int = DECODE_RUN["decode_steps"]) -> \
+        dict[str, int]:
+    """Exercise 2.1: full-pool and SWA-pool slots the request holds after its last decode step."""
+    counts = run_decode(build_workers("hybrid_swa", size=40, size_swa=12, max_context_len=24),
+                        prompt_len, decode_steps)[-1].counts(0)
+    return {"full": counts["full_live"], "swa": counts["swa_live"]}
+
+
+def check_slots_held(full: Any, swa: Any) -> Verdict:
+    """Exercise 2.1: the request's full-pool and SWA-pool slots after :data:`DECODE_RUN`."""
+    if full is ... or swa is ...:
+        return Verdict("2.1", None, "Replace both ... with slot counts, then run the cell again.")
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (full, swa)):
+        raise UsageError(f"full={full!r}, swa={swa!r}: give both slot counts as ints")
+    truth = slots_held()
+    if (full, swa) == (truth["full"], truth["swa"]):
+        return Verdict("2.1", True, "The full pool grows with the context; the SWA pool stays at the window.")
+    hint = ("the full pool keeps every token of the request" if full != truth["full"] else
+            "the SWA pool keeps only the tokens a query can still attend")
+    return Verdict("2.1", False, f"({full}, {swa}) is off: {hint}.")
 
 
 def swa_pool_saving(model: str = "gpt-oss-20b", context: int = 128 * 1024) -> Savings:
-    """Exercise 2.1: what the SWA pool saves for one request of ``context`` tokens (perfect eviction)."""
+    """Exercise 2.2: what the SWA pool saves for one request of ``context`` tokens (perfect eviction)."""
     return savings(load_model(model), (context,))[0]
+
+
+def check_hybrid_saving(minimum_percent: Any, default_percent: Any, model: str = "gpt-oss-20b",
+                        context: int = 128 * 1024) -> Verdict:
+    """Exercise 2.2: the per-request minimum and SGLang's default saving, in percent (within 1 point each)."""
+    if minimum_percent is ... or default_percent is ...:
+        return Verdict("2.2", None, "Replace both ... with percentages, then run the cell again.")
+    if not all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in (minimum_percent, default_percent)):
+        raise UsageError(f"minimum_percent={minimum_percent!r}, default_percent={default_percent!r}: "
+                         "give both savings as numbers of percent, e.g. 42.5")
+    from swa_kit.deploy.decide import default_sizing  # reads configs through transformers: import when asked
+
+    minimum = 100 * swa_pool_saving(model, context).saved_fraction
+    default = default_sizing(model)["sglang_saved_pct"]  # per token of context: the same at any context
+    if abs(minimum_percent - minimum) <= 1 and abs(default_percent - default) <= 1:
+        return Verdict("2.2", True, f"The per-request minimum saves {minimum:.1f} %, SGLang's default sizing "
+                                    f"{default:.1f} %: quote the one that matches the launch.")
+    if abs(minimum_percent - minimum) > 1:
+        hint = "the minimum: sliding layers keep only their window of the request, full layers all of it"
+    else:
+        hint = "the default: one full-pool token costs full_cell + 0.8 x swa_cell, one pool full_cell + swa_cell"
+    return Verdict("2.2", False, f"not both within a point; check {hint}.")
 
 
 # -- 03: resolvers -----------------------------------------------------------------------------------

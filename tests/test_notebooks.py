@@ -7,6 +7,7 @@ Unix sockets in private folders (swa_kit.tour), so pytest -n runs them in parall
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -38,3 +39,28 @@ def test_readme_lists_every_notebook():
     readme = (find_notebooks_dir().parent / "README.md").read_text()
     missing = [p.name for p in NOTEBOOKS if f"(notebooks/{p.name})" not in readme]
     assert not missing, f"README.md's notebooks table lacks {missing}"
+
+
+def _anchors(markdown: str) -> set[str]:
+    """Explicit ``<a id>`` anchors and GitHub's heading slugs (lower case, spaces to dashes, punctuation dropped)."""
+    ids = set(re.findall(r'<a id="([^"]+)"', markdown))
+    headings = re.findall(r"^#+ (.+)$", markdown, re.M)
+    return ids | {re.sub(r"[^a-z0-9 -]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_relative_links_resolve(notebook):
+    """Every relative link in a notebook's markdown (glossary entries, docs, other notebooks) points at a file
+    that exists and, for a .md target with #anchor, at an anchor that file has."""
+    import nbformat
+
+    text = "\n".join(c.source for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "markdown")
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue  # absolute URLs are not checked here
+        path, _, anchor = target.partition("#")
+        file = (notebook.parent / path).resolve()
+        if not file.is_file() or (anchor and file.suffix == ".md" and anchor not in _anchors(file.read_text())):
+            broken.append(target)
+    assert not broken, f"{notebook.name} links to {broken}"

@@ -109,6 +109,80 @@ def test_window_of_one_held_in_sglang_turns_paged_v1_off():
     assert answer["sglang"] == answer["flashinfer"] == 1
 
 
+def test_check_window_everywhere():
+    W = raw("gemma3-27b")["kinds"]["sliding"]["window"]["value"]
+    by_hand = {"hf": W, "sglang": W - 1, "flash_attn": [W - 1, 0], "aiter_ck": [W - 1, 0], "flashinfer": W - 1,
+               "aiter_unified": [W - 1, 0], "aiter_v1": W, "flex": W, "flash_attn_4": [W - 1, 0]}  # lists accepted
+    assert workshop.check_window_everywhere(...).ok is None
+    assert workshop.check_window_everywhere(by_hand).ok is True
+    name = random.choice(list(by_hand))
+    off = {**by_hand, name: W if by_hand[name] == W - 1 else W - 1}
+    verdict = workshop.check_window_everywhere(off)
+    assert verdict.ok is False and "1 of 9 wrong" in verdict.message and repr(name) in verdict.message
+    with pytest.raises(UsageError, match="exactly the keys"):
+        workshop.check_window_everywhere({"hf": W})
+
+
+def test_check_unconverted_against_each_apis_rule():
+    pairs = ("flash_attn", "aiter_ck", "aiter_unified", "flash_attn_4")
+    by_hand = {c: keys_seen(c, (1024, 0) if c in pairs else 1024) for c in API_RULES}
+    assert workshop.check_unconverted(...).ok is None
+    assert workshop.check_unconverted(by_hand).ok is True
+    assert sorted(set(by_hand.values())) == [1024, 1025]  # the config value passed as is: never one short
+    name = random.choice(list(by_hand))
+    assert workshop.check_unconverted({**by_hand, name: by_hand[name] + 1}).ok is False
+    with pytest.raises(UsageError, match="exactly the keys"):
+        workshop.check_unconverted([1024])
+
+
+def _tree_columns_by_hand(token, parents, prefix, window):
+    """Draft token i sits at prefix + depth(i); it sees committed keys and its ancestors (itself included)
+    within the window, never a sibling."""
+    def depth(i):
+        return 0 if parents[i] < 0 else 1 + depth(parents[i])
+
+    pos = prefix + depth(token)
+    chain, i = [], token
+    while i >= 0:
+        chain.append(i)
+        i = parents[i]
+    committed = [j for j in range(prefix) if pos - j < window]
+    return committed + sorted(prefix + a for a in chain if pos - (prefix + depth(a)) < window)
+
+
+def test_tree_keys_by_hand():
+    rng = random.Random()
+    parents = workshop.TREE["parents"]
+    for token in range(len(parents)):
+        prefix, window = rng.randint(1, 12), rng.randint(1, 6)
+        assert workshop.tree_keys_seen(token, parents, prefix, window) == \
+            _tree_columns_by_hand(token, parents, prefix, window), (token, prefix, window)
+    token = 3
+    truth = _tree_columns_by_hand(token, parents, workshop.TREE["prefix"], workshop.TREE["window"])
+    assert workshop.check_tree_keys(...).ok is None
+    assert workshop.check_tree_keys(list(reversed(truth))).ok is True
+    sibling = workshop.TREE["prefix"] + 4  # token 4 shares token 3's parent: never attended
+    assert workshop.check_tree_keys(sorted(truth[1:] + [sibling])).ok is False
+    with pytest.raises(UsageError, match="list of ints"):
+        workshop.check_tree_keys("7, 8")
+    with pytest.raises(UsageError, match="99"):
+        workshop.tree_keys_seen(99)
+
+
+def test_memory_rows_by_hand():
+    ctx = 128 * 1024
+    rows = {r["model"]: r for r in workshop.memory_rows(("gemma3-27b", "gemma4-31b"), ctx)}
+    # SGLang 0.5.23's model overrides set disable_hybrid_swa_memory for Gemma-2/3: one pool, nothing saved.
+    assert rows["gemma3-27b"]["sglang_hybrid_pool"] is False and rows["gemma3-27b"]["saved_pct_sglang_default"] == 0.0
+    # Gemma-4: 10 full layers of 81,920 / 10 B, 50 sliding of 819,200 / 50 B per token, window 1024 keys.
+    full, swa, W = 81_920, 819_200, raw("gemma4-31b")["kinds"]["sliding"]["window"]["value"]
+    assert rows["gemma4-31b"]["saved_pct_sglang_default"] == round(100 * 0.2 * swa / (full + swa), 1)
+    assert rows["gemma4-31b"]["saved_pct_min_per_request_128k"] == \
+        round(100 * swa * (ctx - W) / ((full + swa) * ctx), 1)
+    assert (rows["gemma4-31b"]["sliding_layers"], rows["gemma4-31b"]["full_layers"]) == \
+        (layer_types("gemma4-31b").count("sliding"), layer_types("gemma4-31b").count("full"))
+
+
 # -- 02 ------------------------------------------------------------------------------------------
 
 
@@ -137,6 +211,43 @@ def test_saving_at_random_contexts():
     for ctx in [rng.randint(1, window)] + [rng.randint(window, 300_000) for _ in range(3)]:
         saved = sum(per[t] * (ctx - min(ctx, window)) for t in layer_types("gpt-oss-20b") if t == "sliding")
         assert workshop.swa_pool_saving("gpt-oss-20b", ctx).saved_bytes == saved, ctx
+
+
+def test_slots_held_by_hand_and_by_the_allocators_free_lists():
+    from swa_kit.workers import MODEL_KINDS, build_workers, run_decode
+
+    window = 4  # the notebook's tiny hybrid model: sliding layers attend 4 keys
+    assert MODEL_KINDS["hybrid_swa"].window_keys == window
+    rng = random.Random()
+    prompt, steps = rng.randint(1, 10), rng.randint(0, 12)
+    assert workshop.slots_held(prompt, steps) == {"full": prompt + steps, "swa": min(window, prompt + steps)}
+    workers = build_workers("hybrid_swa", size=40, size_swa=12, max_context_len=24)
+    run_decode(workers, **workshop.DECODE_RUN)
+    allocator = workers.target.token_to_kv_pool_allocator
+    held = {"full": 40 - allocator.full_available_size(), "swa": 12 - allocator.swa_available_size()}
+    assert workshop.slots_held() == held == {"full": sum(workshop.DECODE_RUN.values()), "swa": window}
+    assert workshop.check_slots_held(..., 4).ok is None
+    assert workshop.check_slots_held(held["full"], held["swa"]).ok is True
+    assert workshop.check_slots_held(held["full"], held["full"]).ok is False
+    with pytest.raises(UsageError, match="'4'"):
+        workshop.check_slots_held(16, "4")
+
+
+def test_check_hybrid_saving_by_hand():
+    d = raw("gpt-oss-20b")
+    per = {kind: per_token_bytes(d["kinds"][kind]) for kind in d["kinds"]}
+    types = layer_types("gpt-oss-20b")
+    full, swa = types.count("full") * per["full"], types.count("sliding") * per["sliding"]
+    ctx, W = 128 * 1024, d["kinds"]["sliding"]["window"]["value"]
+    minimum = 100 * swa * (ctx - W) / ((full + swa) * ctx)
+    default = 100 * 0.2 * swa / (full + swa)
+    assert workshop.check_hybrid_saving(..., 10).ok is None
+    assert workshop.check_hybrid_saving(minimum, default).ok is True
+    swapped = workshop.check_hybrid_saving(default, minimum)
+    assert swapped.ok is False and "minimum" in swapped.message
+    assert workshop.check_hybrid_saving(minimum, minimum).ok is False  # the default is not the minimum
+    with pytest.raises(UsageError, match="'50'"):
+        workshop.check_hybrid_saving("50", 10)
 
 
 # -- 03 ------------------------------------------------------------------------------------------

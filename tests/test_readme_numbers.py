@@ -1,0 +1,91 @@
+"""The README's performance figures against the recorded run they quote (data/bench/), so they cannot drift.
+
+Each figure is read out of README.md with a pattern and recomputed from the recorded JSON's rows; a changed
+recording or an edited number fails here until both agree again.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+from swa_kit.bench import load_recorded
+
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+PROSE = " ".join(README.split())  # sentences as one line, wherever the README wraps them
+RECORDED = "h200_2026-11-30.json"
+TABLE_ROW = re.compile(r"^\| (?:([^|:]+): )?W (\d+), B (\d+), (\d+)/(\d+)/(\d+) \| ([\d.]+) us \| (\d+)% \| "
+                       r"([\d.]+)x \| ([\d.]+)x \| ([\d.]+)x \|$", re.M)
+
+
+@pytest.fixture(scope="module")
+def run() -> dict:
+    assert f"`data/bench/{RECORDED}`" in README
+    return load_recorded(Path(__file__).resolve().parent.parent / "data" / "bench" / RECORDED)
+
+
+def kit_rows(run: dict, page_size: int | None = 16, **case) -> list[dict]:
+    return [r for r in run["decode"] if r["path"] == "kit_triton_swa" and r.get("time_ms")
+            and r["case"]["drafts"] == 0 and (page_size is None or r["page_size"] == page_size)
+            and all(r["case"][k] == v for k, v in case.items())]
+
+
+def test_performance_table(run):
+    rows = TABLE_ROW.findall(README)
+    assert len(rows) == 5
+    for name, window, batch, hq, hkv, dim, us, copy, sdpa, flex, aiter in rows:
+        case = {"window": int(window), "batch": int(batch), "hq": int(hq), "hkv": int(hkv), "head_dim": int(dim),
+                "sinks": "sinks" in name}
+        (row,) = kit_rows(run, context=8192, **case)
+        assert us == f"{row['time_ms'] * 1e3:.1f}", case
+        assert int(copy) == round(100 * row["copy_fraction"]), case
+        ratios = row["ratios"]
+        assert (sdpa, flex, aiter) == tuple(f"{ratios[k]:.2f}" for k in
+                                            ("sdpa_window", "flex_attention", "aiter_triton_unified@p16")), case
+        (long,) = kit_rows(run, context=128 * 1024, **case)
+        limit = float(re.search(r"the kit at 128k within ([\d.]+)% of 8k in every cell", PROSE).group(1))
+        assert abs(long["time_ms"] / row["time_ms"] - 1) <= limit / 100, case
+
+
+def test_conditions_of_the_run(run):
+    copy = re.search(r"the copy ceiling \(([\d.]+) TB/s", PROSE).group(1)
+    assert copy == f"{run['copy_tbs']:.2f}"
+    torch_v, triton_v = re.search(r"NVIDIA H200 \(torch ([\d.]+), Triton ([\d.]+)\)", PROSE).groups()
+    assert run["versions"]["torch"].startswith(torch_v + ".") and run["versions"]["triton"].startswith(triton_v + ".")
+    assert run["versions"]["amd-aiter"].startswith("0.1.7") and "aiter 0.1.7" in PROSE
+    launch = re.search(r"\(([\d.]+) us of it the launch itself\)", PROSE).group(1)
+    assert launch == f"{run['launch_floor']['us']:.1f}"
+
+
+def test_grid_ranges(run):
+    low, high = map(int, re.search(r"reaches (\d+)-(\d+)% of copy from 512 MiB of window up", PROSE).groups())
+    big = [r["copy_fraction"] for r in kit_rows(run, page_size=None) if r["window_bytes"] >= 512 * 2**20]
+    assert (low, high) == (round(100 * min(big)), round(100 * max(big)))
+    text = re.search(r"Over the decode cells of B 8-128 \(B 1 is judged on its own\) it is ([\d.]+)-([\d.]+)x SDPA "
+                     r"\(median ([\d.]+)x\), ([\d.]+)-([\d.]+)x FlexAttention, ([\d.]+)-([\d.]+)x aiter", PROSE)
+    assert text, "the README's range sentence changed: update this test with it"
+    rows = [r for r in kit_rows(run, page_size=None) if r["case"]["batch"] > 1]
+    assert {r["case"]["batch"] for r in rows} == {8, 32, 128}
+
+    def spread(label):
+        values = [r["ratios"][label] for r in rows if label in r["ratios"]]
+        return min(values), max(values), statistics.median(values)
+
+    sdpa, flex, aiter = spread("sdpa_window"), spread("flex_attention"), spread("aiter_triton_unified@p16")
+    assert text.groups()[:3] == tuple(f"{v:.2f}" for v in sdpa)
+    assert text.groups()[3:5] == tuple(f"{v:.2f}" for v in flex[:2])
+    assert float(text.group(6)) == round(aiter[0], 2) and float(text.group(7)) == round(aiter[1], 1)
+
+
+def test_figure_caption(run):
+    full, dense, times_full, times_dense, kit = re.search(
+        r"full attention \((\d+) us\) and a dense mask \((\d+) us\) were timed at 8k only in this run, where they "
+        r"already take ([\d.]+)x and ([\d.]+)x the kit's (\d+) us", PROSE).groups()
+    (row,) = kit_rows(run, context=8192, window=4096, batch=32, hq=32, hkv=8, head_dim=128, sinks=False)
+    others = {r["label"]: r["time_ms"] * 1e3 for r in run["decode"] if r["case"] == row["case"]}
+    assert (int(full), int(dense), int(kit)) == (round(others["sdpa_full"]), round(others["sdpa_dense_mask"]),
+                                                 round(row["time_ms"] * 1e3))
+    assert (times_full, times_dense) == (f"{row['ratios']['sdpa_full']:.1f}", f"{row['ratios']['sdpa_dense_mask']:.1f}")
