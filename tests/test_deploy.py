@@ -232,3 +232,18 @@ def test_sm100_without_a_topk_falls_to_triton():
     assert choose_backend(launch("gpt-oss-20b", split, platform="cuda-sm100")).attention_backend == "triton"
     given = split + " --speculative-eagle-topk 1 --speculative-num-steps 3"
     assert choose_backend(launch("gpt-oss-20b", given, platform="cuda-sm100")).attention_backend == "trtllm_mha"
+
+
+def test_the_workshop_story_uses_sglangs_sizing():
+    """One rule for the default saving: the workshop's story is default_sizing's, hybrid pool or not."""
+    from swa_kit import workshop
+    from swa_kit.configs import list_models
+    from swa_kit.deploy.decide import default_sizing
+
+    for name in list_models():
+        sizing, story = default_sizing(name), workshop.story_memory(name)
+        assert story["default_bytes_per_token"] == sizing["sglang_bytes_per_token"]
+        assert round(100 * story["default_saved_fraction"], 1) == sizing["sglang_saved_pct"]
+    assert workshop.story_memory("gemma3-27b")["default_saved_fraction"] == 0  # SGLang builds no hybrid pool
+    half = workshop.story_memory("gemma4-31b", ratio=0.5)["default_bytes_per_token"]
+    assert half == default_sizing("gemma4-31b", ratio=0.5)["sglang_bytes_per_token"] == 81_920 + 0.5 * 819_200

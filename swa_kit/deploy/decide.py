@@ -16,7 +16,7 @@ from swa_kit import dispatch
 from swa_kit.configs import ModelLayout
 from swa_kit.deploy.backend import choose_backend, choose_page_size
 from swa_kit.deploy.drafts import DraftPool, draft_pool
-from swa_kit.deploy.launch import Launch, Platform
+from swa_kit.deploy.launch import Launch, Platform, parse_server_args
 from swa_kit.deploy.pool_sizing import PoolSizes, kv_dtype_bytes, size_pools
 from swa_kit.deploy.speculation import settle
 from swa_kit.memory import request_bytes
@@ -152,14 +152,17 @@ def decide(launch: Launch) -> Decisions:
     )
 
 
-def default_sizing(model: str | ModelLayout, platform: str = "rocm-gfx942") -> dict[str, Any]:
+def default_sizing(model: str | ModelLayout, platform: str = "rocm-gfx942",
+                   ratio: float | None = None) -> dict[str, Any]:
     """SGLang's default start-up sizing for a bundled model (no server arguments), for tables and notebooks.
 
     ``sglang_saved_pct`` is what the pool configurator saves per token of context against one pool of
     every layer; the per-request minimum is :func:`swa_kit.memory.savings` (label it as such beside this).
+    ``ratio``: ``--swa-full-tokens-ratio`` (default: SGLang's own).
     """
-    launch = Launch(model=model, platform=Platform.parse(platform)) if isinstance(model, ModelLayout) else \
-        Launch.from_inputs(model=model, platform=platform)
+    args = None if ratio is None else f"--swa-full-tokens-ratio {ratio!r}"
+    launch = Launch(model=model, server_args=parse_server_args(args), platform=Platform.parse(platform)) \
+        if isinstance(model, ModelLayout) else Launch.from_inputs(model=model, server_args=args, platform=platform)
     decisions = decide(launch)
     return {"model": launch.model.name, f"backend_{platform}": decisions.attention_backend.value,
             "sglang_hybrid_pool": decisions.hybrid_swa_memory.value,
