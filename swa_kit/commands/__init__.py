@@ -23,6 +23,9 @@ COMMANDS: dict[str, Command] = {
                                 "what is missing"),
     "explain": Command("explain", "show which kernel, window argument and page table SGLang uses per layer, what "
                                   "SGLang raises and what the kit judges"),
+    "key-gap": Command("key_gap", "does one key short matter for my model? run a local Hugging Face model "
+                                  "(transformers' own code) at its window W and at W-1 keys over one prompt: first "
+                                  "diverging token, logit and KL gap"),
     "lab": Command("lab", "start JupyterLab on notebooks/ with a kernel that runs this Python (--dry-run prints the "
                           "command)"),
     "mask": Command("mask", "print or draw the attention mask of a forward mode (prefill, extend, decode, verify, "

@@ -12,9 +12,10 @@ from swa_kit.errors import UsageError
 
 NAME = "audit"
 HELP = "audit an SGLang launch: the backend, pools and routes SGLang picks, then findings ranked by severity"
-EXIT_CODES = ("exit codes: 0 = no finding above info; 1 = findings (wrong keys, SGLang refusals, one key short, "
-              "memory); 2 = bad input (unreadable config, unknown architecture, conflicting arguments, unknown "
-              "variable), with one line naming the value and what is accepted")
+EXIT_CODES = ("exit codes: 0 = no finding above info; 1 = findings (wrong keys, SGLang's guard refusals, one key "
+              "short, memory, a trace that differs from the plan); 2 = bad input (unreadable config or trace, unknown "
+              "architecture, conflicting arguments, unknown variable, a launch SGLang itself refuses at start-up), "
+              "with one line naming the value and what is accepted")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
