@@ -210,11 +210,17 @@ def test_models_command_shows_sglang_sizing_beside_the_labelled_minimum(capsys):
      "--speculative-num-steps 3 --speculative-num-draft-tokens 8", "trtllm_mha runs speculative topk 1 only"),
     ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm EAGLE --speculative-eagle-topk 2",
      "without --speculative-num-steps"),
+    ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm NGRAM --page-size 16", "NGRAM drafts 10 branches"),
 ])
 def test_launches_sglang_refuses_are_refused_in_one_line(model, platform, args, rule):
     with pytest.raises(LaunchRefusedError, match=f"SGLang refuses this launch: .*{rule}") as refused:
         decide(launch(model, args, platform=platform))
     assert "\n" not in str(refused.value) and "speculative_hook.py" in str(refused.value)
+
+
+def test_ngram_with_one_branch_runs_on_pages():
+    args = "--speculative-algorithm NGRAM --speculative-ngram-max-bfs-breadth 1 --page-size 16"
+    assert decide(launch("gpt-oss-20b", args)).page_size.value == 16
 
 
 @pytest.mark.parametrize("model,platform,args,page", [

@@ -63,6 +63,9 @@ RULES = [
     ("gemma4-31b", "cuda-sm100", "--page-size 256"),
     ("mimo-v2-flash", "cuda-sm100", "--page-size 16"),
     ("mimo-v2-flash", "cuda-sm100", "--speculative-algorithm EAGLE3"),
+    ("gpt-oss-20b", "cuda-sm90", "--speculative-algorithm NGRAM --page-size 16"),  # 10 branches on pages: refused
+    ("gpt-oss-20b", "cuda-sm90", "--speculative-algorithm NGRAM --speculative-ngram-max-bfs-breadth 1 --page-size 16"),
+    ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm NGRAM"),
 ]
 COMPARED = ("attention_backend", "prefill_attention_backend", "decode_attention_backend", "hybrid_swa_memory",
             "page_size", "pool_configurator", "full_tokens", "swa_tokens")

@@ -1,7 +1,7 @@
-"""The speculative parameters SGLang 0.5.23 settles for an EAGLE-family launch, and the launches it refuses.
+"""The speculative parameters SGLang 0.5.23 settles for a launch, and the launches it refuses.
 
-Mirrors ``arg_groups/speculative_hook.py _handle_eagle_family`` (EAGLE, EAGLE3, STANDALONE; NEXTN is
-EAGLE), which runs after the backend and page size are resolved. A refusal raises
+Mirrors ``arg_groups/speculative_hook.py``: ``_handle_eagle_family`` (EAGLE, EAGLE3, STANDALONE; NEXTN is
+EAGLE) and ``_handle_ngram``, which run after the backend and page size are resolved. A refusal raises
 :class:`~swa_kit.errors.LaunchRefusedError` in one line naming the rule, its source and the way out,
 because SGLang would not start.
 """
@@ -20,6 +20,8 @@ PAGE_TREE_BACKENDS = ("flashinfer", "fa3", "triton")
 #: ``_auto_choose_speculative_params``: (steps, topk, draft tokens) for every architecture the kit reads
 #: (SGLang picks (5, 4, 8) only for LlamaForCausalLM and Grok-1, which the kit does not read).
 AUTO_PARAMS = (3, 1, 4)
+#: ``arg_groups/fields/spec.py`` speculative_ngram_max_bfs_breadth and ``_handle_ngram``'s draft tokens.
+NGRAM_BFS_BREADTH, NGRAM_DRAFT_TOKENS = 10, 12
 _HOOK = "sglang 0.5.23 arg_groups/speculative_hook.py _handle_eagle_family"
 
 
@@ -37,10 +39,27 @@ def _refused(rule: str, way_out: str) -> LaunchRefusedError:
     return LaunchRefusedError(f"SGLang refuses this launch: {rule} ({_HOOK}); {way_out}")
 
 
+def _ngram(launch: Launch, choice: BackendChoice, page_size: int) -> Speculation:
+    """``_handle_ngram``: topk is the BFS breadth (default 10); pages > 1 with topk > 1 run on flashinfer only."""
+    args = launch.server_args
+    topk = args.speculative_ngram_max_bfs_breadth or NGRAM_BFS_BREADTH
+    drafts = args.speculative_num_draft_tokens or NGRAM_DRAFT_TOKENS
+    steps = args.speculative_num_steps or drafts // topk
+    if topk > 1 and page_size > 1 and choice.attention_backend != "flashinfer":
+        raise LaunchRefusedError(
+            f"SGLang refuses this launch: NGRAM drafts {topk} branches (--speculative-ngram-max-bfs-breadth) on "
+            f"pages of {page_size} tokens, which only flashinfer runs, got attention_backend "
+            f"{choice.attention_backend} (sglang 0.5.23 arg_groups/speculative_hook.py _handle_ngram); use "
+            "--page-size 1, --speculative-ngram-max-bfs-breadth 1, or --attention-backend flashinfer")
+    return Speculation(steps, topk, drafts, "sglang 0.5.23 arg_groups/speculative_hook.py _handle_ngram")
+
+
 def settle(launch: Launch, choice: BackendChoice, page_size: int) -> Speculation:
     """The settled speculative parameters; raises :class:`LaunchRefusedError` where SGLang refuses the launch."""
     args = launch.server_args
     steps, topk, drafts = args.speculative_num_steps, args.speculative_eagle_topk, args.speculative_num_draft_tokens
+    if args.speculative_algorithm == "NGRAM":
+        return _ngram(launch, choice, page_size)
     if args.speculative_algorithm not in EAGLE_FAMILY:
         return Speculation(steps, topk, drafts, "server arguments (no EAGLE-family resolution)")
     source = "server arguments"
