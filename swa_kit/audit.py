@@ -10,9 +10,11 @@ expects), ``info``. Exit codes for scripts: :data:`EXIT_OK` (no finding above in
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from swa_kit import trace
 from swa_kit.deploy.decide import Decisions, decide
 from swa_kit.deploy.launch import GIB, Launch
 
@@ -126,10 +128,64 @@ def _input_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
     return out
 
 
-def audit(launch: Launch) -> Audit:
-    """Decide everything for ``launch`` and rank what the engineer should know."""
+def _traced_keys(window_arg: Any) -> int | None | str:
+    """Keys a traced ``(left, right)`` window attends (None = no window); "unread" for any other form."""
+    if isinstance(window_arg, list) and len(window_arg) == 2 and isinstance(window_arg[0], int):
+        return None if window_arg[0] < 0 else window_arg[0] + 1
+    return "unread"
+
+
+def _trace_severity(launch: Launch, mismatch: trace.TraceFinding, record_window: Any) -> tuple[str, str]:
+    """How bad one traced difference from the plan is, read through the keys the traced call attends."""
+    if mismatch.field in ("mode", "layer"):
+        return "info", "traced calls the plan does not cover (is the trace from this launch?)"
+    if mismatch.field == "page_table":
+        return "wrong", "the server passed another page table than planned (slot ids from the wrong pool)"
+    meant, keys = launch.model.window_keys(mismatch.layer), _traced_keys(record_window)
+    if meant is not None and keys == meant - 1:
+        return "one-short", f"the server attends {keys} of {meant} keys where the plan differs"
+    if keys == meant and mismatch.field == "window_arg":
+        return "info", f"the server attends all {meant} keys, but its window argument is not the planned one"
+    return "wrong", (f"the server's {mismatch.field} differs from the plan and attends "
+                     f"{'every key' if keys is None else keys} where {meant or 'every key'} are meant")
+
+
+def _trace_findings(launch: Launch, decisions: Decisions, records: Sequence[trace.TraceRecord]) -> list[Finding]:
+    """Traced kernel calls held against the plan (``trace.compare``); one finding per distinct difference."""
+    found: dict[tuple, tuple[Finding, list[str]]] = {}
+    for record in records:
+        for mismatch in trace.compare([record], decisions.routes):
+            severity, title = _trace_severity(launch, mismatch, record.window_arg)
+            detail = (f"traced {record.kernel} with {mismatch.field}={mismatch.traced!r}; the plan says "
+                      f"{mismatch.planned!r} (sliding_window_size={record.sliding_window_size})")
+            key = (severity, mismatch.field, str(mismatch.traced), str(mismatch.planned))
+            where = found.setdefault(key, (Finding(severity, title, detail, _TRACE_WAY_OUT[severity]), []))[1]
+            if f"layer {record.layer} {record.mode}" not in where:
+                where.append(f"layer {record.layer} {record.mode}")
+    if not found:
+        return [Finding("info", f"the trace agrees with the plan: {len(records)} kernel calls",
+                        "every traced call has the planned kernel, window argument and page table",
+                        "none needed", "trace")]
+    return [replace(f, where=f"trace: {', '.join(where)}") for f, where in found.values()]
+
+
+_TRACE_WAY_OUT = {
+    "wrong": "check the server's SGLang version, backend and environment against this launch; the traced call "
+             "is what really ran",
+    "one-short": "check whether it matters for your model (swa-kit key-gap); a path that passes the full window",
+    "info": "record the trace from the launch you audit (same server arguments and environment)",
+}
+
+
+def audit(launch: Launch, records: Sequence[trace.TraceRecord] | None = None) -> Audit:
+    """Decide everything for ``launch`` and rank what the engineer should know.
+
+    ``records``: kernel calls recorded by :mod:`swa_kit.trace` in the live server, held against the plan.
+    """
     decisions = decide(launch)
     findings = _route_findings(decisions) + _memory_findings(launch, decisions) + _input_findings(launch, decisions)
+    if records is not None:
+        findings += _trace_findings(launch, decisions, records)
     findings.sort(key=lambda f: SEVERITIES.index(f.severity))
     return Audit(launch, decisions, findings)
 

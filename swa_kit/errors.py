@@ -57,3 +57,7 @@ class UsageError(SwaKitError, ValueError):
 
 class BudgetError(SwaKitError, ValueError):
     """Work whose estimated memory or time passes this machine's limit (see :mod:`swa_kit.budget`)."""
+
+
+class LaunchRefusedError(UsageError):
+    """A launch SGLang itself refuses at start-up (its argument resolution raises), so the kit refuses it too."""

@@ -16,15 +16,15 @@ from typing import Any
 from swa_kit import dispatch, probe
 from swa_kit.bench import HEADLINE, DecodeCase, math_floor_us
 from swa_kit.configs import load_model
+from swa_kit.deploy.decide import default_sizing
+from swa_kit.deploy.pool_sizing import RATIO_FALLBACK
 from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.masks import forward_mask
 from swa_kit.memory import (
     Savings,
     full_pool_bytes_per_token,
-    one_pool_bytes_per_token,
     request_bytes,
     savings,
-    swa_pool_bytes_per_token,
 )
 from swa_kit.resolver import decision_table
 from swa_kit.window import Window, naive_reads
@@ -57,24 +57,21 @@ def _unanswered(exercise: str, answer: Any, how: str) -> Verdict | None:
 #: SGLang's default ``swa_full_tokens_ratio``: SWA-pool tokens per full-pool token, fixed at start-up
 #: (SGLang 0.5.23, ``server_args`` / ``arg_groups/fields/schedule.py``; bytes per full-pool token
 #: ``full_cell + ratio * swa_cell`` in ``model_executor/pool_configurator.py``).
-SGLANG_SWA_FULL_TOKENS_RATIO = 0.8
+SGLANG_SWA_FULL_TOKENS_RATIO = RATIO_FALLBACK
 
 
 def story_memory(model: str = "gemma4-31b", context: int = 128 * 1024,
                  ratio: float = SGLANG_SWA_FULL_TOKENS_RATIO) -> dict[str, float]:
     """What a hybrid pool buys ``model``, two ways: SGLang's start-up sizing and the per-request minimum.
 
-    ``default_*``: KV bytes per full-pool token when the SWA pool holds ``ratio`` tokens per full-pool
-    token (what a server sized by SGLang's default gets); ``minimum_*``: one request of ``context``
-    tokens whose sliding layers keep exactly their window (perfect eviction, the floor).
+    ``default_*``: KV bytes per full-pool token as SGLang sizes the pools at start-up with
+    ``--swa-full-tokens-ratio ratio`` (:func:`swa_kit.deploy.decide.default_sizing`; one pool where SGLang
+    builds no hybrid pool); ``minimum_*``: one request of ``context`` tokens whose sliding layers keep
+    exactly their window (perfect eviction, the floor).
     """
-    # TODO(lead): switch default_bytes_per_token to SGLang's pool sizing in swa_kit/memory.py / swa_kit/deploy
-    # (the configurator's bytes per full-pool token) once the deploy work lands; this is the same formula.
-    if not 0 < ratio <= 1:
-        raise UsageError(f"ratio {ratio!r}: SGLang's swa_full_tokens_ratio lies in (0, 1]; its default is 0.8")
+    sizing = default_sizing(model, ratio=ratio)
+    one, default = sizing["one_pool_bytes_per_token"], sizing["sglang_bytes_per_token"]
     spec = load_model(model)
-    one = one_pool_bytes_per_token(spec)
-    default = full_pool_bytes_per_token(spec) + ratio * swa_pool_bytes_per_token(spec)
     hybrid, whole = request_bytes(spec, context, hybrid=True), request_bytes(spec, context, hybrid=False)
     return {"one_pool_bytes_per_token": one, "default_bytes_per_token": default,
             "default_saved_fraction": 1 - default / one,

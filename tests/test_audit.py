@@ -10,6 +10,7 @@ from swa_kit.audit import SEVERITIES, audit
 from swa_kit.cli import main
 from swa_kit.configs import MODELS_DIR
 from swa_kit.deploy.launch import Launch
+from swa_kit.resources import data_path
 
 
 @pytest.fixture(scope="module")
@@ -144,3 +145,66 @@ def test_conflicting_model_arguments_exit_2(capsys, gemma4_config):
     with pytest.raises(SystemExit) as bad:
         main(["audit", "--model", "gpt-oss-20b", "--hf-config", str(gemma4_config)])
     assert bad.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
+# -- --trace: a live server's kernel calls against the plan ---------------------------------------------------
+
+TRACE = data_path("traces", "gemma4-31b_decode_aiter_cpu.jsonl")
+AITER = ["--model", "gemma4-31b", "--server-args", "--attention-backend aiter"]
+
+
+def _tampered(tmp_path, old, new):
+    path = tmp_path / "tampered.jsonl"
+    text = TRACE.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+def test_recorded_trace_agrees_with_the_plan(capsys):
+    code, report = _run_json(capsys, [*AITER, "--trace", str(TRACE)])
+    ours = [f for f in report["findings"] if f["where"].startswith("trace")]
+    assert [f["severity"] for f in ours] == ["info"] and "agrees with the plan: 2" in ours[0]["title"]
+
+
+@pytest.mark.parametrize("old,new,severity,field", [
+    ('"window_arg": [1022, 0]', '"window_arg": [-1, -1]', "wrong", "window_arg"),  # the window dropped
+    ('"window_arg": [1022, 0]', '"window_arg": [1021, 0]', "wrong", "window_arg"),  # two keys short
+    ('"page_table": "swa"', '"page_table": "full"', "wrong", "page_table"),  # untranslated slot ids
+    ('"window_arg": [1022, 0]', '"window_arg": [1023, 0]', "info", "window_arg"),  # all 1024 keys, not as planned
+])
+def test_tampered_trace_is_a_ranked_finding(capsys, tmp_path, old, new, severity, field):
+    code, report = _run_json(capsys, [*AITER, "--trace", str(_tampered(tmp_path, old, new))])
+    ours = [f for f in report["findings"] if f["where"].startswith("trace")]
+    assert [f["severity"] for f in ours] == [severity] and f"{field}=" in ours[0]["detail"]
+    assert ours[0]["where"] == "trace: layer 0 decode" and code == 1
+    severities = [f["severity"] for f in report["findings"]]
+    assert severities == sorted(severities, key=SEVERITIES.index)
+
+
+def test_traced_other_kernel_one_key_short_is_one_short(capsys, tmp_path):
+    """Another kernel than planned, passed (sws - 1, 0): ranked by the keys it attends, 1023 of 1024."""
+    path = _tampered(tmp_path, '"kernel": "unified_attention"', '"kernel": "extend_attention_fwd"')
+    _, report = _run_json(capsys, [*AITER, "--trace", str(path)])
+    ours = [f for f in report["findings"] if f["where"].startswith("trace")]
+    assert [(f["severity"], f["where"]) for f in ours] == [("one-short", "trace: layer 0 decode")]
+    assert "kernel='extend_attention_fwd'" in ours[0]["detail"] and "1023 of 1024" in ours[0]["title"]
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda p: p / "missing.jsonl", "no such file"),
+    (lambda p: p, "is a directory"),
+    (lambda p: (p / "bad.jsonl").write_text('{"layer": 0\n') and p / "bad.jsonl", "bad.jsonl:1: not a swa_kit.trace"),
+])
+def test_bad_trace_files_exit_2_with_one_line(capsys, tmp_path, make, message):
+    assert main(["audit", *AITER, "--trace", str(make(tmp_path))]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("form", ["--markdown", None])
+def test_trace_findings_in_text_and_markdown(capsys, tmp_path, form):
+    path = _tampered(tmp_path, '"window_arg": [1022, 0]', '"window_arg": [-1, -1]')
+    assert main(["audit", *AITER, "--trace", str(path), *([form] if form else [])]) == 1
+    out = capsys.readouterr().out
+    assert "window_arg=[-1, -1]" in out and "(trace: layer 0 decode)" in out

@@ -11,7 +11,7 @@ from swa_kit.configs import MODELS_DIR
 from swa_kit.deploy.backend import choose_backend
 from swa_kit.deploy.decide import MINIMUM_CONTEXT, decide
 from swa_kit.deploy.launch import GIB, Launch, parse_env_pairs, parse_server_args, read_server_args
-from swa_kit.errors import ModelConfigError, UsageError
+from swa_kit.errors import LaunchRefusedError, ModelConfigError, UsageError
 
 
 def launch(model="gemma4-31b", args=None, **kw) -> Launch:
@@ -201,3 +201,55 @@ def test_models_command_shows_sglang_sizing_beside_the_labelled_minimum(capsys):
     assert main(["models", "gemma4-31b", "--json"]) == 0
     row = json.loads(capsys.readouterr().out)[0]
     assert row["sglang_sizing"]["sglang_saved_pct"] == 18.2 and row["per_request_minimum"][1]["min_saved_pct"] == 88.1
+
+
+@pytest.mark.parametrize("model,platform,args,rule", [
+    ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm EAGLE3 --speculative-eagle-topk 4 "
+     "--speculative-num-steps 3 --speculative-num-draft-tokens 8 --page-size 16", "runs only on flashinfer"),
+    ("gpt-oss-20b", "cuda-sm100", "--speculative-algorithm EAGLE3 --speculative-eagle-topk 4 "
+     "--speculative-num-steps 3 --speculative-num-draft-tokens 8", "trtllm_mha runs speculative topk 1 only"),
+    ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm EAGLE --speculative-eagle-topk 2",
+     "without --speculative-num-steps"),
+    ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm NGRAM --page-size 16", "NGRAM drafts 10 branches"),
+])
+def test_launches_sglang_refuses_are_refused_in_one_line(model, platform, args, rule):
+    with pytest.raises(LaunchRefusedError, match=f"SGLang refuses this launch: .*{rule}") as refused:
+        decide(launch(model, args, platform=platform))
+    assert "\n" not in str(refused.value) and "speculative_hook.py" in str(refused.value)
+
+
+def test_ngram_with_one_branch_runs_on_pages():
+    args = "--speculative-algorithm NGRAM --speculative-ngram-max-bfs-breadth 1 --page-size 16"
+    assert decide(launch("gpt-oss-20b", args)).page_size.value == 16
+
+
+@pytest.mark.parametrize("model,platform,args,page", [
+    ("gemma4-31b", "cuda-sm100", None, 64),  # trtllm_mha: 1 is not a page size it takes
+    ("gemma4-31b", "cuda-sm100", "--page-size 32", 32),
+    ("mimo-v2-flash", "cuda-sm100", "--page-size 16", 128),  # FA4 on SM100
+    ("gpt-oss-20b", "rocm-gfx942", None, 1),
+])
+def test_page_size_the_backend_forces(model, platform, args, page):
+    assert decide(launch(model, args, platform=platform)).page_size.value == page
+
+
+def test_sm100_without_a_topk_falls_to_triton():
+    split = "--prefill-attention-backend aiter --decode-attention-backend triton --speculative-algorithm EAGLE"
+    assert choose_backend(launch("gpt-oss-20b", split, platform="cuda-sm100")).attention_backend == "triton"
+    given = split + " --speculative-eagle-topk 1 --speculative-num-steps 3"
+    assert choose_backend(launch("gpt-oss-20b", given, platform="cuda-sm100")).attention_backend == "trtllm_mha"
+
+
+def test_the_workshop_story_uses_sglangs_sizing():
+    """One rule for the default saving: the workshop's story is default_sizing's, hybrid pool or not."""
+    from swa_kit import workshop
+    from swa_kit.configs import list_models
+    from swa_kit.deploy.decide import default_sizing
+
+    for name in list_models():
+        sizing, story = default_sizing(name), workshop.story_memory(name)
+        assert story["default_bytes_per_token"] == sizing["sglang_bytes_per_token"]
+        assert round(100 * story["default_saved_fraction"], 1) == sizing["sglang_saved_pct"]
+    assert workshop.story_memory("gemma3-27b")["default_saved_fraction"] == 0  # SGLang builds no hybrid pool
+    half = workshop.story_memory("gemma4-31b", ratio=0.5)["default_bytes_per_token"]
+    assert half == default_sizing("gemma4-31b", ratio=0.5)["sglang_bytes_per_token"] == 81_920 + 0.5 * 819_200

@@ -20,7 +20,7 @@ from swa_kit import dispatch
 from swa_kit.deploy.decide import decide
 from swa_kit.deploy.launch import Launch
 from swa_kit.deploy.sglang_oracle import decide_with_sglang, sglang_version, window_expressions
-from swa_kit.errors import UsageError
+from swa_kit.errors import LaunchRefusedError, UsageError
 
 pytestmark = pytest.mark.sglang
 
@@ -48,40 +48,25 @@ def _launches() -> list[tuple[str, str, str]]:
 
 
 LAUNCHES = _launches()
-# Where the bundled tables and SGLang 0.5.23 disagree today, found by this test. Strict xfail: once the
-# kit's tables learn the rule, the launch passes, the xfail fails, and its entry must go.
-REFUSE_TOPK_PAGE = ("SGLang refuses speculative topk > 1 with page_size > 1 unless the backend is flashinfer, fa3 or "
-                    "triton (arg_groups/speculative_hook.py); the kit decides instead of refusing")
-REFUSE_TRTLLM_TOPK = "SGLang refuses trtllm_mha with topk > 1 (arg_groups/speculative_hook.py); the kit does not"
-TRTLLM_PAGE = ("trtllm_mha raises page_size to 64 unless it is 16, 32, 64 or 128 (arg_groups/overrides.py "
-               "_mla_backend_page_constraints); the kit keeps 1")
-SM100_SPEC_DEFAULT = ("on SM100 with speculation and no --speculative-eagle-topk, get_default_attn_backend falls to "
-                      "triton (trtllm_mha needs the topk given or forced to 1); the kit picks trtllm_mha")
-EAGLE, EAGLE3_K4, NO_HYBRID, SPLIT = SPECS[1], SPECS[3], HYBRID[1], BACKENDS[3]
-KNOWN_DIVERGENCES: dict[tuple[str, str, str], str] = {
-    ("gemma4-31b", "rocm-gfx942", f"--attention-backend aiter {NO_HYBRID} {EAGLE3_K4} --page-size 16"):
-        REFUSE_TOPK_PAGE,
-    ("gemma4-31b", "cuda-sm100", f"{EAGLE}"): TRTLLM_PAGE,
-    ("gemma4-31b", "cuda-sm100", f"--attention-backend aiter {NO_HYBRID} {EAGLE3_K4} --page-size 64"): REFUSE_TOPK_PAGE,
-    ("gemma4-31b", "cuda-sm100", f"{SPLIT} {NO_HYBRID} {EAGLE3_K4}"): REFUSE_TOPK_PAGE,
-    ("gpt-oss-20b", "cuda-sm100", f"{NO_HYBRID} {EAGLE3_K4} --page-size 16"): REFUSE_TRTLLM_TOPK,
-    ("gpt-oss-120b", "rocm-gfx942", f"{EAGLE3_K4} --page-size 64"): REFUSE_TOPK_PAGE,
-    ("gpt-oss-120b", "rocm-gfx942", f"{SPLIT} {EAGLE3_K4} --page-size 64"): REFUSE_TOPK_PAGE,
-    ("gpt-oss-120b", "rocm-gfx950", f"{NO_HYBRID} {EAGLE3_K4} --page-size 16"): REFUSE_TOPK_PAGE,
-    ("gpt-oss-120b", "rocm-gfx950", f"{SPLIT} {EAGLE3_K4} --page-size 16"): REFUSE_TOPK_PAGE,
-    ("gpt-oss-120b", "cuda-sm100", f"--attention-backend aiter {NO_HYBRID} {EAGLE3_K4} --page-size 16"):
-        REFUSE_TOPK_PAGE,
-    ("gpt-oss-120b", "cuda-sm100", f"{SPLIT} --speculative-algorithm FROZEN_KV_MTP --page-size 64"): SM100_SPEC_DEFAULT,
-    ("gemma3-27b", "rocm-gfx950", f"{EAGLE3_K4} --page-size 16"): REFUSE_TOPK_PAGE,
-    ("gemma3-27b", "rocm-gfx950", f"{SPLIT} {NO_HYBRID} {EAGLE3_K4} --page-size 16"): REFUSE_TOPK_PAGE,
-    ("llama4-scout", "rocm-gfx942", f"{NO_HYBRID} {EAGLE3_K4} --page-size 16"): REFUSE_TOPK_PAGE,
-    ("llama4-scout", "rocm-gfx942", f"{SPLIT} {EAGLE3_K4} --page-size 64"): REFUSE_TOPK_PAGE,
-    ("llama4-scout", "rocm-gfx950", f"{NO_HYBRID} {EAGLE3_K4} --page-size 16"): REFUSE_TOPK_PAGE,
-    ("llama4-scout", "cuda-sm100", ""): TRTLLM_PAGE,
-    ("mimo-v2-flash", "rocm-gfx942", f"{EAGLE3_K4} --page-size 64"): REFUSE_TOPK_PAGE,
-    ("mimo-v2-flash", "cuda-sm100", f"{EAGLE}"): TRTLLM_PAGE,
-    ("mimo-v2-flash", "cuda-sm100", f"{SPLIT} {NO_HYBRID} {EAGLE}"): TRTLLM_PAGE,
-}
+# The rules the drawn set meets rarely, each at least once: SGLang's refusals (speculative_hook.py
+# _handle_eagle_family), its speculative defaults and the page sizes trtllm_mha and FA4 force (overrides.py).
+RULES = [
+    ("gpt-oss-20b", "cuda-sm100", "--prefill-attention-backend aiter --decode-attention-backend triton "
+                                  "--speculative-algorithm EAGLE"),  # no topk given: SM100 falls to triton
+    ("gpt-oss-20b", "cuda-sm100", "--speculative-algorithm EAGLE --speculative-eagle-topk 2"),  # topk without steps
+    ("gemma4-31b", "cuda-sm100", "--speculative-algorithm EAGLE --speculative-num-draft-tokens 4"),
+    ("gpt-oss-20b", "cuda-sm90", "--prefill-attention-backend aiter --decode-attention-backend triton "
+                                 "--speculative-algorithm EAGLE --speculative-eagle-topk 1 --speculative-num-steps 2 "
+                                 "--page-size 16"),  # topk 1 on pages > 1 is not "topk one": no fa3
+    ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm NEXTN"),
+    ("gemma4-31b", "cuda-sm100", "--page-size 32"),
+    ("gemma4-31b", "cuda-sm100", "--page-size 256"),
+    ("mimo-v2-flash", "cuda-sm100", "--page-size 16"),
+    ("mimo-v2-flash", "cuda-sm100", "--speculative-algorithm EAGLE3"),
+    ("gpt-oss-20b", "cuda-sm90", "--speculative-algorithm NGRAM --page-size 16"),  # 10 branches on pages: refused
+    ("gpt-oss-20b", "cuda-sm90", "--speculative-algorithm NGRAM --speculative-ngram-max-bfs-breadth 1 --page-size 16"),
+    ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm NGRAM"),
+]
 COMPARED = ("attention_backend", "prefill_attention_backend", "decode_attention_backend", "hybrid_swa_memory",
             "page_size", "pool_configurator", "full_tokens", "swa_tokens")
 
@@ -93,10 +78,8 @@ def _comparable(name: str, value):
 
 
 def _params():
-    for case in LAUNCHES:
-        reason = KNOWN_DIVERGENCES.get(case)
-        marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
-        yield pytest.param(*case, id=" ".join(case).replace(" --", " ").strip(), marks=marks)
+    for case in LAUNCHES + RULES:
+        yield pytest.param(*case, id=" ".join(case).replace(" --", " ").strip())
 
 
 def test_the_launch_set_covers_every_axis():
@@ -111,9 +94,10 @@ def test_bundled_tables_agree_with_sglang(model, platform, args):
     try:
         theirs = decide_with_sglang(launch)
     except UsageError as refusal:  # SGLang refuses the launch at start-up: the kit must refuse it too
-        with pytest.raises(UsageError):
+        assert "refuses this launch" in str(refusal)
+        with pytest.raises(LaunchRefusedError, match="SGLang refuses this launch"):
             decide(launch)
-        pytest.fail(f"the kit refuses, as SGLang does ({refusal})")  # unreachable when the kit decides
+        return
     ours = decide(launch)
     read = {r["decision"]: r for r in theirs.rows() if r["how"] == f"read from SGLang {sglang_version()}"}
     assert {"attention_backend", "hybrid_swa_memory", "page_size"} <= set(read), "SGLang answered too little"

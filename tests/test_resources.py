@@ -30,6 +30,9 @@ def test_package_data_ships_every_file_the_readers_open() -> None:
     globs = tomllib.loads(PYPROJECT.read_text())["tool"]["setuptools"]["package-data"][DATA_PACKAGE]
     read = [MODELS_DIR / f"{name}.json" for name in list_models()] + recorded_files()
     read += [DATA_DIR / CHECKPOINT, DATA_DIR / "config.json"]
+    traces = sorted(data_path("traces").glob("*.jsonl"))  # swa-kit audit --trace's recorded example
+    assert traces, "no recorded trace under data/traces"
+    read += traces
     assert len(list_models()) >= 1 and recorded_files(), "the readers found no data at all"
     for path in read:
         assert path.is_file(), path

@@ -4,15 +4,18 @@ findings."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from swa_kit.configs import list_models
 from swa_kit.deploy.launch import ENV_VARS, PLATFORMS, SGLANG_VERSIONS
+from swa_kit.errors import UsageError
 
 NAME = "audit"
 HELP = "audit an SGLang launch: the backend, pools and routes SGLang picks, then findings ranked by severity"
-EXIT_CODES = ("exit codes: 0 = no finding above info; 1 = findings (wrong keys, SGLang refusals, one key short, "
-              "memory); 2 = bad input (unreadable config, unknown architecture, conflicting arguments, unknown "
-              "variable), with one line naming the value and what is accepted")
+EXIT_CODES = ("exit codes: 0 = no finding above info; 1 = findings (wrong keys, SGLang's guard refusals, one key "
+              "short, memory, a trace that differs from the plan); 2 = bad input (unreadable config or trace, unknown "
+              "architecture, conflicting arguments, unknown variable, a launch SGLang itself refuses at start-up), "
+              "with one line naming the value and what is accepted")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,9 +44,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="0.5.23, or before-38756 (the release before PR #38756: no resolver, no guard)")
     parser.add_argument("--draft-hf-config", metavar="PATH", default=None,
                         help="the draft model's config.json (what --speculative-draft-model-path points at)")
+    parser.add_argument("--trace", metavar="FILE", default=None,
+                        help="kernel calls recorded by swa_kit.trace in the live server (.jsonl), held against the "
+                             "plan: each difference is a finding")
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print one JSON object")
     out.add_argument("--markdown", action="store_true", help="print Markdown ready to paste into a bug report")
+
+
+def _read_trace(path: str) -> list:
+    from swa_kit.trace import read_records
+
+    if not Path(path).is_file():
+        why = "is a directory" if Path(path).is_dir() else "no such file"
+        raise UsageError(f"--trace {path!r}: {why}; give the .jsonl file swa_kit.trace.install(PATH) wrote")
+    return read_records(path)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,6 +69,6 @@ def run(args: argparse.Namespace) -> int:
                                 env=parse_env_pairs(args.env), platform=args.platform,
                                 gpu_memory_gib=args.gpu_memory_gib, sglang_version=args.sglang_version,
                                 draft_hf_config=args.draft_hf_config, weights_gib=args.weights_gib)
-    report = audit(launch)
+    report = audit(launch, None if args.trace is None else _read_trace(args.trace))
     print(render_json(report) if args.json else render(report, markdown=args.markdown))
     return report.exit_code

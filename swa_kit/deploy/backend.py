@@ -64,13 +64,22 @@ def _model_override(launch: Launch) -> tuple[dict, str]:
     return {}, ""
 
 
+def _topk_one(launch: Launch) -> bool:
+    """``utils/common.py is_no_spec_infer_or_topk_one`` as the default is picked: topk unset, or 1 on pages of 1."""
+    topk, page = launch.server_args.speculative_eagle_topk, launch.server_args.page_size
+    return topk is None or (topk == 1 and page in (None, 1))
+
+
 def _generic_default(launch: Launch) -> str:
-    """``get_default_attn_backend`` for a non-MLA model."""
+    """``get_default_attn_backend`` for a non-MLA model (every architecture the kit reads is one)."""
     platform, args = launch.platform.name, launch.server_args
-    topk_one = args.speculative_algorithm is None or (args.speculative_eagle_topk or 1) == 1
-    if platform == "cuda-sm90" and topk_one:
+    if platform == "cuda-sm90" and _topk_one(launch):
         return "fa3"
-    if platform == "cuda-sm100" and topk_one:
+    # SM100 wants the topk settled: with speculation and no --speculative-eagle-topk (topk is chosen later, by
+    # speculative_hook.py _auto_choose_speculative_params) it skips trtllm_mha / fa4.
+    settled = args.speculative_algorithm is None or args.speculative_eagle_topk is not None \
+        or args.speculative_algorithm == "DFLASH"
+    if platform == "cuda-sm100" and _topk_one(launch) and settled:
         asymmetric = any(k.head_dim != k.v_head_dim for k in launch.model.kinds.values())
         return "fa4" if asymmetric else "trtllm_mha"
     if launch.platform.is_hip:
@@ -101,3 +110,24 @@ def choose_backend(launch: Launch) -> BackendChoice:
     else:
         hybrid_why = ""
     return BackendChoice(backend, prefill, decode, source, f"{source}; split: {_SPLIT}", disabled, hybrid_why)
+
+
+_PAGES = "sglang 0.5.23 arg_groups/overrides.py"
+TRTLLM_MHA_PAGES = (16, 32, 64, 128)
+
+
+def choose_page_size(launch: Launch, choice: BackendChoice) -> tuple[int, str]:
+    """The page size after the backends' constraints, then SGLang's default; and the rule that set it."""
+    args, env = launch.server_args, launch.env
+    used = {choice.attention_backend, choice.prefill_attention_backend, choice.decode_attention_backend}
+    page, source = args.page_size, "--page-size"
+    if "trtllm_mha" in used | {args.speculative_draft_attention_backend} and page not in TRTLLM_MHA_PAGES:
+        page, source = 64, (f"{_PAGES} _mla_backend_page_constraints: trtllm_mha takes pages of 16, 32, 64 or 128 "
+                            f"tokens, so {page if page is not None else 'the default'} becomes 64")
+    if "fa4" in used and launch.platform.name == "cuda-sm100" and (args.speculative_eagle_topk or 0) <= 1:
+        page, source = 128, f"{_PAGES} _fa4_page_constraint: FA4 on SM100 takes pages of 128 tokens (non-MLA)"
+    if page is not None:
+        return page, source
+    if launch.platform.is_hip and env.get("SGLANG_AITER_KV_CACHE_LAYOUT", "nhd").lower() == "vectorized_5d":
+        return 64, f"{_PAGES} _page_size_default: 64 for the vectorized_5d layout on HIP"
+    return 1, f"{_PAGES} _page_size_default: 1"

@@ -14,10 +14,11 @@ from typing import Any
 
 from swa_kit import dispatch
 from swa_kit.configs import ModelLayout
-from swa_kit.deploy.backend import choose_backend
+from swa_kit.deploy.backend import choose_backend, choose_page_size
 from swa_kit.deploy.drafts import DraftPool, draft_pool
-from swa_kit.deploy.launch import Launch, Platform
+from swa_kit.deploy.launch import Launch, Platform, parse_server_args
 from swa_kit.deploy.pool_sizing import PoolSizes, kv_dtype_bytes, size_pools
+from swa_kit.deploy.speculation import settle
 from swa_kit.memory import request_bytes
 
 BUNDLED = "bundled 0.5.23 table"
@@ -73,24 +74,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _page_size(launch: Launch) -> tuple[int, str]:
-    args, env = launch.server_args, launch.env
-    if args.page_size is not None:
-        return args.page_size, "--page-size"
-    if launch.platform.is_hip and env.get("SGLANG_AITER_KV_CACHE_LAYOUT", "nhd").lower() == "vectorized_5d":
-        return 64, "sglang 0.5.23 arg_groups/overrides.py _page_size_default: 64 for the vectorized_5d layout on HIP"
-    return 1, "sglang 0.5.23 arg_groups/overrides.py _page_size_default: 1"
-
-
 MODES_BY_ROLE = {"target": ("prefill", "extend", "decode", "verify"), "draft": ("draft_extend", "draft_decode")}
 
 
-def _routes(launch: Launch, backend_of: dict[str, str], drafts: DraftPool) -> tuple[dict, str]:
+def _routes(launch: Launch, backend_of: dict[str, str], drafts: DraftPool, topk: int) -> tuple[dict, str]:
     """Per (worker, mode) plans for the backends the planner knows; a note for the others."""
     args = launch.server_args
     spec = (args.speculative_algorithm or "none").lower()
     spec = {"mtp": "eagle", "nextn": "eagle"}.get(spec, spec)
-    topk = args.speculative_eagle_topk or 1
     plans, skipped = {}, []
     for worker, modes in MODES_BY_ROLE.items():
         if worker == "draft" and (spec == "none" or spec == "ngram"):
@@ -121,7 +112,8 @@ def decide(launch: Launch) -> Decisions:
         why = f"disabled by {choice.hybrid_why}"
     else:
         why = model.sources["hybrid pool eligibility"] + (f"; and {choice.hybrid_why}" if choice.hybrid_why else "")
-    page_size, page_source = _page_size(launch)
+    page_size, page_source = choose_page_size(launch, choice)
+    speculation = settle(launch, choice, page_size)
     pools = size_pools(launch, hybrid, page_size)
     dtype_bytes = kv_dtype_bytes(model, launch.server_args.kv_cache_dtype)
     scale = dtype_bytes / model.dtype_bytes
@@ -129,7 +121,7 @@ def decide(launch: Launch) -> Decisions:
     one_pool = int(request_bytes(model, MINIMUM_CONTEXT, hybrid=False) * scale)
     drafts = draft_pool(launch)
     backends = {"prefill": choice.prefill_attention_backend, "decode": choice.decode_attention_backend}
-    routes, note = _routes(launch, backends, drafts)
+    routes, note = _routes(launch, backends, drafts, speculation.topk or 1)
     pc = pools.configurator
     label = (f"PER-REQUEST MINIMUM, not SGLang's sizing: one request of {MINIMUM_CONTEXT} tokens with its SWA "
              "layers holding only the window (what an SWA pool sized by the request cap approaches)")
@@ -160,14 +152,17 @@ def decide(launch: Launch) -> Decisions:
     )
 
 
-def default_sizing(model: str | ModelLayout, platform: str = "rocm-gfx942") -> dict[str, Any]:
+def default_sizing(model: str | ModelLayout, platform: str = "rocm-gfx942",
+                   ratio: float | None = None) -> dict[str, Any]:
     """SGLang's default start-up sizing for a bundled model (no server arguments), for tables and notebooks.
 
     ``sglang_saved_pct`` is what the pool configurator saves per token of context against one pool of
     every layer; the per-request minimum is :func:`swa_kit.memory.savings` (label it as such beside this).
+    ``ratio``: ``--swa-full-tokens-ratio`` (default: SGLang's own).
     """
-    launch = Launch(model=model, platform=Platform.parse(platform)) if isinstance(model, ModelLayout) else \
-        Launch.from_inputs(model=model, platform=platform)
+    args = None if ratio is None else f"--swa-full-tokens-ratio {ratio!r}"
+    launch = Launch(model=model, server_args=parse_server_args(args), platform=Platform.parse(platform)) \
+        if isinstance(model, ModelLayout) else Launch.from_inputs(model=model, server_args=args, platform=platform)
     decisions = decide(launch)
     return {"model": launch.model.name, f"backend_{platform}": decisions.attention_backend.value,
             "sglang_hybrid_pool": decisions.hybrid_swa_memory.value,

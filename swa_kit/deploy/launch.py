@@ -84,6 +84,7 @@ class ServerArgsView:
     speculative_num_steps: int | None = None
     speculative_num_draft_tokens: int | None = None
     speculative_draft_window_size: int | None = None
+    speculative_ngram_max_bfs_breadth: int | None = None  # NGRAM's topk (SGLang's default 10)
     mem_fraction_static: float | None = None
     not_read: tuple[str, ...] = ()  # flags / fields given but not read by the kit (shown in the report)
 
@@ -195,7 +196,8 @@ def _check_args(args: ServerArgsView) -> ServerArgsView:
     if args.mem_fraction_static is not None and not 0 < args.mem_fraction_static < 1:
         raise UsageError(f"--mem-fraction-static {args.mem_fraction_static}: a fraction of GPU memory, 0 < f < 1")
     for name in ("page_size", "max_running_requests", "max_total_tokens", "speculative_eagle_topk",
-                 "speculative_num_steps", "speculative_num_draft_tokens", "speculative_draft_window_size"):
+                 "speculative_num_steps", "speculative_num_draft_tokens", "speculative_draft_window_size",
+                 "speculative_ngram_max_bfs_breadth"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} {value}: must be >= 1")
