@@ -18,7 +18,8 @@ class ExitCode(IntEnum):
 
 def epilog() -> str:
     """The table as ``swa-kit --help`` prints it."""
-    lines = {ExitCode.OK: "ok", ExitCode.DISAGREES: "a measured result disagrees (probe, tour), or findings above info (audit)",
+    lines = {ExitCode.OK: "ok",
+             ExitCode.DISAGREES: "a measured result disagrees (probe, tour), or findings above info (audit)",
              ExitCode.BAD_INPUT: "bad input, or work over this machine's limit (one line on stderr)",
              ExitCode.REFUSED: "refused by a guard (explain)",
              ExitCode.CANNOT_MEASURE: "nothing could be measured here (bench without a GPU, probe with no "
