@@ -68,6 +68,7 @@ from swa_kit.deploy.drafts import default_draft_layout
 from swa_kit.deploy.launch import ENV_VARS, check_env, env_flag, env_value
 from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.resolver import RESOLVERS, uses_sliding_window_kv_pool, with_hybrid_draft_pool
+from swa_kit.tables import format_table
 from swa_kit.window import to_keys
 from swa_kit.workers import SpeculativeAlgorithm, build_workers
 
@@ -679,7 +680,8 @@ def explain(plan_: Plan, *, as_json: bool = False, group: bool = True) -> str:
         groups[key + ("row",)] = row  # type: ignore[assignment]
     table = [{"layer": layer_ranges(ids), **groups[key + ("row",)]}  # type: ignore[dict-item]
              for key, ids in groups.items() if key[-1] != "row"]
-    lines += _format_table(table, TABLE_COLUMNS)
+    # Cells as str() shows them (a window argument prints as (1022, 0), as SGLang writes it)
+    lines += format_table([{c: str(row[c]) for c in TABLE_COLUMNS} for row in table], TABLE_COLUMNS).splitlines()
     raised = next((p.sglang_guard for p in plan_.layers if p.sglang_guard), None)
     judged = next((p.judgement for p in plan_.layers if p.judgement), None)
     if raised:
@@ -701,11 +703,3 @@ def layer_ranges(ids: list[int], shown: int = 3) -> str:
     if len(text) > shown:
         return ",".join(text[:shown]) + f",... ({len(ids)} layers)"
     return ",".join(text) + (f" ({len(ids)} layers)" if len(ids) > 1 else "")
-
-
-def _format_table(rows: list[dict[str, Any]], columns: list[str]) -> list[str]:
-    cells = [[str(r[c]) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    out = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)), "  ".join("-" * w for w in widths)]
-    out += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
-    return out
