@@ -32,6 +32,10 @@
 # 4. pick the way out.
 #
 # Everything runs on a CPU in seconds.
+#
+# **Goal:** take a real-sounding report from symptom to cause with the kit's tools, and know which
+# measurement settles it. Terms: [forward modes](../docs/glossary.md#forward-modes),
+# [unified](../docs/glossary.md#unified), [FROZEN_KV MTP](../docs/glossary.md#frozen-kv-mtp).
 
 # %%
 import json
@@ -40,7 +44,7 @@ from pathlib import Path
 import torch
 import transformers
 
-from swa_kit import audit, dispatch, trace
+from swa_kit import audit, dispatch, trace, workshop
 from swa_kit.deploy.launch import Launch
 from swa_kit.key_gap import compare_window, tiny_model_from_config
 
@@ -49,8 +53,17 @@ from swa_kit.key_gap import compare_window, tiny_model_from_config
 #
 # The same as `swa-kit audit --model gemma4-31b --server-args "--attention-backend aiter
 # --speculative-algorithm FROZEN_KV_MTP"`. With a real server, pass its `config.json` with `--hf-config`.
+#
+# **Exercise 6.1 (predict, then run).** Gemma-4's sliding layers attend W = 1024 keys, and its model file
+# passes SGLang `sliding_window_size = W - 1`. What `window_size` does the aiter backend's unified decode
+# call site hand the kernel, and how many keys does the kernel then attend? Answer before the audit runs.
 
 # %%
+my_window_arg = ...  # a (left, right) pair
+my_attended_keys = ...  # a number of keys
+workshop.check_decode_window(my_window_arg, my_attended_keys)
+
+# %% tags=["solution"]
 launch = Launch.from_inputs(model="gemma4-31b", platform="rocm-gfx942",
                             server_args="--attention-backend aiter --speculative-algorithm FROZEN_KV_MTP")
 report = audit.audit(launch)
@@ -58,16 +71,16 @@ print("attention backend:", report.decisions.attention_backend.value, "-", repor
 for finding in report.findings:
     print(f"[{finding.severity}] {finding.title} ({finding.where})")
 
-# %% [markdown]
+# %% [markdown] tags=["solution"]
 # Every sliding layer on every aiter route gets `window_size = (sws - 1, 0)`: with `sliding_window_size =
 # W - 1` that is `(W - 2, 0)`, and aiter's unified kernel attends `1 + left` keys, one fewer than the model
 # was trained with. The audit ranks it *one-short*: SGLang runs, and nothing is refused.
 
-# %%
-decode = dispatch.plan("gemma4-31b", "decode", strict=False)
-sliding = decode.layer(0)
+# %% tags=["solution"]
+sliding = dispatch.plan("gemma4-31b", "decode", strict=False).layer(0)
 print(f"layer 0: {sliding.kind}, sliding_window_size={sliding.sliding_window_size}, {sliding.kernel} "
       f"window_arg={sliding.window_arg} -> attends {sliding.effective_keys} of {sliding.intended_keys} keys")
+workshop.check_decode_window(tuple(sliding.window_arg), sliding.effective_keys)
 
 # %% [markdown]
 # ## 2 · What the server passes: a trace
@@ -80,6 +93,7 @@ print(f"layer 0: {sliding.kind}, sliding_window_size={sliding.sliding_window_siz
 # table are SGLang's own; only the arithmetic inside the kernel is the kit's.
 
 # %%
+decode = dispatch.plan("gemma4-31b", "decode", strict=False)
 records = trace.read_records(Path("..") / "data" / "traces" / "gemma4-31b_decode_aiter_cpu.jsonl")
 for record in records:
     print(json.dumps(record.to_json()))
@@ -96,15 +110,23 @@ print("trace vs plan:", "agree" if not mismatches else [str(m) for m in mismatch
 # and at W-1 keys. Here, without weights, a **randomly initialised** model built from the Gemma-3 27B config
 # the kit bundles (same architecture and attention pattern), shrunk to 2 layers and a window of 16 keys:
 # it shows the mechanism, not Gemma-4's numbers.
+#
+# **Exercise 6.2 (predict, then run).** With a window of W = 16 keys against W - 1 = 15, from which prompt
+# position (counting from 0) on can the two runs' logits differ at all?
 
 # %%
+my_first_position = ...  # a position in the prompt
+workshop.check_first_changed_position(my_first_position, window=16)
+
+# %% tags=["solution"]
 bundled = json.loads((Path("..") / "data" / "models" / "gemma3-27b.json").read_text())["hf_config"]
 model = tiny_model_from_config(transformers.AutoConfig.for_model(**bundled), window=16, seed=0)
 prompt = torch.randint(0, model.config.vocab_size, (64,), generator=torch.Generator().manual_seed(0))
 gap = compare_window(model, prompt, new_tokens=16)
 print(gap.summary())
+workshop.check_first_changed_position(gap.first_changed_position, window=16)
 
-# %% [markdown]
+# %% [markdown] tags=["solution"]
 # Positions before W-1 attend the same keys under both windows, so their logits are identical; from
 # position W-1 on, every prediction moves a little, and greedy decoding parts ways once a near-tie flips.
 # That is the report's "after about a thousand tokens" with W = 1024.
@@ -116,3 +138,9 @@ print(gap.summary())
 #   the Triton backend (`swa-kit audit` without `--attention-backend aiter` shows its window arithmetic).
 # * Report upstream with `swa-kit audit ... --markdown`: it names the call sites and SGLang's issues
 #   #32087 / #34354 on the window convention.
+#
+# ## Takeaway
+#
+# A report that drifts only after about W tokens points at window handling. `swa-kit audit` names the call
+# site and its window argument, a trace confirms what a live server passes, and `swa-kit key-gap` measures
+# whether one key short matters for the checkpoint: three measurements, no guessing.

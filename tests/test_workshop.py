@@ -14,13 +14,14 @@ import random
 import pytest
 import torch
 
-from swa_kit import workshop
+from swa_kit import trace, workshop
 from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.configs import MODELS_DIR
 from swa_kit.dispatch import SITES, site_path
 from swa_kit.errors import SlotError, UsageError
 from swa_kit.pools import KVWriteLoc
 from swa_kit.resolver import RESOLVERS, read_keys, slots_read
+from swa_kit.resources import data_path
 from swa_kit.workers import SpeculativeAlgorithm, request_ids_past_swa_buffer
 
 # -- independent helpers -------------------------------------------------------------------------
@@ -563,3 +564,39 @@ def test_check_headline_floor_against_the_recorded_run():
     assert workshop.check_headline_floor(round(by_hand, 1)).ok is True
     assert workshop.check_headline_floor(round(by_hand, 1), context=8192).ok is True
     assert workshop.check_headline_floor(by_hand * 32).ok is False  # the whole 128k context, not the window
+
+
+def test_check_decode_window_against_the_recorded_trace_and_by_hand():
+    # By hand: sliding_window_size = 1024 - 1; the unified call site passes (sws - 1, 0); the kernel attends
+    # 1 + left. The recorded trace of SGLang's own forward_decode carries the same argument for layer 0.
+    sws = 1024 - 1
+    by_hand = ((sws - 1, 0), 1 + (sws - 1))
+    traced = next(r for r in trace.read_records(data_path("traces", "gemma4-31b_decode_aiter_cpu.jsonl"))
+                  if r.layer == 0)
+    assert tuple(traced.window_arg) == by_hand[0]
+    assert workshop.check_decode_window(*by_hand).ok is True
+    assert workshop.check_decode_window(..., ...).ok is None
+    wrong = workshop.check_decode_window((sws, 0), 1 + sws)
+    assert wrong.ok is False and "1022" not in wrong.message and "1023" not in wrong.message
+    with pytest.raises(UsageError, match="pair"):
+        workshop.check_decode_window(1022, 1023)
+
+
+@pytest.mark.parametrize("window", [2, 5, 16, 33])
+def test_first_changed_position_is_where_a_query_first_sees_the_whole_window(window):
+    # A query at position p attends min(p + 1, W) keys: the two windows first differ where p + 1 = W.
+    assert workshop.first_position_one_short_changes(window) == window - 1
+    assert workshop.check_first_changed_position(window - 1, window).ok is True
+    assert workshop.check_first_changed_position(window, window).ok is False
+    assert workshop.check_first_changed_position(..., window).ok is None
+
+
+def test_first_changed_position_matches_a_transformers_model():
+    transformers = pytest.importorskip("transformers")
+    from swa_kit.key_gap import compare_window, tiny_model_from_config
+
+    bundled = json.loads(data_path("models", "gemma3-27b.json").read_text())["hf_config"]
+    model = tiny_model_from_config(transformers.AutoConfig.for_model(**bundled), window=8, seed=1)
+    prompt = torch.randint(0, model.config.vocab_size, (24,), generator=torch.Generator().manual_seed(1))
+    gap = compare_window(model, prompt, new_tokens=1)
+    assert gap.first_changed_position == workshop.first_position_one_short_changes(8)
