@@ -200,7 +200,8 @@ workshop.check_triage({case: workshop.triage(worker) for case, worker in worksho
 # - [04 · aiter dispatch and guards](04_aiter_dispatch_and_guards.ipynb): bug 2, the guard, and a probe that
 #   measures which keys each kernel really attends.
 # - [05 · Kernels and performance](05_kernels_and_performance.ipynb): why decode cost follows the window.
-# <!-- TODO(lead): link notebook 06 (a real launch) here once it lands. -->
+# - [06 · Debugging a launch](06_debugging_a_launch.ipynb): a bug report taken from symptom to cause with
+#   `swa-kit audit`, a trace of SGLang's own backend and `swa-kit key-gap`.
 #
 # The workshop plans are in [docs/workshop.md](../docs/workshop.md); what the kit relies on about SGLang and
 # aiter, with sources, is in [docs/sglang-and-aiter.md](../docs/sglang-and-aiter.md).
