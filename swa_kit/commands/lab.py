@@ -7,6 +7,7 @@ waits for both and kills whatever is still there after a grace period, so nothin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -125,19 +126,15 @@ def stop_server(server: subprocess.Popen, signum: int, grace_s: float) -> int:
     """
     family = _descendants(server.pid)
     _signal_group(server.pid, signum)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired, _StopRequested):  # then the kill below
         server.wait(timeout=grace_s)
         psutil.wait_procs(family, timeout=grace_s)
-    except (subprocess.TimeoutExpired, _StopRequested):
-        pass
     for s in STOP_SIGNALS:  # from here on, nothing is left to wait for but the kill
         signal.signal(s, signal.SIG_IGN)
     _signal_group(server.pid, signal.SIGKILL)
     for process in family:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):  # it exited on its own meanwhile
             process.kill()
-        except psutil.NoSuchProcess:
-            pass
     psutil.wait_procs(family, timeout=grace_s)
     return server.wait()
 
@@ -150,7 +147,5 @@ def _descendants(pid: int) -> list[psutil.Process]:
 
 
 def _signal_group(pgid: int, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):  # the whole group has already exited
         os.killpg(pgid, signum)
-    except ProcessLookupError:  # the whole group has already exited
-        pass
