@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     elif mask.kv_len > MAX_TEXT_COLS or mask.q_len > MAX_TEXT_ROWS:
         print(mask.describe())
         tally = _tally(mask, 128, None)
-        for _ in tally.rows(_progress(tally)):  # stream the tile rows (the progress bar moves); the summary tallies them
+        for _ in tally.rows(_progress(tally)):  # stream the tile rows; the summary tallies them
             pass
         print(tally.summary())
         print("too big to print: use --block 128 for the block view or --png FILE for a picture")
