@@ -1,6 +1,6 @@
 """One device call: check, tune and time everything, writing results under $OUT.
 
-    python3 benchmarks/gpu_run.py STAGES...   (stages: env tests_kit tests tune quick full)
+    python3 benchmarks/gpu_run.py STAGES...   (stages: see STAGES at the end)
 
 Runs from the repository root on the device machine, where swa_kit is not installed
 (``PYTHONPATH=.``) and aiter's Triton files travel in a carried site folder (see
@@ -60,13 +60,13 @@ def stage_tests() -> None:
     _pytest("xdist4", ["tests/gpu", "-n", "4"])
 
 
-def _tune_point(case, configs, gen, flush, copy_tbs, rows, page_size=16) -> None:
+def _tune_point(case, configs, gen, flush, copy_tbs, rows, page_size=16, data=None) -> None:
     import torch
 
     from swa_kit.bench import timing
     from swa_kit.bench.paths import DecodeInputs
 
-    data = DecodeInputs(case, torch.device("cuda"), gen)
+    data = data or DecodeInputs(case, torch.device("cuda"), gen)
     for config in configs:
         row = {"batch": case.batch, "hq": case.hq, "hkv": case.hkv, "head_dim": case.head_dim,
                "window": case.window, "drafts": case.drafts, "page_size": page_size, **config}
@@ -78,77 +78,183 @@ def _tune_point(case, configs, gen, flush, copy_tbs, rows, page_size=16) -> None
         except Exception as exc:  # a config that does not compile is a result too
             row["error"] = f"{type(exc).__name__}: {exc}"[:200]
         rows.append(row)
-    del data
-    torch.cuda.empty_cache()
 
 
 def _configs(head_dim: int, verify: bool) -> list[dict]:
     """The default (empty overrides) first, then tiles x warps x stages x programs per SM around it."""
     tiles = {64: (32, 64, 128), 128: (16, 32, 64), 256: (16, 32)}[head_dim]
     base = [{}]
-    if verify:  # v4: 8 and 16 KiB tiles, 4 warps (8 lost everywhere in v3's sweep)
-        return base + [{"block_n": bn, "num_stages": st, "programs_per_sm": pp} for bn in tiles[-2:]
-                       for st in (2, 3) for pp in (2, 4)]
+    if verify:  # v5: around the decode policy the verify now shares
+        return base + [{"num_stages": 2 if head_dim > 64 else 3}, {"programs_per_sm": 4}, {"programs_per_sm": 1},
+                       {"num_warps": 8}, {"block_n": tiles[-2]}]
     return base + [{"block_n": bn, "num_warps": w, "num_stages": st, "programs_per_sm": pp}
                    for bn in tiles for w in (4, 8) for st in (2, 3) for pp in (1, 2, 4)]
 
 
 def stage_tune_verify() -> None:
-    """Chain verify (2..8 drafts) against decode over the same KV, the policy's default first."""
+    """Chain verify (2..8 drafts) against decode over the same KV on every shape of the grid at 8k context,
+    the policy's default first, then a few configurations around it."""
     import torch
 
     from swa_kit.bench import DecodeCase, timing, verify_twin
     from swa_kit.bench.cases import HEAD_SHAPES
+    from swa_kit.bench.paths import DecodeInputs
 
     device = torch.device("cuda")
     gen = torch.Generator(device=device).manual_seed(3)
     flush = timing.L2Flush(device)
     copy = timing.copy_bandwidth(device, flush)
-    SUMMARY.append(f"copy {copy['tbs']:.3f} TB/s by {copy['by']}: " + ", ".join(
-        f"{k} {w['tbs']:.2f}" for k, w in copy["ways"].items()))
+    SUMMARY.append(f"copy {copy['tbs']:.3f} TB/s by {copy['by']}")
     rows: list[dict] = []
+    deadline = time.time() + float(os.environ.get("TUNE_SECONDS", "330"))
     for hq, hkv, d, sinks in HEAD_SHAPES.values():
-        for b in (8, 32):
-            for ps in (1, 16):
-                case = DecodeCase(b, hq, hkv, d, 8192, 4096, sinks=sinks)
-                _tune_point(case, [{}], gen, flush, copy["tbs"], rows, ps)
-                _tune_point(verify_twin(case), _configs(d, True) if ps == 16 else [{}], gen, flush, copy["tbs"],
-                            rows, ps)
-    (OUT / "tune_verify.json").write_text(json.dumps({"copy_tbs": copy["tbs"], "rows": rows}, indent=1))
-    for key in sorted({(r["head_dim"], r["batch"], r["page_size"]) for r in rows}):
-        mine = [r for r in rows if (r["head_dim"], r["batch"], r["page_size"]) == key and "us" in r]
+        for b in (1, 8, 32, 128):
+            for w in (128, 1024, 4096):
+                if time.time() > deadline:
+                    SUMMARY.append(f"tune_verify: out of time before B={b} D={d} W={w}")
+                    break
+                case = DecodeCase(b, hq, hkv, d, 8192, w, sinks=sinks)
+                data = DecodeInputs(case, device, gen)
+                twin = data.with_queries(verify_twin(case))
+                for ps in (1, 16):
+                    _tune_point(case, [{}], gen, flush, copy["tbs"], rows, ps, data)
+                    _tune_point(twin.case, _configs(d, True), gen, flush, copy["tbs"], rows, ps, twin)
+                del data, twin
+                torch.cuda.empty_cache()
+                (OUT / "tune_verify.json").write_text(json.dumps({"copy_tbs": copy["tbs"], "rows": rows}, indent=1))
+    for key in sorted({(r["head_dim"], r["batch"], r["window"], r["page_size"]) for r in rows}):
+        mine = [r for r in rows if (r["head_dim"], r["batch"], r["window"], r["page_size"]) == key and "us" in r]
         dec = next((r for r in mine if not r["drafts"]), None)
         ver = [r for r in mine if r["drafts"]]
         if dec and ver:
             best = min(ver, key=lambda r: r["us"])
-            SUMMARY.append(f"verify D={key[0]} B={key[1]} p{key[2]}: decode {dec['us']:.1f}us "
-                           f"({dec['copy_fraction']:.0%}); verify default {ver[0]['us']:.1f} "
-                           f"({ver[0]['us'] / dec['us']:.2f}x), best {best['us']:.1f} ({best['us'] / dec['us']:.2f}x) "
-                           f"bn{best['block_n']} st{best['num_stages']} s{best['splits']}")
+            over = {k: v for k, v in best.items() if k in ("num_stages", "programs_per_sm", "num_warps", "block_n")}
+            SUMMARY.append(f"verify D={key[0]} B={key[1]} W={key[2]} p{key[3]}: decode {dec['us']:.1f}us; verify "
+                           f"default {ver[0]['us']:.1f} ({ver[0]['us'] / dec['us']:.2f}x), best {best['us']:.1f} "
+                           f"({best['us'] / dec['us']:.2f}x) {over} s{best.get('splits')}")
 
 
-def stage_ab_verify() -> None:
-    """Verify with the per-query mask on every tile vs on the window's edge tiles only, both page sizes."""
+def stage_ab_layout() -> None:
+    """The kit over randomly permuted pages vs pages in order, beside SDPA over the contiguous window,
+    at the cells of >= 512 MiB: what the paged, scattered layout costs at the DRAM ceiling."""
     import torch
 
-    from swa_kit.bench import DecodeCase, timing, verify_twin
+    from swa_kit.bench import DecodeCase, timing
+    from swa_kit.bench.paths import DecodeInputs
 
     device = torch.device("cuda")
-    gen = torch.Generator(device=device).manual_seed(4)
+    gen = torch.Generator(device=device).manual_seed(5)
     flush = timing.L2Flush(device)
     copy = timing.copy_bandwidth(device, flush)["tbs"]
     rows: list[dict] = []
-    for b, hq, hkv, d, w, sinks in ((32, 32, 8, 128, 4096, False), (8, 32, 8, 128, 1024, False),
-                                    (32, 64, 8, 64, 4096, True), (32, 32, 16, 256, 1024, False)):
+    for b, hq, hkv, d, w, sinks in ((32, 32, 8, 128, 4096, False), (128, 32, 8, 128, 1024, False),
+                                    (128, 32, 8, 128, 4096, False), (128, 64, 8, 64, 4096, True),
+                                    (32, 32, 16, 256, 4096, False), (128, 32, 16, 256, 1024, False)):
         case = DecodeCase(b, hq, hkv, d, 8192, w, sinks=sinks)
-        for ps in (1, 16):
-            _tune_point(case, [{}], gen, flush, copy, rows, ps)
-            _tune_point(verify_twin(case), [{"edge_masks": False}, {"edge_masks": True}], gen, flush, copy, rows, ps)
-    (OUT / "ab_verify.json").write_text(json.dumps({"copy_tbs": copy, "rows": rows}, indent=1))
+        for in_order in (False, True):
+            data = DecodeInputs(case, device, gen, pages_in_order=in_order)
+            for ps in (1, 16):
+                before = len(rows)
+                _tune_point(case, [{}], gen, flush, copy, rows, ps, data)
+                rows[before]["pages_in_order"] = in_order
+            if not in_order:
+                measured = timing.measure(data.sdpa_window()[0], flush, reps=30)
+                rows.append({"batch": b, "head_dim": d, "hq": hq, "window": w, "path": "sdpa_window",
+                             "us": measured["us"], "method": measured["method"]})
+            del data
+            torch.cuda.empty_cache()
+    (OUT / "ab_layout.json").write_text(json.dumps({"copy_tbs": copy, "rows": rows}, indent=1))
     for r in rows:
-        SUMMARY.append(f"ab B={r['batch']} D={r['head_dim']} W={r['window']} p{r['page_size']} drafts={r['drafts']} "
-                       f"edge_masks={r.get('edge_masks', '-')}: {r.get('us', float('nan')):.1f}us s{r.get('splits')} "
-                       f"{r.get('error', '')}")
+        SUMMARY.append(f"layout B={r['batch']} Hq={r['hq']} D={r['head_dim']} W={r['window']} "
+                       f"{r.get('path', 'kit p' + str(r.get('page_size')))} in_order={r.get('pages_in_order', '-')}: "
+                       f"{r.get('us', float('nan')):.1f}us {r.get('error', '')}")
+
+
+def _load_variant(path: Path):
+    """A copy of kit_triton.py (an earlier or candidate kernel) as a module of its own, not registered as a path."""
+    import importlib.util
+
+    text = path.read_text().replace("\nregister(\n", "\n_not_registered = (\n")
+    copy = OUT.parent / f"_variant_{path.stem}.py"
+    copy.write_text(text)
+    spec = importlib.util.spec_from_file_location(f"kit_variant_{path.stem}", copy)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _time_plan(module, inputs, page_size: int, config: dict, flush, ref=None) -> dict:
+    """Time one kernel module's plan on ``inputs`` (and check it against ``ref``); errors become the result."""
+    import functools
+
+    import torch
+
+    from swa_kit.bench import timing
+
+    c = inputs.case
+    try:
+        table, row_start = inputs.tables[page_size]
+        plan = module.plan_decode(inputs.k, inputs.v, table, row_start, inputs.seq_lens, page_size, c.window,
+                                  inputs.sm_scale, c.hq, q_start=inputs.q_start, max_q_len=max(inputs.q_lens),
+                                  sinks=inputs.sinks, max_seq_len=c.context, **config)
+        out = torch.empty_like(inputs.q)
+        timed = timing.measure(functools.partial(plan.run, inputs.q, out), flush, 30)
+        result = {"splits": plan.splits, "us": timed["us"]}
+        if ref is not None:
+            out.fill_(float("nan"))
+            plan.run(inputs.q, out)
+            result["rel_error"] = float((out.double() - ref).norm() / ref.norm())
+        return result
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:200]}
+
+
+def stage_ab_variants() -> None:
+    """Kernel variants (copies of kit_triton.py in $KIT_VARIANTS) against the current one: decode and verify over
+    the same KV, each output checked against the float64 reference."""
+    import torch
+
+    from swa_kit.attention import kit_triton
+    from swa_kit.bench import DecodeCase, timing, verify_twin
+    from swa_kit.bench.paths import DecodeInputs
+
+    device = torch.device("cuda")
+    gen = torch.Generator(device=device).manual_seed(6)
+    flush = timing.L2Flush(device)
+    variants = {"current": kit_triton}
+    folder = Path(os.environ.get("KIT_VARIANTS", ""))
+    for path in sorted(folder.glob("*.py")) if folder.is_dir() else []:
+        variants[path.stem] = _load_variant(path)
+    verify_configs = [{}, {"max_registers": 0}, {"num_stages": 2}, {"num_stages": 5}]
+    rows: list[dict] = []
+    for b, hq, hkv, d, w, sinks in ((32, 32, 8, 128, 4096, False), (8, 32, 8, 128, 4096, False),
+                                    (128, 32, 8, 128, 1024, False), (8, 32, 8, 128, 128, False),
+                                    (32, 32, 16, 256, 4096, False), (8, 32, 16, 256, 1024, False),
+                                    (32, 64, 8, 64, 4096, True), (128, 64, 8, 64, 1024, True)):
+        case = DecodeCase(b, hq, hkv, d, 8192, w, sinks=sinks)
+        data = DecodeInputs(case, device, gen)
+        twin = data.with_queries(verify_twin(case))
+        for ps in (1, 16):
+            ref = twin.reference(ps)
+            for name, module in variants.items():
+                verify = module.launch_config(d, hq // hkv, max(twin.q_lens))
+                same_rows = {k: verify[k] for k in ("rows", "block_n", "num_stages")} if "rows" in verify else None
+                decode_configs = [{}, {"max_registers": 0}, same_rows] if name == "current" else [{}]
+                for inputs, configs in ((data, decode_configs), (twin, verify_configs)):
+                    for config in configs if name == "current" else [{}]:
+                        row = {"variant": name, "batch": b, "hq": hq, "head_dim": d, "window": w, "page_size": ps,
+                               "drafts": inputs.case.drafts, **config}
+                        row.update(_time_plan(module, inputs, ps, config, flush, ref if inputs is twin else None))
+                        rows.append(row)
+        del data, twin
+        torch.cuda.empty_cache()
+        (OUT / "ab_variants.json").write_text(json.dumps({"variants": list(variants), "rows": rows}, indent=1))
+    for r in rows:
+        over = {k: r[k] for k in ("num_stages", "programs_per_sm", "max_registers", "rows", "block_n") if k in r}
+        SUMMARY.append(f"{r['variant']:<16} B={r['batch']} D={r['head_dim']} W={r['window']} p{r['page_size']} "
+                       f"drafts={r['drafts']} {over or ''}: {r.get('us', float('nan')):.1f}us s{r.get('splits')} "
+                       f"err={r.get('rel_error', '-')} {r.get('error', '')}")
 
 
 def stage_tune() -> None:
@@ -187,9 +293,9 @@ def stage_tune() -> None:
 
 def stage_bench(quick: bool) -> None:
     from swa_kit import bench
-    from swa_kit.commands._output import print_table
+    from swa_kit.tables import print_table
 
-    cmd = "PYTHONPATH=$PWD:$PWD/_site python3 benchmarks/gpu_run.py " + " ".join(sys.argv[1:])
+    cmd = "PYTHONPATH=$PWD:$PWD/build/gpu/_site python3 benchmarks/gpu_run.py " + " ".join(sys.argv[1:])
     name = "h200_quick.json" if quick else "h200_full.json"
     result = bench.run_benchmark(quick=quick, command=cmd, progress=False, checkpoint=OUT / f"partial_{name}")
     bench.save(result, OUT / name)
@@ -214,7 +320,7 @@ def stage_bench(quick: bool) -> None:
 
 
 STAGES = {"env": stage_env, "tests_kit": stage_tests_kit, "tests": stage_tests, "tune": stage_tune,
-          "tune_verify": stage_tune_verify, "ab_verify": stage_ab_verify,
+          "tune_verify": stage_tune_verify, "ab_layout": stage_ab_layout, "ab_variants": stage_ab_variants,
           "tests_one": lambda: _pytest("one_process", ["tests/gpu"]),
           "tests_xdist": lambda: _pytest("xdist4", ["tests/gpu", "-n", "4"]),
           "quick": lambda: stage_bench(True), "full": lambda: stage_bench(False)}

@@ -119,6 +119,29 @@ def test_targets_met_and_missed() -> None:
     assert "flex_attention" in next(iter(prefill["by_case"].values()))  # sdpa_full is not windowed: excluded
 
 
+def test_misses_say_whether_a_copy_or_the_verify_tile_misses_too() -> None:
+    """Each bandwidth miss carries what one copy of the same bytes reached, each verify miss what decode took
+    in the verify's query tile; the counts are recomputed here from the synthetic times."""
+    result = _synthetic(kit16_us=170.0, kit1_us=190.0, verify=1.3)  # 79% and 70% of copy; verify 1.3x
+    window_bytes = bench.DecodeCase(32, 32, 8, 128, 8192, 4096).window_bytes
+    copy_share = rng.choice([0.5, 0.95])  # a copy of those bytes below or above the 90% target
+    result["copy_same_bytes"] = [{"bytes": window_bytes, "tbs": copy_share * result["copy_tbs"], "us": 1.0}]
+    tile = rng.choice([1.05, 1.25])  # decode in the verify's tile: under or over the 1.15x target
+    result[bench.VERIFY_TILE] = [
+        {**r, "time_ms": r["time_ms"] * tile} for r in result["decode"]
+        if r["path"] == "kit_triton_swa" and r["case"]["batch"] == 32 and r["mode"] == "decode"]
+    verdict = _verdicts({**result, "targets": bench.evaluate_targets(result)})
+    bandwidth, verify = verdict["bandwidth"], verdict["verify_over_decode"]
+    assert bandwidth["missed"] == 4 and all(m["same_bytes_copy_fraction"] == copy_share for m in bandwidth["misses"])
+    assert bandwidth["copy_of_same_bytes_misses_too"] == (4 if copy_share < 0.9 else 0)
+    assert verify["missed"] == 4 and all(m["verify_tile_over_decode"] == pytest.approx(tile) for m in verify["misses"])
+    assert verify["verify_tile_misses_too"] == (4 if tile > 1.15 else 0)
+    text = "\n".join(bench.summary_lines({**result, "targets": bench.evaluate_targets(result)}))
+    assert "a plain copy of the same bytes" in text and "decode alone in the verify's query tile" in text
+    older = _synthetic(kit16_us=170.0, kit1_us=190.0)  # a run recorded before both: no claim either way
+    assert not {"copy_of_same_bytes_misses_too", "verify_tile_misses_too"} & set().union(*older["targets"])
+
+
 def test_grid_rows_pair_every_kit_row_with_its_ratios_and_verify_twin() -> None:
     result = _synthetic()
     grid = bench.grid_rows(result)

@@ -40,22 +40,26 @@ def kit_triton():
 
     return module
 
-# (seq_lens, q_lens (None: decode), Hq, Hkv, head_dim, page_size, keys, forced splits, block_n, sinks)
+# (seq_lens, q_lens (None: decode), Hq, Hkv, head_dim, page_size, keys, forced splits, launch overrides, sinks)
 CASES = [
-    ([37, 5, 64], None, 4, 2, 16, 1, 7, None, 16, False),  # GQA 2, windows shorter than most requests
-    ([37, 5, 64], None, 4, 2, 16, 4, 7, 3, 16, False),  # page size 4, three splits (one empty for the short request)
-    ([90, 1, 33], None, 8, 1, 32, 16, 40, 2, 16, False),  # page size 16, GQA 8, a one-token request
-    ([90, 70], None, 8, 8, 32, 16, None, 4, 16, False),  # no window (full causal), MHA
-    ([50, 64], None, 4, 4, 64, 1, 1, None, 16, False),  # window of one key: the query's own
-    ([100, 17, 64], None, 16, 2, 16, 16, 200, 5, 32, False),  # window wider than every request, GQA 8
-    ([128, 96], None, 4, 1, 32, 1, 64, 2, 32, False),  # GQA 4, window a whole tile, two splits
-    ([37, 9, 64], [3, 1, 8], 8, 2, 16, 1, 7, None, 16, False),  # ragged chain verify, windows shorter than chains
-    ([70, 12, 40], [8, 2, 5], 4, 1, 16, 4, 9, 3, 16, False),  # verify, page size 4, three splits
-    ([90, 33], [2, 8], 8, 8, 32, 16, None, 2, 16, False),  # verify with no window: causal within the chunk
-    ([40, 8], [4, 8], 4, 2, 16, 1, 1, None, 16, False),  # window of one key: each draft sees only itself
-    ([60, 20, 45], None, 8, 1, 16, 16, 11, 2, 16, True),  # GPT-OSS-style sinks, decode, split
-    ([60, 20, 45], [5, 2, 8], 8, 2, 16, 1, 11, None, 16, True),  # sinks in verify, one split
-    ([40, 70], [8, 5], 8, 1, 16, 16, 9, 2, 16, False),  # 64 rows (8 drafts x GQA 8): masks on every tile
+    ([37, 5, 64], None, 4, 2, 16, 1, 7, None, {"block_n": 16}, False),  # GQA 2, windows shorter than most requests
+    ([37, 5, 64], None, 4, 2, 16, 4, 7, 3, {"block_n": 16}, False),  # page size 4, three splits, one empty
+    ([90, 1, 33], None, 8, 1, 32, 16, 40, 2, {"block_n": 16}, False),  # page size 16, GQA 8, a one-token request
+    ([90, 70], None, 8, 8, 32, 16, None, 4, {"block_n": 16}, False),  # no window (full causal), MHA
+    ([50, 64], None, 4, 4, 64, 1, 1, None, {"block_n": 16}, False),  # window of one key: the query's own
+    ([100, 17, 64], None, 16, 2, 16, 16, 200, 5, {"block_n": 32}, False),  # window wider than every request, GQA 8
+    ([128, 96], None, 4, 1, 32, 1, 64, 2, {"block_n": 32}, False),  # GQA 4, window a whole tile, two splits
+    ([37, 9, 64], [3, 1, 8], 8, 2, 16, 1, 7, None, {"block_n": 16}, False),  # ragged verify, windows under the chains
+    ([70, 12, 40], [8, 2, 5], 4, 1, 16, 4, 9, 3, {"block_n": 16}, False),  # verify, page size 4, three splits
+    ([90, 33], [2, 8], 8, 8, 32, 16, None, 2, {"block_n": 16}, False),  # verify with no window: causal within the chunk
+    ([40, 8], [4, 8], 4, 2, 16, 1, 1, None, {"block_n": 16}, False),  # window of one key: each draft sees only itself
+    ([60, 20, 45], None, 8, 1, 16, 16, 11, 2, {"block_n": 16}, True),  # GPT-OSS-style sinks, decode, split
+    ([60, 20, 45], [5, 2, 8], 8, 2, 16, 1, 11, None, {"block_n": 16}, True),  # sinks in verify, one split
+    ([40, 70], [8, 5], 8, 1, 16, 16, 9, 2, {"block_n": 16}, False),  # 64 rows (8 drafts x GQA 8)
+    ([80, 9, 61], [8, 7, 3], 4, 2, 16, 1, 40, 3, {"block_n": 16}, False),  # middle over three splits, edges in split 0
+    ([30, 12], [8, 6], 4, 2, 16, 4, 8, 2, {"block_n": 16}, True),  # window one past the drafts: a one-key middle, sinks
+    ([50, 8, 20], [8, 8, 1], 4, 1, 16, 1, 3, None, {"block_n": 16}, False),  # window under the drafts: all edge
+    ([70, 33], None, 4, 2, 16, 16, 20, 2, {"block_n": 16, "rows": 32}, True),  # decode in a taller tile than it needs
 ]
 
 
@@ -66,8 +70,8 @@ def _worker(path: str) -> None:
     assert kt.interpreter_active(), "the child must be started with TRITON_INTERPRET=1"
     payload = torch.load(path, weights_only=False)  # our own file: AttentionBatch objects
     outputs = []
-    for batch, keys, splits, block_n, sinks in payload["cases"]:
-        plan = kt.plan_batch(batch, keys, sinks=sinks, splits=splits, block_n=block_n)
+    for batch, keys, splits, overrides, sinks in payload["cases"]:
+        plan = kt.plan_batch(batch, keys, sinks=sinks, splits=splits, **overrides)
         out = torch.full_like(batch.q, float("nan"))
         plan.run(batch.q, out)
         outputs.append((out, plan.splits, plan.chunk))
@@ -78,11 +82,11 @@ def _worker(path: str) -> None:
 def interpreted_runs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple]:
     gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
     cases = []
-    for seq_lens, q_lens, hq, hkv, dim, page, keys, splits, block_n, sinks in CASES:
+    for seq_lens, q_lens, hq, hkv, dim, page, keys, splits, overrides, sinks in CASES:
         batch = random_paged_batch(q_lens or [1] * len(seq_lens), seq_lens, num_q_heads=hq, num_kv_heads=hkv,
                                    head_dim=dim, page_size=page, spare_pages=0, dtype=torch.float16, generator=gen)
         poison_unattended(batch, keys)
-        cases.append((batch, keys, splits, block_n, torch.randn(hq, generator=gen) * 3 if sinks else None))
+        cases.append((batch, keys, splits, overrides, torch.randn(hq, generator=gen) * 3 if sinks else None))
     path = str(tmp_path_factory.mktemp("kit_triton") / "cases.pt")
     torch.save({"cases": cases}, path)
     env = {**os.environ, "TRITON_INTERPRET": "1"}
@@ -142,6 +146,12 @@ def test_refuses_what_it_cannot_compute(kit_triton) -> None:
         kit_triton.plan_batch(_batch(head_dim=24), 4)
     with pytest.raises(ValueError, match="keys"):
         kit_triton.plan_batch(_batch(), 0)
+    with pytest.raises(BackendUnavailableError, match="rows=8: the query tile needs a power of two >= 16"):
+        kit_triton.plan_batch(_batch(), 4, rows=8)
+    with pytest.raises(BackendUnavailableError, match="rows=24"):
+        kit_triton.plan_batch(_batch(), 4, rows=24)
+    with pytest.raises(ValueError, match=r"unknown launch override\(s\) \['tile'\]"):
+        kit_triton.plan_batch(_batch(), 4, tile=64)
 
 
 def test_backend_declares_itself_and_is_unavailable_on_plain_cpu(kit_triton) -> None:

@@ -54,20 +54,23 @@ SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
 #: Most queries one request may bring: speculative decoding verifies 2-8 draft tokens per step.
 MAX_QUERIES = 8
 
-# Tuned on an H200 (docs/kernel-notes.md, v4): K (and V) tiles of 16 KiB per pipeline stage (64 keys
+# Tuned on an H200 (docs/kernel-notes.md, v4-v5): K (and V) tiles of 16 KiB per pipeline stage (64 keys
 # at head_dim 128 in bf16), 8 KiB once a program carries more than 32 query rows (a verify's drafts x
-# the GQA group); 4 warps; 3 pipeline stages in decode (2 at head_dim 64), 2 in verify; about two
-# programs per multiprocessor before the window is split further (two programs of 96 KiB of shared
-# memory fill an SM: a third split only adds a partial wave), never chunks under 256 keys. A verify
-# left with one split takes four programs per multiprocessor instead: its walk with per-query
-# masks needs more programs in flight.
+# the GQA group); 4 warps; 3 pipeline stages (2 at head_dim 64); about two programs per
+# multiprocessor before the window is split further (two programs of 96 KiB of shared memory fill an
+# SM: a third split only adds a partial wave), never chunks under 256 keys. A verify walks the same
+# middle of the window as decode, with the same policy (v5).
 TILE_BYTES = 16 * 1024
 TILE_BYTES_MANY_ROWS = 8 * 1024  # rows > 32
 NUM_WARPS = 4
 NUM_STAGES = 3
-NUM_STAGES_NARROW = 2  # head_dim <= 64, and every verify
+NUM_STAGES_NARROW = 2  # head_dim <= 64
 PROGRAMS_PER_SM = 2
-PROGRAMS_PER_SM_VERIFY_ONE_SPLIT = 4
+# A verify's registers per thread, capped (CUDA's maxnreg) so that four programs of four warps fit an
+# SM's 65,536, as decode's 96-128 do: its taller query tile and edge tile would otherwise take 140-170, and
+# with a quarter fewer programs in flight its walk fell up to 1.47x behind decode's. Decode runs uncapped:
+# the cap cost it 1-2% (v5).
+MAX_REGISTERS = 128
 MIN_CHUNK = 256
 
 
@@ -81,12 +84,14 @@ BLOCK_N = block_n_for(128)
 
 
 def launch_config(head_dim: int, group: int, max_q_len: int, itemsize: int = 2) -> dict[str, int]:
-    """Tile, warps, pipeline depth and split policy for one shape (the v4 sweeps, docs/kernel-notes.md)."""
+    """Tile, warps, pipeline depth, register cap and split policy for one shape (docs/kernel-notes.md)."""
     rows = max(16, 1 << max(0, max_q_len * group - 1).bit_length())
     return {
+        "rows": rows,
         "block_n": block_n_for(head_dim, itemsize, rows),
         "num_warps": NUM_WARPS,
-        "num_stages": NUM_STAGES_NARROW if head_dim <= 64 or max_q_len > 1 else NUM_STAGES,
+        "num_stages": NUM_STAGES_NARROW if head_dim <= 64 else NUM_STAGES,
+        "max_registers": MAX_REGISTERS if max_q_len > 1 else 0,
         "programs_per_sm": PROGRAMS_PER_SM,
         "min_chunk": MIN_CHUNK,
     }
@@ -95,9 +100,27 @@ def launch_config(head_dim: int, group: int, max_q_len: int, itemsize: int = 2) 
 if triton is not None:
 
     @triton.jit
-    def _per_query_keep(pos, valid, q_pos, window):
-        """``[rows, keys]``: key ``pos`` is in the window of the row's query, and not after it."""
-        return valid[None, :] & (pos[None, :] <= q_pos[:, None]) & (pos[None, :] > q_pos[:, None] - window)
+    def _kv_slots(table_ptr, row, pos, valid, PAGE: tl.constexpr):
+        """Buffer slot of each key position: its page from the table, then the offset inside the page."""
+        page = tl.load(table_ptr + row + pos // PAGE, mask=valid, other=0)
+        return page.to(tl.int64) * PAGE + pos % PAGE
+
+    @triton.jit
+    def _fold_tile(s, v, m_i, l_i, acc, SAFE_MAX: tl.constexpr):
+        """Online softmax: fold one tile of base-2 scores ``s`` (pairs not attended at -inf) and its values in.
+
+        ``SAFE_MAX``: some row may have no key yet; ``exp2(-inf - 0) = 0`` keeps it empty instead of NaN.
+        """
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        if SAFE_MAX:
+            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        else:
+            m_use = m_new
+        p = tl.exp2(s - m_use[:, None])
+        alpha = tl.exp2(m_i - m_use)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        return m_new, l_i, acc
 
     @triton.jit
     def _swa_attend_kernel(
@@ -113,8 +136,8 @@ if triton is not None:
         stride_qt, stride_qh, stride_ks, stride_kh, stride_vs, stride_vh, stride_ot, stride_oh,
         GROUP: tl.constexpr, ROWS: tl.constexpr, HEAD_DIM: tl.constexpr, PAGE: tl.constexpr,
         BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,  # SPLIT: write partials for the merge kernel
-        VERIFY: tl.constexpr,  # more than one query per request: a per-query (causal + window) mask
-        EDGE_MASKS: tl.constexpr,  # verify: build the mask only on tiles some query sees in part
+        VERIFY: tl.constexpr,  # more than one query per request: the window's edges need a per-query mask
+        EDGE: tl.constexpr,  # keys per half of the edge tile: an edge holds at most MAX_QUERIES - 1 keys
         USE_SINKS: tl.constexpr,
     ):
         b = tl.program_id(0)
@@ -135,48 +158,50 @@ if triton is not None:
 
         # The window bounds the walk: the first query (position L - q_len) sees keys from
         # L - q_len - W + 1 on, the last query up to L - 1. Nothing before is ever loaded.
+        # Every query attends the middle [L - W, L - q_len + 1), which the splits share out
+        # exactly as in decode; only the q_len - 1 keys before it (seen by the earlier queries) and
+        # the q_len - 1 after it (the drafts, seen by the later ones) need a per-query mask: split 0
+        # takes both in one tile before its walk (there, nothing the walk needs is held across it,
+        # which keeps the walk's registers those of decode). In decode (q_len 1) the middle is the window.
         seq_len = tl.load(seq_len_ptr + b)
-        q_pos = seq_len - q_len + qi  # absolute position of each row's query
         first = tl.maximum(seq_len - q_len - window + 1, 0)
-        lo = first + split * chunk
-        hi = tl.minimum(lo + chunk, seq_len)
+        mid_lo = tl.maximum(seq_len - window, first)
+        mid_hi = tl.maximum(seq_len - q_len + 1, mid_lo)
+        lo = mid_lo + split * chunk  # this program's chunk of the middle: [lo, hi)
+        hi = tl.minimum(lo + chunk, mid_hi)
         row = tl.load(row_start_ptr + b).to(tl.int64)
-        # Keys every query of the request attends: from the last query's window start to the first query.
-        all_from = seq_len - window
-        all_to = seq_len - q_len + 1
 
         m_i = tl.full([ROWS], float("-inf"), tl.float32)  # running max (base-2 logits)
         l_i = tl.zeros([ROWS], tl.float32)  # running softmax denominator
         acc = tl.zeros([ROWS, HEAD_DIM], tl.float32)
-        for start in range(lo, hi, BLOCK_N):
+        if VERIFY:
+            if (split == 0) & (q_len > 1):
+                # Both edges in one tile of 2 x EDGE keys: [first, mid_lo) in its first half,
+                # [mid_hi, L) in its second, each row masked to its query's window and causally.
+                j = tl.arange(0, 2 * EDGE)
+                in_front = j < EDGE
+                pos = tl.where(in_front, first + j, mid_hi + j - EDGE)
+                valid = tl.where(in_front, pos < mid_lo, pos < seq_len)
+                slot = _kv_slots(table_ptr, row, pos, valid, PAGE)
+                k = tl.load(k_ptr + slot[:, None] * stride_ks + kv_head * stride_kh + dims[None, :],
+                            mask=valid[:, None], other=0.0)
+                v = tl.load(v_ptr + slot[:, None] * stride_vs + kv_head * stride_vh + dims[None, :],
+                            mask=valid[:, None], other=0.0)
+                q_pos = seq_len - q_len + qi
+                keep = valid[None, :] & (pos[None, :] <= q_pos[:, None]) & (pos[None, :] > q_pos[:, None] - window)
+                s = tl.where(keep, tl.dot(q, tl.trans(k)) * sm_scale_log2, float("-inf"))
+                m_i, l_i, acc = _fold_tile(s, v, m_i, l_i, acc, True)
+
+        for start in range(lo, hi, BLOCK_N):  # no mask but the chunk's end: every row sees every key
             pos = start + tl.arange(0, BLOCK_N)
             valid = pos < hi
-            page = tl.load(table_ptr + row + pos // PAGE, mask=valid, other=0)
-            slot = page.to(tl.int64) * PAGE + pos % PAGE
+            slot = _kv_slots(table_ptr, row, pos, valid, PAGE)
             k = tl.load(k_ptr + slot[:, None] * stride_ks + kv_head * stride_kh + dims[None, :],
                         mask=valid[:, None], other=0.0)
-            s = tl.dot(q, tl.trans(k)) * sm_scale_log2  # [ROWS, BLOCK_N]
-            if VERIFY:  # each query its own window, causal within the chunk of drafts
-                if EDGE_MASKS:
-                    if (start < all_from) | (start + BLOCK_N > all_to):  # a tile some query sees only in part
-                        s = tl.where(_per_query_keep(pos, valid, q_pos, window), s, float("-inf"))
-                    else:
-                        s = tl.where(valid[None, :], s, float("-inf"))
-                else:
-                    s = tl.where(_per_query_keep(pos, valid, q_pos, window), s, float("-inf"))
-                m_new = tl.maximum(m_i, tl.max(s, 1))
-                m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet: exp2(-inf) = 0
-            else:  # one query at L - 1: every position of the walk is in its window
-                s = tl.where(valid[None, :], s, float("-inf"))
-                m_new = tl.maximum(m_i, tl.max(s, 1))  # finite: every tile holds a valid key
-                m_use = m_new
-            p = tl.exp2(s - m_use[:, None])
-            alpha = tl.exp2(m_i - m_use)
-            l_i = l_i * alpha + tl.sum(p, 1)
             v = tl.load(v_ptr + slot[:, None] * stride_vs + kv_head * stride_vh + dims[None, :],
                         mask=valid[:, None], other=0.0)
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            m_i = m_new
+            s = tl.where(valid[None, :], tl.dot(q, tl.trans(k)) * sm_scale_log2, float("-inf"))
+            m_i, l_i, acc = _fold_tile(s, v, m_i, l_i, acc, False)  # each tile has a key every row sees
 
         if not SPLIT:
             denom = l_i
@@ -260,11 +285,12 @@ class DecodePlan:
     sm_scale: float
     splits: int
     chunk: int
+    rows: int = 16  # the query tile's rows: every (query, head) pair of one KV head, padded
     block_n: int = BLOCK_N
     num_warps: int = NUM_WARPS
     num_stages: int = NUM_STAGES
+    max_registers: int = 0  # per-thread register cap (CUDA), 0: none
     sinks: torch.Tensor | None = None  # [Hq] float32 sink logits (GPT-OSS), or None
-    edge_masks: bool = True  # verify: mask only the tiles at the window's edges (see plan_decode)
 
     def run(self, q: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """Attention of ``q`` ``[T, Hq, D]`` (the batch's queries back to back) over each query's window."""
@@ -283,9 +309,10 @@ class DecodePlan:
             out, part_out, part_lse, self.sm_scale * math.log2(math.e), self.window, self.chunk, self.splits,
             q.stride(0), q.stride(1), self.k_buffer.stride(0), self.k_buffer.stride(1),
             self.v_buffer.stride(0), self.v_buffer.stride(1), out.stride(0), out.stride(1),
-            GROUP=group, ROWS=rows_for(self.max_q_len, group), HEAD_DIM=dim, PAGE=self.page_size,
-            BLOCK_N=self.block_n, SPLIT=self.splits > 1, VERIFY=self.max_q_len > 1, EDGE_MASKS=self.edge_masks,
+            GROUP=group, ROWS=self.rows, HEAD_DIM=dim, PAGE=self.page_size,
+            BLOCK_N=self.block_n, SPLIT=self.splits > 1, VERIFY=self.max_q_len > 1, EDGE=MAX_QUERIES,
             USE_SINKS=self.sinks is not None, num_warps=self.num_warps, num_stages=self.num_stages,
+            **self._register_cap(),
         )
         if self.splits > 1:
             _merge_splits_kernel[(tokens, hq)](
@@ -294,6 +321,10 @@ class DecodePlan:
                 USE_SINKS=self.sinks is not None,
             )
         return out
+
+    def _register_cap(self) -> dict[str, int]:
+        """CUDA's per-thread register cap, where there is one (ROCm's Triton has no such option)."""
+        return {"maxnreg": self.max_registers} if self.max_registers and torch.version.hip is None else {}
 
 
 def rows_for(max_q_len: int, group: int) -> int:
@@ -328,12 +359,9 @@ def _check_supported(k_buffer: torch.Tensor, v_buffer: torch.Tensor, page_size: 
 
 
 def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Tensor, row_start: torch.Tensor,
-                seq_lens: torch.Tensor, page_size: int, keys: Any, sm_scale: float, num_heads_q: int,
-                splits: int | None = None, block_n: int | None = None, num_warps: int | None = None,
-                num_stages: int | None = None, programs_per_sm: int | None = None, *,
-                q_start: torch.Tensor | None = None, max_q_len: int = 1,
-                sinks: torch.Tensor | None = None, max_seq_len: int | None = None,
-                edge_masks: bool | None = None) -> DecodePlan:
+                seq_lens: torch.Tensor, page_size: int, keys: Any, sm_scale: float, num_heads_q: int, *,
+                q_start: torch.Tensor | None = None, max_q_len: int = 1, sinks: torch.Tensor | None = None,
+                max_seq_len: int | None = None, splits: int | None = None, **overrides: int) -> DecodePlan:
     """Check a decode (or chain-verify) batch against what the kernel supports and plan its launch.
 
     ``table``/``row_start`` are ``kv_indices``/``kv_indptr[:-1]`` at page size 1, or the
@@ -341,11 +369,9 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
     batch's ``qo_indptr`` (default: one query per request) and ``max_q_len`` its longest
     query run, as a host int (a serving engine knows it without reading the GPU). ``sinks``:
     ``[Hq]`` per-head sink logits, as aiter's ``unified_attention(sinks=...)`` takes them.
-    ``splits``, ``block_n``, ``num_warps``, ``num_stages``, ``programs_per_sm`` override
-    :func:`launch_config` (the tuning sweep uses them). ``max_seq_len`` (a host int) spares
-    the one read of ``seq_lens`` the plan otherwise makes. ``edge_masks`` (verify): build the
-    per-query mask only on tiles at the window's edges; by default up to 32 query rows per
-    program (at 64 rows, GPT-OSS's 8 drafts x 8 heads, the branch in the walk cost 1.3x; v4).
+    ``max_seq_len`` (a host int) spares the one read of ``seq_lens`` the plan otherwise makes.
+    ``splits`` forces the split count; ``overrides`` replace entries of :func:`launch_config`
+    (the tuning sweeps use them; ``rows`` pads the query tile further, ``max_registers=0`` lifts the cap).
     """
     if triton is None:
         raise _unsupported("Triton is not installed")
@@ -354,17 +380,10 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
     _check_supported(k_buffer, v_buffer, page_size, num_heads_q, max_q_len, sinks)
     device = k_buffer.device
     longest = max_seq_len if max_seq_len is not None else (int(seq_lens.max()) if seq_lens.numel() else 0)
-    span = longest if window.keys is None else min(window.keys + max_q_len - 1, longest)
-    config = launch_config(dim, num_heads_q // hkv, max_q_len, k_buffer.element_size())
-    for name, value in (("block_n", block_n), ("num_warps", num_warps), ("num_stages", num_stages),
-                        ("programs_per_sm", programs_per_sm)):
-        if value is not None:
-            config[name] = value
+    span = longest if window.keys is None else min(window.keys, longest)  # the middle every query attends, at most
+    config = _with_overrides(launch_config(dim, num_heads_q // hkv, max_q_len, k_buffer.element_size()), overrides)
     pairs, sms = seq_lens.numel() * hkv, _num_sms(device)
     n_splits, chunk = choose_splits(pairs, span, sms, config["block_n"], config["programs_per_sm"], config["min_chunk"])
-    if n_splits == 1 and max_q_len > 1 and programs_per_sm is None:
-        n_splits, chunk = choose_splits(pairs, span, sms, config["block_n"], PROGRAMS_PER_SM_VERIFY_ONE_SPLIT,
-                                        config["min_chunk"])
     if splits is not None:
         n_splits, chunk = splits, math.ceil(math.ceil(span / config["block_n"]) / splits) * config["block_n"]
     if q_start is None:
@@ -374,10 +393,20 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
         row_start.to(device=device, dtype=torch.int32).contiguous(), seq_lens.to(device=device, dtype=torch.int32),
         q_start.to(device=device, dtype=torch.int32).contiguous(), max_q_len, page_size,
         NO_WINDOW if window.keys is None else window.keys, sm_scale, n_splits, chunk,
-        config["block_n"], config["num_warps"], config["num_stages"],
+        config["rows"], config["block_n"], config["num_warps"], config["num_stages"], config["max_registers"],
         None if sinks is None else sinks.to(device=device, dtype=torch.float32).contiguous(),
-        rows_for(max_q_len, num_heads_q // hkv) <= 32 if edge_masks is None else edge_masks,
     )
+
+
+def _with_overrides(config: dict[str, int], overrides: dict[str, int]) -> dict[str, int]:
+    """``config`` with the tuning sweep's replacements, refused where unknown or (rows) too few."""
+    unknown = sorted(set(overrides) - set(config))
+    if unknown:
+        raise ValueError(f"unknown launch override(s) {unknown}; known: {sorted(config)}")
+    rows = overrides.get("rows", config["rows"])
+    if rows < config["rows"] or rows & (rows - 1):
+        raise _unsupported(f"rows={rows}: the query tile needs a power of two >= {config['rows']}")
+    return {**config, **{k: v for k, v in overrides.items() if v is not None}}
 
 
 def plan_batch(batch: AttentionBatch, keys: Any, sinks: torch.Tensor | None = None, **tuning: Any) -> DecodePlan:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -54,7 +55,10 @@ class DecodeInputs:
     """One decode case's KV on the GPU (sized for a verify of up to DRAFTS queries too), its queries,
     every path's callable, and the float64 reference."""
 
-    def __init__(self, case: DecodeCase, device: torch.device, gen: torch.Generator) -> None:
+    def __init__(self, case: DecodeCase, device: torch.device, gen: torch.Generator,
+                 pages_in_order: bool = False) -> None:
+        """``pages_in_order``: each request's pages (and page-size-1 slots) follow each other in the pool,
+        as a fresh pool hands them out, instead of a random permutation (the kernel notes' layout A/B)."""
         self.case, self.device, self.gen = case, device, gen
         dtype = getattr(torch, case.dtype)
         b, hkv, d, ctx = case.batch, case.hkv, case.head_dim, case.context
@@ -68,10 +72,11 @@ class DecodeInputs:
         self.v = torch.randn(shape, device=device, dtype=dtype, generator=gen)
         self.k[:PAGE] = float("nan")  # the dummy page: what every out-of-window table entry points at
         self.v[:PAGE] = float("nan")
-        pages = (torch.randperm(self.pool_pages - 1, device=device, generator=gen) + 1).to(torch.int32)
+        order = torch.arange if pages_in_order else partial(torch.randperm, generator=gen)
+        pages = (order(self.pool_pages - 1, device=device) + 1).to(torch.int32)
         self.block_table = torch.zeros(b, -(-ctx // PAGE), dtype=torch.int32, device=device)
         self.block_table[:, first_page:] = pages.view(b, own_pages)
-        slots = (torch.randperm((self.pool_pages - 1) * PAGE, device=device, generator=gen) + PAGE).to(torch.int32)
+        slots = (order((self.pool_pages - 1) * PAGE, device=device) + PAGE).to(torch.int32)
         token_table = torch.zeros(b, ctx, dtype=torch.int32, device=device)
         token_table[:, first_page * PAGE:] = slots.view(b, own_pages * PAGE)[:, : ctx - first_page * PAGE]
         steps = torch.arange(b, device=device, dtype=torch.int32)
@@ -171,8 +176,8 @@ class DecodeInputs:
                            max_seq_len=self.case.context, **tuning)
         out = torch.empty_like(self.q)
         q = self.q
-        facts = {"splits": plan.splits, "chunk": plan.chunk, "block_n": plan.block_n, "num_warps": plan.num_warps,
-                 "num_stages": plan.num_stages}
+        facts = {"splits": plan.splits, "chunk": plan.chunk, "rows": plan.rows, "block_n": plan.block_n,
+                 "num_warps": plan.num_warps, "num_stages": plan.num_stages, "max_registers": plan.max_registers}
         return (lambda: plan.run(q, out)), out, facts
 
     def aiter(self) -> Made:

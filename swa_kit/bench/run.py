@@ -29,6 +29,7 @@ from swa_kit.bench.results import (
     PREFILL_PATHS,
     RECORDED_DIR,
     SCHEMA,
+    VERIFY_TILE,
     add_ratios,
     evaluate_targets,
     make_row,
@@ -54,8 +55,8 @@ def kernel_settings() -> dict[str, Any]:
 
     return {"tile_bytes": kt.TILE_BYTES, "tile_bytes_many_rows": kt.TILE_BYTES_MANY_ROWS, "num_warps": kt.NUM_WARPS,
             "num_stages": kt.NUM_STAGES, "num_stages_narrow": kt.NUM_STAGES_NARROW,
-            "programs_per_sm": kt.PROGRAMS_PER_SM, "programs_per_sm_verify_one_split":
-            kt.PROGRAMS_PER_SM_VERIFY_ONE_SPLIT, "min_chunk": kt.MIN_CHUNK, "max_queries": kt.MAX_QUERIES}
+            "max_registers": kt.MAX_REGISTERS, "programs_per_sm": kt.PROGRAMS_PER_SM, "min_chunk": kt.MIN_CHUNK,
+            "max_queries": kt.MAX_QUERIES}
 
 
 def new_result(quick: bool, command: str, seed: int, reps: int, device: torch.device) -> dict[str, Any]:
@@ -67,15 +68,23 @@ def new_result(quick: bool, command: str, seed: int, reps: int, device: torch.de
                      "fallback_timer": timing.PROFILER, "flush_bytes": timing.FLUSH_BYTES,
                      "tolerance": TOLERANCE, "kit_kernel": kernel_settings()},
         "paths": {"decode": DECODE_PATHS, "prefill": PREFILL_PATHS},
-        "decode": [], "prefill": [], "skipped": [], "checks": [],
+        "decode": [], "prefill": [], "skipped": [], "checks": [], VERIFY_TILE: [],
     }
 
 
-def measure_ceilings(result: dict[str, Any], device: torch.device, flush: timing.L2Flush) -> None:
-    """The copy bandwidth and the one-kernel launch floor, timed the way every path is."""
+def measure_ceilings(result: dict[str, Any], device: torch.device, flush: timing.L2Flush,
+                     cases: list[DecodeCase]) -> None:
+    """The copy bandwidth, the one-kernel launch floor, and a copy of each case's window bytes, timed the way
+    every path is: the same-bytes copy says how close to the ceiling one call moving those bytes can get."""
     result["copy"] = timing.copy_bandwidth(device, flush)
     result["copy_tbs"] = result["copy"]["tbs"]
     result["launch_floor"] = timing.launch_floor(device, flush)
+    result["copy_same_bytes"] = []
+    for nbytes in sorted({case.window_bytes for case in cases}):
+        copy = timing.copy_bandwidth(device, flush, nbytes)
+        result["copy_same_bytes"].append({"bytes": nbytes, "us": copy["us"], "tbs": copy["tbs"], "by": copy["by"],
+                                          "method": copy["method"]})
+        torch.cuda.empty_cache()
 
 
 def _relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -138,11 +147,16 @@ def time_decode_case(result: dict[str, Any], case: DecodeCase, device: torch.dev
         result["decode"].append(make_row("decode", case, path, ps, _ms(measured), result["copy_tbs"], correct, note,
                                          measured))
     twin = data.with_queries(verify_twin(case))
-    refs = {ps: twin.reference(ps) for ps in (1, 16)}
+    verify_refs = {ps: twin.reference(ps) for ps in (1, 16)}
     for ps in (1, 16):
-        measured, correct, note = time_and_check(partial(twin.kit, ps), refs[ps], flush, reps, cross)
+        measured, correct, note = time_and_check(partial(twin.kit, ps), verify_refs[ps], flush, reps, cross)
         result["decode"].append(make_row("verify", twin.case, KIT, ps, _ms(measured), result["copy_tbs"], correct,
                                          note, measured))
+        if measured:  # the decode again, in the verify's query tile (rows, tile, stages): the taller tile's cost
+            tile = {k: measured[k] for k in ("rows", "block_n", "num_stages", "max_registers")}
+            measured, correct, note = time_and_check(partial(data.kit, ps, **tile), refs[ps], flush, reps)
+            result[VERIFY_TILE].append(make_row("decode", case, KIT, ps, _ms(measured), result["copy_tbs"], correct,
+                                                note, measured))
     if case.context > FULL_CONTEXT_LIMIT:
         result["skipped"].append({"case": asdict(case), "paths": ["flex_attention", "sdpa_dense_mask", "sdpa_full"],
                                   "why": f"whole-context contiguous copies are built up to {FULL_CONTEXT_LIMIT} keys"})
@@ -218,9 +232,9 @@ def run_benchmark(quick: bool = False, command: str | None = None, progress: boo
     gen = torch.Generator(device=device).manual_seed(seed)
     flush = timing.L2Flush(device)
     result = new_result(quick, command or "python -c 'swa_kit.bench.run_benchmark(...)'", seed, reps, device)
-    measure_ceilings(result, device, flush)
-    result["checks"] = check_prefill_paths(device)
     cases, pcases = decode_grid(quick), prefill_grid(quick)
+    measure_ceilings(result, device, flush, cases)
+    result["checks"] = check_prefill_paths(device)
     with tqdm(total=len(cases) + len(pcases), desc="swa-kit bench", disable=not progress, file=sys.stderr) as bar:
         for case in cases:
             time_decode_case(result, case, device, gen, flush, reps, quick)

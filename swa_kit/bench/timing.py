@@ -117,14 +117,16 @@ def measure(fn: Callable[[], Any], flush: L2Flush, reps: int = 50) -> dict[str, 
         return {"method": PROFILER, "note": note, **profiler_kernel_us(fn, flush, max(10, reps // 2))}
 
 
-def copy_bandwidth(device: torch.device, flush: L2Flush, gib: float = 2.0) -> dict[str, Any]:
+def copy_bandwidth(device: torch.device, flush: L2Flush, moved_bytes: int = 4 * 2**30) -> dict[str, Any]:
     """Device-to-device copy bandwidth (bytes read plus bytes written), timed like every path.
 
-    Two copies, and the faster counts: ``copy_`` (a memcpy, which inside a CUDA graph may run on
-    a copy engine rather than the multiprocessors) and an elementwise kernel that reads and
-    writes the same bytes (``torch.neg(out=)``), the way an attention kernel moves them.
+    Two copies of ``moved_bytes / 2`` bytes, and the faster counts: ``copy_`` (a memcpy, which
+    inside a CUDA graph may run on a copy engine rather than the multiprocessors) and an
+    elementwise kernel that reads and writes the same bytes (``torch.neg(out=)``), the way an
+    attention kernel moves them. At 4 GiB it is the ceiling; at a kernel's own byte count it is
+    what one call moving those bytes can reach at all.
     """
-    n = int(gib * 2**30) // 2
+    n = max(1, moved_bytes // 4)  # bf16 elements of the source: half the bytes read, half written
     src = torch.randn(n, device=device, dtype=torch.bfloat16)
     dst = torch.empty_like(src)
     nbytes = 2 * n * src.element_size()

@@ -102,7 +102,7 @@ def test_gpt_oss_sinks_match_reference(page_size: int, drafts: int) -> None:
     gen = _fresh_generator()
     seqs = [100, 5000, 64, 1300]
     for keys, splits in ((128, None), (128, 4), (1000, 1), (None, 3)):
-        q_lens = [min(s, 1 + b % drafts) for b, s in enumerate(seqs)] if drafts > 1 else None
+        q_lens = [min(s, 1 + b % drafts) for b, s in enumerate(seqs)]
         batch = random_paged_batch(q_lens, seqs, num_q_heads=64, num_kv_heads=8,
         head_dim=64, page_size=page_size, spare_pages=0, dtype=torch.bfloat16, device="cuda", generator=gen)
         poison_unattended(batch, keys)
