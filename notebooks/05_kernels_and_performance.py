@@ -240,8 +240,11 @@ viz.prefill_tflops(result)
 # %% [markdown]
 # ### The grid
 # Every decode case of the run; ratios are the other path's time over the kit's (above 1: the kit is faster),
-# each under the conditions above. `docs/kernel-notes.md` explains each kernel version and the physical limit
-# behind the cells where the kit is slower.
+# each under the conditions above. `copy` is the kit's share of the copy ceiling, `copy_same` the share a plain
+# copy of the same bytes reached in the same run (below 90%, one call's fixed cost already rules 90% out);
+# `ver/dec` is chain verify over decode on the same KV, `tile/dec` decode alone in the verify's taller query
+# tile (what the extra query rows cost before any mask). `docs/kernel-notes.md` explains each kernel version
+# and the limit behind the cells where the kit is slower.
 
 # %%
 print_table(bench.grid_table(result))

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from swa_kit import bench
 from swa_kit.bench import load_recorded
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 PROSE = " ".join(README.split())  # sentences as one line, wherever the README wraps them
-RECORDED = "h200_2026-11-30.json"
+RECORDED = "h200_2026-11-30_v5.json"
 TABLE_ROW = re.compile(r"^\| (?:([^|:]+): )?W (\d+), B (\d+), (\d+)/(\d+)/(\d+) \| ([\d.]+) us \| (\d+)% \| "
                        r"([\d.]+)x \| ([\d.]+)x \| ([\d.]+)x \|$", re.M)
 
@@ -89,3 +90,18 @@ def test_figure_caption(run):
     assert (int(full), int(dense), int(kit)) == (round(others["sdpa_full"]), round(others["sdpa_dense_mask"]),
                                                  round(row["time_ms"] * 1e3))
     assert (times_full, times_dense) == (f"{row['ratios']['sdpa_full']:.1f}", f"{row['ratios']['sdpa_dense_mask']:.1f}")
+
+
+def test_fixed_cost_and_verify_sentences(run):
+    shares = {c["bytes"]: c["tbs"] / run["copy_tbs"] for c in run["copy_same_bytes"]}
+    found = re.search(r"a plain copy of the same bytes reached (\d+)% of the ceiling at (\d+) MiB and (\d+)% at "
+                      r"(\d+) MiB", PROSE).groups()
+    for share, mib in (found[:2], found[2:]):
+        assert int(share) == round(100 * shares[int(mib) * 2**20]), mib
+    met, cells = map(int, re.search(r"within 1.15x of decode over the same KV in (\d+) of (\d+) cells", PROSE).groups())
+    (verify,) = [t for t in run["targets"] if t["target"] == "verify_over_decode"]
+    assert (met, cells) == (verify["cells"] - verify["missed"], verify["cells"])
+    p1, p16 = re.search(r"at page size 1 as at 16 \(([\d.]+)x and ([\d.]+)x at the first shape above\)", PROSE).groups()
+    first = {g["page_size"]: g for g in bench.grid_rows(run) if g["case"]["context"] == 8192 and
+             (g["case"]["batch"], g["case"]["head_dim"], g["case"]["window"], g["case"]["hkv"]) == (32, 128, 4096, 8)}
+    assert (p1, p16) == (f"{first[1]['verify_over_decode']:.2f}", f"{first[16]['verify_over_decode']:.2f}")

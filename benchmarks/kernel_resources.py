@@ -1,0 +1,91 @@
+"""Registers, spills and shared memory of the kit's kernel per launch config, compiled for an H100/H200 on any host.
+
+    python benchmarks/kernel_resources.py [--json OUT]
+
+No GPU is needed: Triton compiles the kernel for compute capability 9.0 with its own bundled
+``ptxas``, and ``cuobjdump`` (bundled too) reads the resources back. The arguments are specialised
+as the GPU launch specialises them (pointers and strides divisible by 16), so the pipelining and
+vector widths match what runs on the device. Registers decide how many programs share an SM
+(65,536 per SM, four warps of 32 threads each per program): that is what v5's register cap is
+about (docs/kernel-notes.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from swa_kit.attention import kit_triton as kt  # noqa: E402
+
+POINTERS = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "out_ptr": "*bf16", "sink_ptr": "*fp32",
+            "part_out_ptr": "*fp32", "part_lse_ptr": "*fp32"}
+REGISTERS_PER_SM = 65536
+
+# (label, head_dim, GQA group, longest query run, page size, split): the grid's head shapes, decode and verify.
+SHAPES = [(f"{kind} {name} p{page}{' split' if split else ''}", dim, group, q_len, page, split)
+          for name, dim, group in (("32/8/128", 128, 4), ("32/16/256", 256, 2), ("64/8/64", 64, 8))
+          for kind, q_len in (("decode", 1), ("verify", kt.MAX_QUERIES))
+          for page in (1, 16) for split in (False, True)]
+
+
+def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, **overrides: int) -> dict:
+    """Compile one launch config for sm_90 and read its shared memory, registers and spill stack."""
+    config = {**kt.launch_config(dim, group, q_len), **overrides}
+    fn = kt._swa_attend_kernel
+    constants = {"GROUP": group, "ROWS": config["rows"], "HEAD_DIM": dim, "PAGE": page, "BLOCK_N": config["block_n"],
+                 "SPLIT": split, "VERIFY": q_len > 1, "EDGE": kt.MAX_QUERIES, "USE_SINKS": dim == 64}
+    signature = {name: "constexpr" if name in constants else POINTERS.get(name, "*i32" if name.endswith("_ptr")
+                 else "fp32" if name == "sm_scale_log2" else "i32") for name in fn.arg_names}
+    divisible = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(fn.arg_names)
+                 if signature[name].startswith("*") or name.startswith("stride") or name in ("chunk", "window")}
+    options = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
+    if config["max_registers"]:
+        options["maxnreg"] = config["max_registers"]
+    kernel = triton.compile(ASTSource(fn, signature, constants, divisible), target=GPUTarget("cuda", 90, 32),
+                            options=options)
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(kernel.asm["cubin"])
+        cubin.flush()
+        tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+        usage = subprocess.run([str(tool), "--dump-resource-usage", cubin.name], capture_output=True, text=True,
+                               check=True).stdout
+    registers, stack = (int(x) for x in re.search(r"REG:(\d+) STACK:(\d+)", usage).groups())
+    warps = config["num_warps"]
+    by_registers = REGISTERS_PER_SM // (-(-registers // 8) * 8 * 32 * warps)  # allocated in 8-register steps
+    return {"rows": config["rows"], "block_n": config["block_n"], "num_stages": config["num_stages"],
+            "max_registers": config["max_registers"], "registers": registers, "spill_stack_bytes": stack,
+            "shared_bytes": kernel.metadata.shared, "programs_per_sm_by_registers": by_registers}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, help="also write the rows here")
+    args = parser.parse_args(argv)
+    rows = []
+    for label, dim, group, q_len, page, split in SHAPES:
+        for cap in (None, 0) if q_len > 1 else (None,):  # verify: the policy's cap, then uncapped
+            overrides = {} if cap is None else {"max_registers": cap}
+            facts = compile_facts(dim, group, q_len, page, split, **overrides)
+            rows.append({"config": label + (" uncapped" if cap == 0 else ""), **facts})
+            print(f"{rows[-1]['config']:<34} rows {facts['rows']:>2} tile {facts['block_n']:>3} stages "
+                  f"{facts['num_stages']} cap {facts['max_registers'] or '-':>3}: {facts['registers']:>3} registers, "
+                  f"{facts['spill_stack_bytes']:>3} B spilled, {facts['shared_bytes'] // 1024:>2} KiB shared, "
+                  f"{facts['programs_per_sm_by_registers']} programs/SM by registers")
+    if args.json:
+        args.json.write_text(json.dumps({"triton": triton.__version__, "target": "cuda sm_90", "rows": rows},
+                                        indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
