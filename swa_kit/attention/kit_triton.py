@@ -22,6 +22,11 @@ batch has too few (request, KV head) pairs to fill the GPU, the window is cut in
 ``splits`` chunks; each writes a partial output and its log-sum-exp, and a small
 reduce kernel merges them. With one split the first kernel writes the output directly.
 
+Chain verify (2..8 draft tokens per request, ragged) is the same walk: every draft attends the
+middle of the window, ``L - W .. L - q_len``, which the splits share out as in decode; the
+``q_len - 1`` keys on either side, which only some drafts see, go into one extra 16-key tile
+with a per-query causal-and-window mask, folded in by split 0 before its walk.
+
 :class:`DecodePlan` does the host-side work once per batch (tables, splits, scratch
 buffers), like a serving engine's per-step metadata, so that :meth:`DecodePlan.run` is
 only the kernel launches; that is what the benchmarks time.
