@@ -88,9 +88,15 @@ def block_n_for(head_dim: int, itemsize: int = 2, rows: int = 16) -> int:
 BLOCK_N = block_n_for(128)
 
 
+def rows_for(max_q_len: int, group: int) -> int:
+    """Rows of a program's query tile: every (query, head) pair of one KV head, padded to a power of two
+    of at least 16 (tl.dot's smallest)."""
+    return max(16, 1 << max(0, max_q_len * group - 1).bit_length())
+
+
 def launch_config(head_dim: int, group: int, max_q_len: int, itemsize: int = 2) -> dict[str, int]:
     """Tile, warps, pipeline depth, register cap and split policy for one shape (docs/kernel-notes.md)."""
-    rows = max(16, 1 << max(0, max_q_len * group - 1).bit_length())
+    rows = rows_for(max_q_len, group)
     return {
         "rows": rows,
         "block_n": block_n_for(head_dim, itemsize, rows),
@@ -166,8 +172,8 @@ if triton is not None:
         # Every query attends the middle [L - W, L - q_len + 1), which the splits share out
         # exactly as in decode; only the q_len - 1 keys before it (seen by the earlier queries) and
         # the q_len - 1 after it (the drafts, seen by the later ones) need a per-query mask: split 0
-        # takes both in one tile before its walk (there, nothing the walk needs is held across it,
-        # which keeps the walk's registers those of decode). In decode (q_len 1) the middle is the window.
+        # takes both in one tile before its walk (placed after it, the tile's addressing stayed live
+        # through the walk and cost registers). In decode (q_len 1) the middle is the window.
         seq_len = tl.load(seq_len_ptr + b)
         first = tl.maximum(seq_len - q_len - window + 1, 0)
         mid_lo = tl.maximum(seq_len - window, first)
@@ -330,11 +336,6 @@ class DecodePlan:
     def _register_cap(self) -> dict[str, int]:
         """CUDA's per-thread register cap, where there is one (ROCm's Triton has no such option)."""
         return {"maxnreg": self.max_registers} if self.max_registers and torch.version.hip is None else {}
-
-
-def rows_for(max_q_len: int, group: int) -> int:
-    """Rows of a program's query tile: every (query, head) pair of one KV head, padded to tl.dot's 16."""
-    return max(16, triton.next_power_of_2(max_q_len * group))
 
 
 def _num_sms(device: torch.device) -> int:
