@@ -33,6 +33,7 @@ pairs are attended, without building the dense mask. :meth:`ForwardMask.mask_mod
 from __future__ import annotations
 
 import numbers
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
@@ -553,8 +554,7 @@ class BlockTally:
     def summary(self) -> str:
         """:meth:`BlockView.summary`'s line (tallied slice by slice unless :meth:`rows` already ran)."""
         if not self.done:
-            for _ in self._slices():
-                pass
+            deque(self._slices(), maxlen=0)  # tally every slice; the rows themselves are not needed here
         tiles = self.n_q_blocks * self.n_kv_blocks
         return _summary_line(self.mask.q_len, self.mask.kv_len, self.bq, self.bk, self.needed, tiles, self.full,
                              self.needed - self.full, self.pairs)

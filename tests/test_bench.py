@@ -258,3 +258,11 @@ def test_verify_cases_are_ragged_and_read_the_decode_kv() -> None:
     twin = bench.verify_twin(case)
     assert sorted(set(twin.q_lens())) == list(range(2, bench.DRAFTS + 1)) and twin.decode_twin() == case
     assert twin.window_bytes == case.window_bytes and case.q_lens() == [1] * 32
+
+
+def test_copy_bandwidth_refuses_a_byte_count_it_cannot_copy_as_given() -> None:
+    from swa_kit.bench import timing
+
+    for bad in (0, 3, 6, -4):  # a bf16 copy moves multiples of 4 bytes (2 read + 2 written per element)
+        with pytest.raises(ValueError, match=f"moved_bytes={bad}: give a positive multiple of 4"):
+            timing.copy_bandwidth(torch.device("cpu"), None, bad)

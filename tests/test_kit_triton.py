@@ -152,6 +152,16 @@ def test_refuses_what_it_cannot_compute(kit_triton) -> None:
         kit_triton.plan_batch(_batch(), 4, rows=24)
     with pytest.raises(ValueError, match=r"unknown launch override\(s\) \['tile'\]"):
         kit_triton.plan_batch(_batch(), 4, tile=64)
+    for name, bad in (("num_warps", 0), ("num_stages", -1), ("max_registers", -8), ("programs_per_sm", 1.5),
+                      ("block_n", True)):
+        with pytest.raises(ValueError, match=f"launch override {name}={bad!r}: give an int >= "):
+            kit_triton.plan_batch(_batch(), 4, **{name: bad})
+    with pytest.raises(BackendUnavailableError, match="block_n=24: a key tile needs a power of two >= 16"):
+        kit_triton.plan_batch(_batch(), 4, block_n=24)
+    for bad in (0, -2, 2.0):
+        with pytest.raises(ValueError, match=f"splits={bad!r}: give an int >= 1"):
+            kit_triton.plan_batch(_batch(), 4, splits=bad)
+    assert kit_triton.plan_batch(_batch(), 4, max_registers=0, splits=1).max_registers == 0  # 0: no cap, allowed
 
 
 def test_backend_declares_itself_and_is_unavailable_on_plain_cpu(kit_triton) -> None:

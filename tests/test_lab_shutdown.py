@@ -3,6 +3,7 @@ JupyterLab and its kernel, and nothing is left serving the port or running."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -48,11 +49,9 @@ def wait_until(condition, what: str, lab: subprocess.Popen, timeout: float = STA
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert lab.poll() is None, f"swa-kit lab exited with {lab.returncode} while waiting for {what}"
-        try:
+        with contextlib.suppress(OSError):  # the server is not answering yet
             if condition():
                 return
-        except OSError:  # the server is not answering yet
-            pass
         time.sleep(0.5)
     raise AssertionError(f"swa-kit lab: no {what} after {timeout:.0f} s")
 
@@ -67,11 +66,9 @@ def still_running(processes: list[psutil.Process]) -> list[str]:
     """Those of ``processes`` still alive; a zombie (exited, not yet reaped by init) holds no port and runs nothing."""
     left = []
     for process in processes:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):  # gone between the two calls: not running
             if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
                 left.append(f"{process.pid} {' '.join(process.cmdline())}")
-        except psutil.NoSuchProcess:
-            pass
     return left
 
 
@@ -104,8 +101,6 @@ def test_signal_stops_lab_and_its_kernel(tmp_path: Path, signum: int) -> None:
         if lab.poll() is None:
             family += [*psutil.Process(lab.pid).children(recursive=True), psutil.Process(lab.pid)]
         for process in family:
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 process.kill()
-            except psutil.NoSuchProcess:
-                pass
         lab.wait()

@@ -391,6 +391,8 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
     pairs, sms = seq_lens.numel() * hkv, _num_sms(device)
     n_splits, chunk = choose_splits(pairs, span, sms, config["block_n"], config["programs_per_sm"], config["min_chunk"])
     if splits is not None:
+        if not isinstance(splits, int) or isinstance(splits, bool) or splits < 1:
+            raise ValueError(f"splits={splits!r}: give an int >= 1 (or None for the policy's choice)")
         n_splits, chunk = splits, math.ceil(math.ceil(span / config["block_n"]) / splits) * config["block_n"]
     if q_start is None:
         q_start = torch.arange(seq_lens.numel() + 1, device=device)
@@ -409,6 +411,13 @@ def _with_overrides(config: dict[str, int], overrides: dict[str, int]) -> dict[s
     unknown = sorted(set(overrides) - set(config))
     if unknown:
         raise ValueError(f"unknown launch override(s) {unknown}; known: {sorted(config)}")
+    for name, value in overrides.items():
+        lowest = 0 if name == "max_registers" else 1  # 0 registers: no cap
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < lowest):
+            raise ValueError(f"launch override {name}={value!r}: give an int >= {lowest} (or leave it out)")
+    block_n = overrides.get("block_n") or config["block_n"]
+    if block_n < 16 or block_n & (block_n - 1):
+        raise _unsupported(f"block_n={block_n}: a key tile needs a power of two >= 16 (tl.dot's smallest)")
     rows = overrides.get("rows", config["rows"])
     if rows < config["rows"] or rows & (rows - 1):
         raise _unsupported(f"rows={rows}: the query tile needs a power of two >= {config['rows']}")

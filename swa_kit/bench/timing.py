@@ -126,7 +126,9 @@ def copy_bandwidth(device: torch.device, flush: L2Flush, moved_bytes: int = 4 * 
     attention kernel moves them. At 4 GiB it is the ceiling; at a kernel's own byte count it is
     what one call moving those bytes can reach at all.
     """
-    n = max(1, moved_bytes // 4)  # bf16 elements of the source: half the bytes read, half written
+    if moved_bytes < 4 or moved_bytes % 4:
+        raise ValueError(f"moved_bytes={moved_bytes}: give a positive multiple of 4 (bf16 read + written)")
+    n = moved_bytes // 4  # bf16 elements of the source: half the bytes read, half written
     src = torch.randn(n, device=device, dtype=torch.bfloat16)
     dst = torch.empty_like(src)
     nbytes = 2 * n * src.element_size()

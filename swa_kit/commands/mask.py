@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import deque
 from functools import partial
 
 from tqdm import tqdm
@@ -13,8 +14,7 @@ from swa_kit.commands._args import add_budget_arguments, bounded_int, output_fil
 from swa_kit.commands._output import print_json
 from swa_kit.errors import MaskError
 from swa_kit.masks import MODES, BlockTally, ForwardMask, Progress, forward_mask
-from swa_kit.window import MAX_KEYS
-from swa_kit.window import CONVENTIONS, Window, parse_value
+from swa_kit.window import CONVENTIONS, MAX_KEYS, Window, parse_value
 
 NAME = "mask"
 HELP = "print or draw the attention mask of a forward mode (prefill, extend, decode, verify, tree, chunked)"
@@ -148,8 +148,7 @@ def run(args: argparse.Namespace) -> int:
     elif mask.kv_len > MAX_TEXT_COLS or mask.q_len > MAX_TEXT_ROWS:
         print(mask.describe())
         tally = _tally(mask, 128, None)
-        for _ in tally.rows(_progress(tally)):  # stream the tile rows; the summary tallies them
-            pass
+        deque(tally.rows(_progress(tally)), maxlen=0)  # stream the tile rows (the bar moves); the summary tallies them
         print(tally.summary())
         print("too big to print: use --block 128 for the block view or --png FILE for a picture")
     else:
