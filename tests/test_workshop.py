@@ -419,8 +419,8 @@ def test_story_memory_by_hand():
     ctx = 128 * 1024
     assert story["minimum_request_bytes"] == full * ctx + swa * d["kinds"]["sliding"]["window"]["value"]
     ratio = random.Random().uniform(0.05, 1.0)
-    assert workshop.story_memory("gemma4-31b", ratio=ratio)["default_bytes_per_token"] == \
-        pytest.approx(full + ratio * swa)
+    sized = workshop.story_memory("gemma4-31b", ratio=ratio)["default_bytes_per_token"]
+    assert abs(sized - (full + ratio * swa)) <= 0.5, ratio  # the sizing reports whole bytes (rounded)
     with pytest.raises(UsageError, match="1.5"):
         workshop.story_memory("gemma4-31b", ratio=1.5)
 
