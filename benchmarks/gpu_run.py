@@ -85,16 +85,15 @@ def _configs(head_dim: int, verify: bool) -> list[dict]:
     """The default (empty overrides) first, then tiles x warps x stages x programs per SM around it."""
     tiles = {64: (32, 64, 128), 128: (16, 32, 64), 256: (16, 32)}[head_dim]
     base = [{}]
-    if verify:  # v5: around the decode policy the verify now shares
-        return base + [{"num_stages": 2 if head_dim > 64 else 3}, {"programs_per_sm": 4}, {"programs_per_sm": 1},
-                       {"num_warps": 8}, {"block_n": tiles[-2]}]
+    if verify:  # v6: the edge tile prefetched or not (both ways round the policy), the split merge fused
+        return base + [{"edge_prefetch": 0}, {"edge_prefetch": 1}, {"fused_merge": 1}]
     return base + [{"block_n": bn, "num_warps": w, "num_stages": st, "programs_per_sm": pp}
                    for bn in tiles for w in (4, 8) for st in (2, 3) for pp in (1, 2, 4)]
 
 
 def stage_tune_verify() -> None:
     """Chain verify (2..8 drafts) against decode over the same KV on every shape of the grid at 8k context,
-    the policy's default first, then a few configurations around it."""
+    the policy's default first, then a few configurations around it; at B 1 decode's split of short windows too."""
     import torch
 
     from swa_kit.bench import DecodeCase, timing, verify_twin
@@ -117,22 +116,22 @@ def stage_tune_verify() -> None:
                 case = DecodeCase(b, hq, hkv, d, 8192, w, sinks=sinks)
                 data = DecodeInputs(case, device, gen)
                 twin = data.with_queries(verify_twin(case))
+                decode_configs = [{}] + ([{"min_chunk": c} for c in (32, 64, 128)] if b == 1 else [])
                 for ps in (1, 16):
-                    _tune_point(case, [{}], gen, flush, copy["tbs"], rows, ps, data)
+                    _tune_point(case, decode_configs, gen, flush, copy["tbs"], rows, ps, data)
                     _tune_point(twin.case, _configs(d, True), gen, flush, copy["tbs"], rows, ps, twin)
                 del data, twin
                 torch.cuda.empty_cache()
                 (OUT / "tune_verify.json").write_text(json.dumps({"copy_tbs": copy["tbs"], "rows": rows}, indent=1))
     for key in sorted({(r["head_dim"], r["batch"], r["window"], r["page_size"]) for r in rows}):
         mine = [r for r in rows if (r["head_dim"], r["batch"], r["window"], r["page_size"]) == key and "us" in r]
-        dec = next((r for r in mine if not r["drafts"]), None)
+        dec = [r for r in mine if not r["drafts"]]
         ver = [r for r in mine if r["drafts"]]
         if dec and ver:
-            best = min(ver, key=lambda r: r["us"])
-            over = {k: v for k, v in best.items() if k in ("num_stages", "programs_per_sm", "num_warps", "block_n")}
-            SUMMARY.append(f"verify D={key[0]} B={key[1]} W={key[2]} p{key[3]}: decode {dec['us']:.1f}us; verify "
-                           f"default {ver[0]['us']:.1f} ({ver[0]['us'] / dec['us']:.2f}x), best {best['us']:.1f} "
-                           f"({best['us'] / dec['us']:.2f}x) {over} s{best.get('splits')}")
+            ratios = " ".join(f"{r['us'] / dec[0]['us']:.2f}" for r in ver)  # in _configs' order
+            others = " ".join(f"{r['us']:.1f} (s{r.get('splits')})" for r in dec[1:])  # B 1: the shorter chunks
+            SUMMARY.append(f"verify D={key[0]} B={key[1]} W={key[2]} p{key[3]}: decode {dec[0]['us']:.1f}us {others}; "
+                           f"verify/decode {ratios}")
 
 
 def stage_ab_layout() -> None:
@@ -264,6 +263,47 @@ def stage_ab_variants() -> None:
                        f"err={r.get('rel_error', '-')} {r.get('error', '')}")
 
 
+def stage_ab_merge() -> None:
+    """Split windows merged by the last split to finish (one launch) vs by a second kernel, and chunks as short as
+    one tile, on decode and verify over the same KV at the batches that split (B 1, 8, 32), each output checked
+    against the float64 reference after the timed graph replays (the split counters must reset every call)."""
+    import torch
+
+    from swa_kit.attention import kit_triton
+    from swa_kit.bench import DecodeCase, timing, verify_twin
+    from swa_kit.bench.cases import HEAD_SHAPES
+    from swa_kit.bench.paths import DecodeInputs
+
+    device = torch.device("cuda")
+    gen = torch.Generator(device=device).manual_seed(7)
+    flush = timing.L2Flush(device)
+    rows: list[dict] = []
+    for hq, hkv, d, sinks in HEAD_SHAPES.values():
+        tile = kit_triton.block_n_for(d)
+        configs = [{}, {"fused_merge": 1}, {"fused_merge": 1, "max_registers": 128}, {"min_chunk": tile},
+                   {"min_chunk": tile, "fused_merge": 1}]
+        for b in (1, 8, 32):
+            for w in (128, 1024, 4096):
+                case = DecodeCase(b, hq, hkv, d, 8192, w, sinks=sinks)
+                data = DecodeInputs(case, device, gen)
+                twin = data.with_queries(verify_twin(case))
+                for inputs in (data, twin):
+                    ref = inputs.reference(16)
+                    for config in configs if inputs is data else [c for c in configs if "max_registers" not in c]:
+                        row = {"batch": b, "hq": hq, "head_dim": d, "window": w, "page_size": 16,
+                               "drafts": inputs.case.drafts, **config}
+                        row.update(_time_plan(kit_triton, inputs, 16, config, flush, ref))
+                        rows.append(row)
+                del data, twin
+                torch.cuda.empty_cache()
+        (OUT / "ab_merge.json").write_text(json.dumps({"rows": rows}, indent=1))
+    for r in rows:
+        over = {k: r[k] for k in ("fused_merge", "max_registers", "min_chunk") if k in r}
+        SUMMARY.append(f"merge D={r['head_dim']} B={r['batch']} W={r['window']} drafts={r['drafts']} {over}: "
+                       f"{r.get('us', float('nan')):.1f}us s{r.get('splits')} err={r.get('rel_error', '-'):.1e} "
+                       f"{r.get('error', '')}" if "us" in r else f"merge {r}")
+
+
 def stage_tune() -> None:
     """Sweep tiles, warps, stages and the split policy by shape (page size 16, context 8k: time is flat in it)."""
     import torch
@@ -327,7 +367,8 @@ def stage_bench(quick: bool) -> None:
 
 
 STAGES = {"env": stage_env, "tests_kit": stage_tests_kit, "tests": stage_tests, "tune": stage_tune,
-          "tune_verify": stage_tune_verify, "ab_layout": stage_ab_layout, "ab_variants": stage_ab_variants,
+          "tune_verify": stage_tune_verify, "ab_merge": stage_ab_merge, "ab_layout": stage_ab_layout,
+          "ab_variants": stage_ab_variants,
           "tests_one": lambda: _pytest("one_process", ["tests/gpu"]),
           "tests_xdist": lambda: _pytest("xdist4", ["tests/gpu", "-n", "4"]),
           "quick": lambda: stage_bench(True), "full": lambda: stage_bench(False)}

@@ -43,7 +43,8 @@ def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, **ov
     config = {**kt.launch_config(dim, group, q_len), **overrides}
     fn = kt._swa_attend_kernel
     constants = {"GROUP": group, "ROWS": config["rows"], "HEAD_DIM": dim, "PAGE": page, "BLOCK_N": config["block_n"],
-                 "SPLIT": split, "VERIFY": q_len > 1, "EDGE": kt.MAX_QUERIES, "USE_SINKS": dim == 64}
+                 "SPLIT": split, "VERIFY": q_len > 1, "EDGE": kt.MAX_QUERIES, "USE_SINKS": dim == 64,
+                 "EDGE_PREFETCH": bool(config["edge_prefetch"]), "FUSED_MERGE": split and bool(config["fused_merge"])}
     signature = {name: "constexpr" if name in constants else POINTERS.get(name, "*i32" if name.endswith("_ptr")
                  else "fp32" if name == "sm_scale_log2" else "i32") for name in fn.arg_names}
     divisible = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(fn.arg_names)

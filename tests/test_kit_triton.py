@@ -43,23 +43,30 @@ def kit_triton():
 # (seq_lens, q_lens (None: decode), Hq, Hkv, head_dim, page_size, keys, forced splits, launch overrides, sinks)
 CASES = [
     ([37, 5, 64], None, 4, 2, 16, 1, 7, None, {"block_n": 16}, False),  # GQA 2, windows shorter than most requests
-    ([37, 5, 64], None, 4, 2, 16, 4, 7, 3, {"block_n": 16}, False),  # page size 4, three splits, one empty
+    ([37, 5, 64], None, 4, 2, 16, 4, 7, 3, {"block_n": 16, "fused_merge": 0}, False),  # page size 4, 3 splits, 1 empty
     ([90, 1, 33], None, 8, 1, 32, 16, 40, 2, {"block_n": 16}, False),  # page size 16, GQA 8, a one-token request
-    ([90, 70], None, 8, 8, 32, 16, None, 4, {"block_n": 16}, False),  # no window (full causal), MHA
+    ([90, 70], None, 8, 8, 32, 16, None, 4, {"block_n": 16, "fused_merge": 0}, False),  # no window (causal), MHA
     ([50, 64], None, 4, 4, 64, 1, 1, None, {"block_n": 16}, False),  # window of one key: the query's own
     ([100, 17, 64], None, 16, 2, 16, 16, 200, 5, {"block_n": 32}, False),  # window wider than every request, GQA 8
     ([128, 96], None, 4, 1, 32, 1, 64, 2, {"block_n": 32}, False),  # GQA 4, window a whole tile, two splits
     ([37, 9, 64], [3, 1, 8], 8, 2, 16, 1, 7, None, {"block_n": 16}, False),  # ragged verify, windows under the chains
-    ([70, 12, 40], [8, 2, 5], 4, 1, 16, 4, 9, 3, {"block_n": 16}, False),  # verify, page size 4, three splits
+    ([70, 12, 40], [8, 2, 5], 4, 1, 16, 4, 9, 3, {"block_n": 16, "fused_merge": 0}, False),  # verify, p4, 3 splits
     ([90, 33], [2, 8], 8, 8, 32, 16, None, 2, {"block_n": 16}, False),  # verify with no window: causal within the chunk
     ([40, 8], [4, 8], 4, 2, 16, 1, 1, None, {"block_n": 16}, False),  # window of one key: each draft sees only itself
-    ([60, 20, 45], None, 8, 1, 16, 16, 11, 2, {"block_n": 16}, True),  # GPT-OSS-style sinks, decode, split
+    ([60, 20, 45], None, 8, 1, 16, 16, 11, 2, {"block_n": 16, "fused_merge": 0}, True),  # sinks, decode, split
     ([60, 20, 45], [5, 2, 8], 8, 2, 16, 1, 11, None, {"block_n": 16}, True),  # sinks in verify, one split
     ([40, 70], [8, 5], 8, 1, 16, 16, 9, 2, {"block_n": 16}, False),  # 64 rows (8 drafts x GQA 8)
     ([80, 9, 61], [8, 7, 3], 4, 2, 16, 1, 40, 3, {"block_n": 16}, False),  # middle over three splits, edges in split 0
     ([30, 12], [8, 6], 4, 2, 16, 4, 8, 2, {"block_n": 16}, True),  # window one past the drafts: a one-key middle, sinks
     ([50, 8, 20], [8, 8, 1], 4, 1, 16, 1, 3, None, {"block_n": 16}, False),  # window under the drafts: all edge
     ([70, 33], None, 4, 2, 16, 16, 20, 2, {"block_n": 16, "rows": 32}, True),  # decode in a taller tile than it needs
+    # head_dim <= 64 prefetches the edge tile and folds it in after the walk; wider heads fold it in before:
+    ([80, 9, 61], [8, 7, 3], 4, 2, 16, 1, 40, 3, {"block_n": 16, "edge_prefetch": 0}, False),  # edges before the walk
+    ([50, 8, 20], [8, 8, 1], 4, 1, 16, 4, 3, None, {"block_n": 16, "edge_prefetch": 0}, True),  # all edge, before
+    ([40, 70], [8, 5], 8, 1, 16, 16, 9, 2, {"block_n": 16, "edge_prefetch": 0}, False),  # 64 rows, edges before
+    ([37, 5, 64], None, 4, 2, 16, 4, 40, 3, {"block_n": 16, "fused_merge": 1}, True),  # merged by the last split
+    ([80, 9, 61], [8, 7, 3], 4, 2, 16, 1, 40, 3, {"block_n": 16, "fused_merge": 1, "edge_prefetch": 0}, False),
+    ([70, 12, 40], [8, 2, 5], 8, 1, 16, 4, 30, 3, {"block_n": 16, "fused_merge": 1, "edge_prefetch": 1}, True),
 ]
 
 
@@ -156,12 +163,36 @@ def test_refuses_what_it_cannot_compute(kit_triton) -> None:
                       ("block_n", True)):
         with pytest.raises(ValueError, match=f"launch override {name}={bad!r}: give an int >= "):
             kit_triton.plan_batch(_batch(), 4, **{name: bad})
+    for name, bad in (("edge_prefetch", 2), ("fused_merge", -1), ("fused_merge", True)):
+        with pytest.raises(ValueError, match=f"launch override {name}={bad!r}: give an int in 0..1"):
+            kit_triton.plan_batch(_batch(), 4, **{name: bad})
     with pytest.raises(BackendUnavailableError, match="block_n=24: a key tile needs a power of two >= 16"):
         kit_triton.plan_batch(_batch(), 4, block_n=24)
     for bad in (0, -2, 2.0):
         with pytest.raises(ValueError, match=f"splits={bad!r}: give an int >= 1"):
             kit_triton.plan_batch(_batch(), 4, splits=bad)
     assert kit_triton.plan_batch(_batch(), 4, max_registers=0, splits=1).max_registers == 0  # 0: no cap, allowed
+
+
+def test_latency_bound_batches_split_to_one_tile_and_merge_in_a_second_kernel(kit_triton, monkeypatch) -> None:
+    """On an H200's 132 SMs: B 1 (8 or 16 KV heads) cuts its window into one-tile chunks and leaves the merge to
+    the merge kernel; B 8 keeps chunks of at least MIN_CHUNK keys and fuses the merge into the last split."""
+    monkeypatch.setattr(kit_triton, "_num_sms", lambda device: 132)
+    for batch_size, hkv, dim in ((1, 8, 128), (1, 16, 256), (8, 8, 128), (8, 16, 256)):
+        bound = kit_triton.is_latency_bound(batch_size * hkv, 132)
+        assert bound == (batch_size == 1)
+        batch = random_paged_batch([1] * batch_size, [3000] * batch_size, num_q_heads=32, num_kv_heads=hkv,
+                                   head_dim=dim, dtype=torch.float16, generator=torch.Generator().manual_seed(2))
+        plan = kit_triton.plan_batch(batch, 1024)
+        tile = kit_triton.block_n_for(dim)
+        want = kit_triton.choose_splits(batch_size * hkv, 1024, 132, tile, min_chunk=tile if bound else 256)
+        assert (plan.splits, plan.chunk) == want and plan.splits > 1
+        assert (plan.locks is None) == bound
+        if bound:
+            assert plan.chunk < kit_triton.MIN_CHUNK
+            assert plan.splits > kit_triton.choose_splits(batch_size * hkv, 1024, 132, tile)[0]
+        else:
+            assert plan.locks.shape == (batch_size * hkv,) and not plan.locks.any()
 
 
 def test_backend_declares_itself_and_is_unavailable_on_plain_cpu(kit_triton) -> None:

@@ -63,8 +63,8 @@ MAX_QUERIES = 8
 # at head_dim 128 in bf16), 8 KiB once a program carries more than 32 query rows (a verify's drafts x
 # the GQA group); 4 warps; 3 pipeline stages (2 at head_dim 64); about two programs per
 # multiprocessor before the window is split further (two programs of 96 KiB of shared memory fill an
-# SM: a third split only adds a partial wave), never chunks under 256 keys. A verify walks the same
-# middle of the window as decode, with the same policy (v5).
+# SM: a third split only adds a partial wave), never chunks under 256 keys but in a latency-bound batch
+# (below). A verify walks the same middle of the window as decode, with the same policy (v5).
 TILE_BYTES = 16 * 1024
 TILE_BYTES_MANY_ROWS = 8 * 1024  # rows > 32
 NUM_WARPS = 4
@@ -77,6 +77,17 @@ PROGRAMS_PER_SM = 2
 # the cap cost it 1-2% (v5).
 MAX_REGISTERS = 128
 MIN_CHUNK = 256
+# A batch with at most one (request, KV head) pair per 8 SMs (B 1 at 8-16 KV heads on an H200) is
+# latency-bound: its window is cut into chunks as short as one tile (Gemma's B 1 W 128: 10.7 against 14.4 us),
+# and a second kernel merges them, its programs side by side (a fused merge puts 8-32 partials on one
+# program's path: 0.5-7 us slower there). In every other batch the last split to finish merges (one launch
+# fewer: verify 2-11% faster at B 8-32, decode from 4% faster to 1% slower) (v6).
+LATENCY_BOUND_SMS_PER_PAIR = 8
+# A chain's edge tile is loaded before the walk and folded in after it, so its two dependent round trips
+# (table, then K/V) overlap the walk's, where its K and V (2 x 16 keys) fit in the registers: at head_dim 64
+# they take 8 a thread, and GPT-OSS's verify was 1-12% faster in every cell; at 128 and 256 they take 16-32
+# and spill under the cap, 3-37% slower (v6).
+EDGE_PREFETCH_MAX_HEAD_DIM = 64
 
 
 def block_n_for(head_dim: int, itemsize: int = 2, rows: int = 16) -> int:
@@ -94,18 +105,28 @@ def rows_for(max_q_len: int, group: int) -> int:
     return max(16, 1 << max(0, max_q_len * group - 1).bit_length())
 
 
-def launch_config(head_dim: int, group: int, max_q_len: int, itemsize: int = 2) -> dict[str, int]:
-    """Tile, warps, pipeline depth, register cap and split policy for one shape (docs/kernel-notes.md)."""
+def launch_config(head_dim: int, group: int, max_q_len: int, itemsize: int = 2,
+                  latency_bound: bool = False) -> dict[str, int]:
+    """Tile, warps, pipeline depth, register cap and split policy for one shape (docs/kernel-notes.md);
+    ``latency_bound``: the batch is too small to fill the GPU (:func:`is_latency_bound`)."""
     rows = rows_for(max_q_len, group)
+    block_n = block_n_for(head_dim, itemsize, rows)
     return {
+        "edge_prefetch": int(max_q_len > 1 and head_dim <= EDGE_PREFETCH_MAX_HEAD_DIM),
+        "fused_merge": int(not latency_bound),
         "rows": rows,
-        "block_n": block_n_for(head_dim, itemsize, rows),
+        "block_n": block_n,
         "num_warps": NUM_WARPS,
         "num_stages": NUM_STAGES_NARROW if head_dim <= 64 else NUM_STAGES,
         "max_registers": MAX_REGISTERS if max_q_len > 1 else 0,
         "programs_per_sm": PROGRAMS_PER_SM,
-        "min_chunk": MIN_CHUNK,
+        "min_chunk": block_n if latency_bound else MIN_CHUNK,
     }
+
+
+def is_latency_bound(pairs: int, num_sms: int) -> bool:
+    """Whether a batch of ``pairs`` (request, KV head) pairs leaves most SMs idle, whatever its window."""
+    return pairs * LATENCY_BOUND_SMS_PER_PAIR <= num_sms
 
 
 if triton is not None:
@@ -134,12 +155,60 @@ if triton is not None:
         return m_new, l_i, acc
 
     @triton.jit
+    def _edge_tile(k_ptr, v_ptr, table_ptr, row, kv_head, dims, first, mid_lo, mid_hi, seq_len, on,
+                   stride_ks, stride_kh, stride_vs, stride_vh, PAGE: tl.constexpr, EDGE: tl.constexpr):
+        """Both edges of a chain's window in one tile of 2 x EDGE keys: ``[first, mid_lo)`` in its first half,
+        ``[mid_hi, seq_len)`` in its second (both empty unless ``on``). Returns the positions, which of them
+        are keys, and K and V."""
+        j = tl.arange(0, 2 * EDGE)
+        in_front = j < EDGE
+        pos = tl.where(in_front, first + j, mid_hi + j - EDGE)
+        valid = pos < tl.where(in_front, tl.where(on, mid_lo, first), tl.where(on, seq_len, mid_hi))
+        slot = _kv_slots(table_ptr, row, pos, valid, PAGE)
+        k = tl.load(k_ptr + slot[:, None] * stride_ks + kv_head * stride_kh + dims[None, :],
+                    mask=valid[:, None], other=0.0)
+        v = tl.load(v_ptr + slot[:, None] * stride_vs + kv_head * stride_vh + dims[None, :],
+                    mask=valid[:, None], other=0.0)
+        return pos, valid, k, v
+
+    @triton.jit
+    def _fold_edge(q, q_pos, pos, valid, k, v, window, sm_scale_log2, m_i, l_i, acc):
+        """Fold the edge tile in, each row masked to its query's window and causally."""
+        keep = valid[None, :] & (pos[None, :] <= q_pos[:, None]) & (pos[None, :] > q_pos[:, None] - window)
+        s = tl.where(keep, tl.dot(q, tl.trans(k)) * sm_scale_log2, float("-inf"))
+        return _fold_tile(s, v, m_i, l_i, acc, True)
+
+    @triton.jit
+    def _merge_rows(part_out_ptr, part_lse_ptr, sink_ptr, out_ptr, first_part, num_splits, tok, heads, dims, row_ok,
+                    stride_ot, stride_oh, HEAD_DIM: tl.constexpr, USE_SINKS: tl.constexpr):
+        """Merge every split's partial output of one program's rows, in split order (so the result does not
+        depend on which program merges), and write the output. Reads go to L2 (``.cg``): other SMs wrote them."""
+        m = tl.full(first_part.shape, float("-inf"), tl.float32)
+        denom = tl.zeros(first_part.shape, tl.float32)
+        acc = tl.zeros([first_part.shape[0], HEAD_DIM], tl.float32)
+        for s in range(num_splits):
+            lse = tl.load(part_lse_ptr + first_part + s, mask=row_ok, other=float("-inf"), cache_modifier=".cg")
+            part = tl.load(part_out_ptr + (first_part + s)[:, None] * HEAD_DIM + dims[None, :], mask=row_ok[:, None],
+                           other=0.0, cache_modifier=".cg")
+            m_new = tl.maximum(m, lse)
+            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # no key yet: weights stay zero
+            alpha, weight = tl.exp2(m - m_use), tl.exp2(lse - m_use)
+            acc = acc * alpha[:, None] + part * weight[:, None]
+            denom = denom * alpha + weight
+            m = m_new
+        if USE_SINKS:
+            denom += tl.exp2(tl.load(sink_ptr + heads).to(tl.float32) * 1.4426950408889634 - m)
+        o_ptrs = out_ptr + tok[:, None] * stride_ot + heads[:, None] * stride_oh + dims[None, :]
+        tl.store(o_ptrs, (acc / denom[:, None]).to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
+
+    @triton.jit
     def _swa_attend_kernel(
         q_ptr, k_ptr, v_ptr,  # q [T, Hq, D] (T = total queries); k, v [slots, Hkv, D] (last dim contiguous)
         q_start_ptr,  # qo_indptr: request b's queries are rows q_start[b] .. q_start[b + 1] - 1 of q
         table_ptr, row_start_ptr, seq_len_ptr,  # page table, where each request's row starts, keys per request
         sink_ptr,  # [Hq] float32 attention-sink logits (natural log, on the scaled-logit scale), if USE_SINKS
         out_ptr, part_out_ptr, part_lse_ptr,  # out [T, Hq, D]; partials [T, Hq, S, D] and [T, Hq, S]
+        lock_ptr,  # FUSED_MERGE: one int32 counter per (program row, KV head), zero between calls
         sm_scale_log2,  # softmax scale times log2(e): the kernel works in base 2 (exp2 is one instruction)
         window,  # keys a query attends, counting itself
         chunk,  # window positions per split (a multiple of BLOCK_N)
@@ -149,6 +218,8 @@ if triton is not None:
         BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,  # SPLIT: write partials for the merge kernel
         VERIFY: tl.constexpr,  # more than one query per request: the window's edges need a per-query mask
         EDGE: tl.constexpr,  # keys per half of the edge tile: an edge holds at most MAX_QUERIES - 1 keys
+        EDGE_PREFETCH: tl.constexpr,  # load the edge tile before the walk, fold it in after
+        FUSED_MERGE: tl.constexpr,  # SPLIT: the last split to finish merges; otherwise _merge_splits_kernel does
         USE_SINKS: tl.constexpr,
     ):
         b = tl.program_id(0)
@@ -180,28 +251,24 @@ if triton is not None:
         mid_hi = tl.maximum(seq_len - q_len + 1, mid_lo)
         lo = mid_lo + split * chunk  # this program's chunk of the middle: [lo, hi)
         hi = tl.minimum(lo + chunk, mid_hi)
+        edge_on = (split == 0) & (q_len > 1)
         row = tl.load(row_start_ptr + b).to(tl.int64)
 
         m_i = tl.full([ROWS], float("-inf"), tl.float32)  # running max (base-2 logits)
         l_i = tl.zeros([ROWS], tl.float32)  # running softmax denominator
         acc = tl.zeros([ROWS, HEAD_DIM], tl.float32)
+        q_pos = seq_len - q_len + qi
         if VERIFY:
-            if (split == 0) & (q_len > 1):
-                # Both edges in one tile of 2 x EDGE keys: [first, mid_lo) in its first half,
-                # [mid_hi, L) in its second, each row masked to its query's window and causally.
-                j = tl.arange(0, 2 * EDGE)
-                in_front = j < EDGE
-                pos = tl.where(in_front, first + j, mid_hi + j - EDGE)
-                valid = tl.where(in_front, pos < mid_lo, pos < seq_len)
-                slot = _kv_slots(table_ptr, row, pos, valid, PAGE)
-                k = tl.load(k_ptr + slot[:, None] * stride_ks + kv_head * stride_kh + dims[None, :],
-                            mask=valid[:, None], other=0.0)
-                v = tl.load(v_ptr + slot[:, None] * stride_vs + kv_head * stride_vh + dims[None, :],
-                            mask=valid[:, None], other=0.0)
-                q_pos = seq_len - q_len + qi
-                keep = valid[None, :] & (pos[None, :] <= q_pos[:, None]) & (pos[None, :] > q_pos[:, None] - window)
-                s = tl.where(keep, tl.dot(q, tl.trans(k)) * sm_scale_log2, float("-inf"))
-                m_i, l_i, acc = _fold_tile(s, v, m_i, l_i, acc, True)
+            if EDGE_PREFETCH:  # in flight during the walk; only split 0 of a chain loads anything
+                e_pos, e_ok, e_k, e_v = _edge_tile(k_ptr, v_ptr, table_ptr, row, kv_head, dims, first, mid_lo,
+                                                   mid_hi, seq_len, edge_on, stride_ks, stride_kh, stride_vs,
+                                                   stride_vh, PAGE, EDGE)
+            else:
+                if edge_on:
+                    e_pos, e_ok, e_k, e_v = _edge_tile(k_ptr, v_ptr, table_ptr, row, kv_head, dims, first, mid_lo,
+                                                       mid_hi, seq_len, edge_on, stride_ks, stride_kh, stride_vs,
+                                                       stride_vh, PAGE, EDGE)
+                    m_i, l_i, acc = _fold_edge(q, q_pos, e_pos, e_ok, e_k, e_v, window, sm_scale_log2, m_i, l_i, acc)
 
         for start in range(lo, hi, BLOCK_N):  # no mask but the chunk's end: every row sees every key
             pos = start + tl.arange(0, BLOCK_N)
@@ -213,6 +280,10 @@ if triton is not None:
                         mask=valid[:, None], other=0.0)
             s = tl.where(valid[None, :], tl.dot(q, tl.trans(k)) * sm_scale_log2, float("-inf"))
             m_i, l_i, acc = _fold_tile(s, v, m_i, l_i, acc, False)  # each tile has a key every row sees
+        if VERIFY:
+            if EDGE_PREFETCH:
+                if edge_on:
+                    m_i, l_i, acc = _fold_edge(q, q_pos, e_pos, e_ok, e_k, e_v, window, sm_scale_log2, m_i, l_i, acc)
 
         if not SPLIT:
             denom = l_i
@@ -229,6 +300,13 @@ if triton is not None:
             base = (tok * tl.num_programs(1) * GROUP + heads) * num_splits + split  # [T, Hq, S] flat index
             tl.store(part_out_ptr + base[:, None] * HEAD_DIM + dims[None, :], part, mask=row_ok[:, None])
             tl.store(part_lse_ptr + base, lse, mask=row_ok)
+            if FUSED_MERGE:  # the last split of this (request, KV head) to finish merges them all: no second launch
+                tl.debug_barrier()  # every thread's partials are written before the count goes up
+                lock = lock_ptr + b * tl.num_programs(1) + kv_head
+                if tl.atomic_add(lock, 1, sem="acq_rel", scope="gpu") == num_splits - 1:
+                    tl.atomic_xchg(lock, 0)  # ready for the next call (a plan runs on one stream at a time)
+                    _merge_rows(part_out_ptr, part_lse_ptr, sink_ptr, out_ptr, base - split, num_splits, tok, heads,
+                                dims, row_ok, stride_ot, stride_oh, HEAD_DIM, USE_SINKS)
 
     @triton.jit
     def _merge_splits_kernel(
@@ -301,7 +379,9 @@ class DecodePlan:
     num_warps: int = NUM_WARPS
     num_stages: int = NUM_STAGES
     max_registers: int = 0  # per-thread register cap (CUDA), 0: none
+    edge_prefetch: bool = False  # a chain's edge tile: loaded before the walk and folded in after it
     sinks: torch.Tensor | None = None  # [Hq] float32 sink logits (GPT-OSS), or None
+    locks: torch.Tensor | None = None  # fused merge: int32 split counters, reset by the merging program
 
     def run(self, q: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """Attention of ``q`` ``[T, Hq, D]`` (the batch's queries back to back) over each query's window."""
@@ -317,15 +397,17 @@ class DecodePlan:
         sinks = self.sinks if self.sinks is not None else out  # a placeholder pointer when unused
         _swa_attend_kernel[(self.seq_lens.numel(), hkv, self.splits)](
             q, self.k_buffer, self.v_buffer, self.q_start, self.table, self.row_start, self.seq_lens, sinks,
-            out, part_out, part_lse, self.sm_scale * math.log2(math.e), self.window, self.chunk, self.splits,
+            out, part_out, part_lse, self.locks if self.locks is not None else out,
+            self.sm_scale * math.log2(math.e), self.window, self.chunk, self.splits,
             q.stride(0), q.stride(1), self.k_buffer.stride(0), self.k_buffer.stride(1),
             self.v_buffer.stride(0), self.v_buffer.stride(1), out.stride(0), out.stride(1),
             GROUP=group, ROWS=self.rows, HEAD_DIM=dim, PAGE=self.page_size,
             BLOCK_N=self.block_n, SPLIT=self.splits > 1, VERIFY=self.max_q_len > 1, EDGE=MAX_QUERIES,
-            USE_SINKS=self.sinks is not None, num_warps=self.num_warps, num_stages=self.num_stages,
+            EDGE_PREFETCH=self.edge_prefetch, FUSED_MERGE=self.locks is not None, USE_SINKS=self.sinks is not None,
+            num_warps=self.num_warps, num_stages=self.num_stages,
             **self._register_cap(),
         )
-        if self.splits > 1:
+        if self.splits > 1 and self.locks is None:
             _merge_splits_kernel[(tokens, hq)](
                 part_out, part_lse, sinks, out, out.stride(0), out.stride(1), self.splits,
                 SPLITS_PAD=max(2, triton.next_power_of_2(self.splits)), HEAD_DIM=dim,
@@ -387,8 +469,9 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
     device = k_buffer.device
     longest = max_seq_len if max_seq_len is not None else (int(seq_lens.max()) if seq_lens.numel() else 0)
     span = longest if window.keys is None else min(window.keys, longest)  # the middle every query attends, at most
-    config = _with_overrides(launch_config(dim, num_heads_q // hkv, max_q_len, k_buffer.element_size()), overrides)
     pairs, sms = seq_lens.numel() * hkv, _num_sms(device)
+    config = _with_overrides(launch_config(dim, num_heads_q // hkv, max_q_len, k_buffer.element_size(),
+                                           is_latency_bound(pairs, sms)), overrides)
     n_splits, chunk = choose_splits(pairs, span, sms, config["block_n"], config["programs_per_sm"], config["min_chunk"])
     if splits is not None:
         if not isinstance(splits, int) or isinstance(splits, bool) or splits < 1:
@@ -402,8 +485,14 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
         q_start.to(device=device, dtype=torch.int32).contiguous(), max_q_len, page_size,
         NO_WINDOW if window.keys is None else window.keys, sm_scale, n_splits, chunk,
         config["rows"], config["block_n"], config["num_warps"], config["num_stages"], config["max_registers"],
+        bool(config["edge_prefetch"]),
         None if sinks is None else sinks.to(device=device, dtype=torch.float32).contiguous(),
+        torch.zeros(seq_lens.numel() * hkv, dtype=torch.int32, device=device)
+        if config["fused_merge"] and n_splits > 1 else None,
     )
+
+
+SWITCHES = {"edge_prefetch": (0, 1), "fused_merge": (0, 1)}  # launch options that are on (1) or off (0)
 
 
 def _with_overrides(config: dict[str, int], overrides: dict[str, int]) -> dict[str, int]:
@@ -412,9 +501,11 @@ def _with_overrides(config: dict[str, int], overrides: dict[str, int]) -> dict[s
     if unknown:
         raise ValueError(f"unknown launch override(s) {unknown}; known: {sorted(config)}")
     for name, value in overrides.items():
-        lowest = 0 if name == "max_registers" else 1  # 0 registers: no cap
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < lowest):
-            raise ValueError(f"launch override {name}={value!r}: give an int >= {lowest} (or leave it out)")
+        lowest, highest = SWITCHES.get(name, (0, None) if name == "max_registers" else (1, None))  # 0 registers: no cap
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < lowest
+                                  or (highest is not None and value > highest)):
+            bounds = f">= {lowest}" if highest is None else f"in {lowest}..{highest}"
+            raise ValueError(f"launch override {name}={value!r}: give an int {bounds} (or leave it out)")
     block_n = overrides.get("block_n") or config["block_n"]
     if block_n < 16 or block_n & (block_n - 1):
         raise _unsupported(f"block_n={block_n}: a key tile needs a power of two >= 16 (tl.dot's smallest)")
