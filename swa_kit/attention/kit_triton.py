@@ -19,13 +19,15 @@ Work split (flash-decoding): a program owns one request, one KV head and one chu
 the window. All ``Hq / Hkv`` query heads that share the KV head ride in the same
 program (GQA), so each K/V tile is read from memory once for the whole group. When a
 batch has too few (request, KV head) pairs to fill the GPU, the window is cut into
-``splits`` chunks; each writes a partial output and its log-sum-exp, and a small
-reduce kernel merges them. With one split the first kernel writes the output directly.
+``splits`` chunks; each writes a partial output and its log-sum-exp, and the last split of
+each (request, KV head) to finish merges them (in a latency-bound batch, one pair per 8 SMs or
+fewer, a small merge kernel does, its programs side by side). With one split the kernel writes the output directly.
 
 Chain verify (2..8 draft tokens per request, ragged) is the same walk: every draft attends the
 middle of the window, ``L - W .. L - q_len``, which the splits share out as in decode; the
 ``q_len - 1`` keys on either side, which only some drafts see, go into one extra 16-key tile
-with a per-query causal-and-window mask, folded in by split 0 before its walk.
+with a per-query causal-and-window mask, folded in by split 0 before its walk (at head_dim <= 64 loaded
+before the walk and folded in after it, so its round trips overlap the walk's).
 
 :class:`DecodePlan` does the host-side work once per batch (tables, splits, scratch
 buffers), like a serving engine's per-step metadata, so that :meth:`DecodePlan.run` is
@@ -81,7 +83,7 @@ MIN_CHUNK = 256
 # latency-bound: its window is cut into chunks as short as one tile (Gemma's B 1 W 128: 10.7 against 14.4 us),
 # and a second kernel merges them, its programs side by side (a fused merge puts 8-32 partials on one
 # program's path: 0.5-7 us slower there). In every other batch the last split to finish merges (one launch
-# fewer: verify 2-11% faster at B 8-32, decode from 4% faster to 1% slower) (v6).
+# fewer: verify up to 11% faster at B 8-32, decode from 4% faster to 1% slower) (v6).
 LATENCY_BOUND_SMS_PER_PAIR = 8
 # A chain's edge tile is loaded before the walk and folded in after it, so its two dependent round trips
 # (table, then K/V) overlap the walk's, where its K and V (2 x 16 keys) fit in the registers: at head_dim 64
@@ -359,7 +361,8 @@ class DecodePlan:
     """One batch's launch plan: everything but the queries, computed once on the host.
 
     A plan never reads a device tensor back to the host, so :meth:`run` is launches only
-    and can be captured in a CUDA graph.
+    and can be captured in a CUDA graph. It runs on one stream at a time: the fused merge's
+    split counters (``locks``) belong to the plan, and each call leaves them at zero.
     """
 
     k_buffer: torch.Tensor

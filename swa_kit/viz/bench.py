@@ -55,7 +55,7 @@ def time_vs_context(result: dict[str, Any], window: int | None = None) -> Figure
     ax.set_title(f"Decode, W={w}, B={HEADLINE['batch']}, Hq/Hkv={HEADLINE['hq']}/{HEADLINE['hkv']}, "
                  f"D={HEADLINE['head_dim']}\n{provenance(result)}", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes: never over a point
     return fig
 
 
