@@ -88,7 +88,7 @@ LATENCY_BOUND_SMS_PER_PAIR = 8
 # A chain's edge tile is loaded before the walk and folded in after it, so its two dependent round trips
 # (table, then K/V) overlap the walk's, where its K and V (2 x 16 keys) fit in the registers: at head_dim 64
 # they take 8 a thread, and GPT-OSS's verify was 1-12% faster in every cell; at 128 and 256 they take 16-32
-# and spill under the cap, 3-37% slower (v6).
+# and spill under the cap: slower in 43 of 48 cells, by up to 36% (v6).
 EDGE_PREFETCH_MAX_HEAD_DIM = 64
 
 
@@ -210,14 +210,14 @@ if triton is not None:
         table_ptr, row_start_ptr, seq_len_ptr,  # page table, where each request's row starts, keys per request
         sink_ptr,  # [Hq] float32 attention-sink logits (natural log, on the scaled-logit scale), if USE_SINKS
         out_ptr, part_out_ptr, part_lse_ptr,  # out [T, Hq, D]; partials [T, Hq, S, D] and [T, Hq, S]
-        lock_ptr,  # FUSED_MERGE: one int32 counter per (program row, KV head), zero between calls
+        lock_ptr,  # FUSED_MERGE: one int32 counter per (request, KV head), zero between calls
         sm_scale_log2,  # softmax scale times log2(e): the kernel works in base 2 (exp2 is one instruction)
         window,  # keys a query attends, counting itself
         chunk,  # window positions per split (a multiple of BLOCK_N)
         num_splits,
         stride_qt, stride_qh, stride_ks, stride_kh, stride_vs, stride_vh, stride_ot, stride_oh,
         GROUP: tl.constexpr, ROWS: tl.constexpr, HEAD_DIM: tl.constexpr, PAGE: tl.constexpr,
-        BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,  # SPLIT: write partials for the merge kernel
+        BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,  # SPLIT: write partials, then merge them (FUSED_MERGE) or not
         VERIFY: tl.constexpr,  # more than one query per request: the window's edges need a per-query mask
         EDGE: tl.constexpr,  # keys per half of the edge tile: an edge holds at most MAX_QUERIES - 1 keys
         EDGE_PREFETCH: tl.constexpr,  # load the edge tile before the walk, fold it in after
