@@ -40,7 +40,7 @@ SHAPES = [(f"{kind} {name} p{page}{' split' if split else ''}", dim, group, q_le
 
 def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, **overrides: int) -> dict:
     """Compile one launch config for sm_90 and read its shared memory, registers and spill stack."""
-    config = {**kt.launch_config(dim, group, q_len), **overrides}
+    config = {**kt.launch_config(dim, group, q_len, page_size=page), **overrides}
     fn = kt._swa_attend_kernel
     constants = {"GROUP": group, "ROWS": config["rows"], "HEAD_DIM": dim, "PAGE": page, "BLOCK_N": config["block_n"],
                  "SPLIT": split, "VERIFY": q_len > 1, "EDGE": kt.MAX_QUERIES, "USE_SINKS": dim == 64,

@@ -195,6 +195,17 @@ def test_latency_bound_batches_split_to_one_tile_and_merge_in_a_second_kernel(ki
             assert plan.locks.shape == (batch_size * hkv,) and not plan.locks.any()
 
 
+def test_a_64_row_verify_at_page_size_1_pipelines_three_stages(kit_triton) -> None:
+    """The one launch choice that depends on the page size: a table read per key needs the third stage there."""
+    stages = {(q_len, page): kit_triton.launch_config(64, 8, q_len, page_size=page)["num_stages"]
+              for q_len in (1, 8) for page in (1, 16)}
+    assert stages == {(1, 1): 2, (1, 16): 2, (8, 1): 3, (8, 16): 2}
+    assert kit_triton.launch_config(128, 4, 8, page_size=1)["num_stages"] == kit_triton.NUM_STAGES
+    batch = random_paged_batch([8, 3], [300, 40], num_q_heads=64, num_kv_heads=8, head_dim=64,
+                               dtype=torch.float16, generator=torch.Generator().manual_seed(3))
+    assert kit_triton.plan_batch(batch, 128).num_stages == 3  # page size 1: SGLang's token-level layout
+
+
 def test_backend_declares_itself_and_is_unavailable_on_plain_cpu(kit_triton) -> None:
     backend = get_backend("kit_triton_swa")
     assert backend.tier == "kit-triton" and backend.modes == frozenset({"decode", "verify"}) and backend.honours_window

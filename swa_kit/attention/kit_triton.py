@@ -71,7 +71,7 @@ TILE_BYTES = 16 * 1024
 TILE_BYTES_MANY_ROWS = 8 * 1024  # rows > 32
 NUM_WARPS = 4
 NUM_STAGES = 3
-NUM_STAGES_NARROW = 2  # head_dim <= 64
+NUM_STAGES_NARROW = 2  # head_dim <= 64, but a verify's 64-row tile at page size 1 (below)
 PROGRAMS_PER_SM = 2
 # A verify's registers per thread, capped (CUDA's maxnreg) so that four programs of four warps fit an
 # SM's 65,536, as decode's 96-128 do: its taller query tile and edge tile would otherwise take 140-170, and
@@ -108,18 +108,22 @@ def rows_for(max_q_len: int, group: int) -> int:
 
 
 def launch_config(head_dim: int, group: int, max_q_len: int, itemsize: int = 2,
-                  latency_bound: bool = False) -> dict[str, int]:
+                  latency_bound: bool = False, page_size: int = 16) -> dict[str, int]:
     """Tile, warps, pipeline depth, register cap and split policy for one shape (docs/kernel-notes.md);
     ``latency_bound``: the batch is too small to fill the GPU (:func:`is_latency_bound`)."""
     rows = rows_for(max_q_len, group)
     block_n = block_n_for(head_dim, itemsize, rows)
+    # At page size 1 every key's slot is a table read that the K/V load waits on; a third stage lets the
+    # pipeliner issue it a tile early. Decode's 16 rows hide it; GPT-OSS's 64-row verify did not: 93.1 against
+    # 113.1 us at B 128 W 1024, 313 against 387 us at W 4096 (v6).
+    narrow = head_dim <= 64 and not (rows > 32 and page_size == 1)
     return {
         "edge_prefetch": int(max_q_len > 1 and head_dim <= EDGE_PREFETCH_MAX_HEAD_DIM),
         "fused_merge": int(not latency_bound),
         "rows": rows,
         "block_n": block_n,
         "num_warps": NUM_WARPS,
-        "num_stages": NUM_STAGES_NARROW if head_dim <= 64 else NUM_STAGES,
+        "num_stages": NUM_STAGES_NARROW if narrow else NUM_STAGES,
         "max_registers": MAX_REGISTERS if max_q_len > 1 else 0,
         "programs_per_sm": PROGRAMS_PER_SM,
         "min_chunk": block_n if latency_bound else MIN_CHUNK,
@@ -474,7 +478,7 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
     span = longest if window.keys is None else min(window.keys, longest)  # the middle every query attends, at most
     pairs, sms = seq_lens.numel() * hkv, _num_sms(device)
     config = _with_overrides(launch_config(dim, num_heads_q // hkv, max_q_len, k_buffer.element_size(),
-                                           is_latency_bound(pairs, sms)), overrides)
+                                           is_latency_bound(pairs, sms), page_size), overrides)
     n_splits, chunk = choose_splits(pairs, span, sms, config["block_n"], config["programs_per_sm"], config["min_chunk"])
     if splits is not None:
         if not isinstance(splits, int) or isinstance(splits, bool) or splits < 1:
