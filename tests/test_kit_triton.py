@@ -128,9 +128,10 @@ def test_chunks_cover_the_window_exactly_once(kit_triton) -> None:
     for _ in range(200):
         pairs = int(torch.randint(1, 600, (1,), generator=gen))
         window = int(torch.randint(1, 9000, (1,), generator=gen))
-        splits, chunk = kit_triton.choose_splits(pairs, window, 132)
-        assert (splits - 1) * chunk < window <= splits * chunk
-        assert splits == 1 or chunk >= kit_triton.MIN_CHUNK  # no chunk shorter than the floor
+        for floor in (kit_triton.MIN_CHUNK, kit_triton.BLOCK_N):  # the floor of a latency-bound batch: one tile
+            splits, chunk = kit_triton.choose_splits(pairs, window, 132, min_chunk=floor)
+            assert (splits - 1) * chunk < window <= splits * chunk
+            assert splits == 1 or chunk >= floor  # no chunk shorter than the floor
 
 
 def _batch(q_lens=(1, 1), head_dim=16, dtype=torch.float16):
