@@ -80,7 +80,7 @@ print_table(rows)
 
 # %% [markdown]
 # When the batch has too few (request, KV head) pairs to fill the GPU, the window is cut into chunks
-# (flash-decoding), each writing a partial output and its log-sum-exp; the last chunk to finish merges them.
+# (flash-decoding), each writing a partial output and its log-sum-exp; the last split to finish merges them.
 # A latency-bound batch (B 1 here: one pair per 8 SMs or fewer) is cut as fine as one tile and merged by a
 # small second kernel, whose programs run side by side. The split count depends on the window and the batch,
 # never on the context (an H200's 132 SMs, 32/8/128 decode):
@@ -91,11 +91,9 @@ for batch in (1, 32, 128):
     pairs = batch * 8
     config = kit_triton.launch_config(128, 4, 1, latency_bound=kit_triton.is_latency_bound(pairs, 132))
     for window in (128, 1024, 4096):
-        splits, chunk = kit_triton.choose_splits(pairs, window, 132, config["block_n"], config["programs_per_sm"],
-                                                 config["min_chunk"])
-        merge = "-" if splits == 1 else "last chunk" if config["fused_merge"] else "merge kernel"
+        splits, chunk, merged_by = kit_triton.split_window(config, pairs, window, 132)  # as plan_decode splits
         rows.append({"batch": batch, "Hkv": 8, "window": window, "splits": splits, "keys per chunk": chunk,
-                     "merged by": merge})
+                     "merged by": merged_by})
 print_table(rows)
 
 # %% [markdown]

@@ -189,6 +189,10 @@ def test_latency_bound_batches_split_to_one_tile_and_merge_in_a_second_kernel(ki
         want = kit_triton.choose_splits(batch_size * hkv, 1024, 132, tile, min_chunk=tile if bound else 256)
         assert (plan.splits, plan.chunk) == want and plan.splits > 1
         assert (plan.locks is None) == bound
+        config = kit_triton.launch_config(dim, 32 // hkv, 1, latency_bound=bound)
+        assert kit_triton.split_window(config, batch_size * hkv, 1024, 132) == (
+            *want, "merge kernel" if bound else "last split")
+        assert kit_triton.split_window(config, batch_size * hkv, 1024, 132, splits=1)[2] == "-"  # nothing to merge
         if bound:
             assert plan.chunk < kit_triton.MIN_CHUNK
             assert plan.splits > kit_triton.choose_splits(batch_size * hkv, 1024, 132, tile)[0]

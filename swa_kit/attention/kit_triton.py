@@ -360,6 +360,22 @@ def choose_splits(pairs: int, window_tokens: int, num_sms: int, block_n: int = B
     return math.ceil(tiles * block_n / chunk), chunk
 
 
+def split_window(config: dict[str, int], pairs: int, window_tokens: int, num_sms: int,
+                 splits: int | None = None) -> tuple[int, int, str]:
+    """``(splits, chunk, merged_by)`` of one launch config (:func:`launch_config`): the policy's split of the window
+    (:func:`choose_splits`) or ``splits`` forced, and who merges the partials: ``"-"`` (one split, nothing to
+    merge), ``"last split"`` (the fused merge) or ``"merge kernel"``."""
+    if splits is None:
+        splits, chunk = choose_splits(pairs, window_tokens, num_sms, config["block_n"], config["programs_per_sm"],
+                                      config["min_chunk"])
+    elif not isinstance(splits, int) or isinstance(splits, bool) or splits < 1:
+        raise ValueError(f"splits={splits!r}: give an int >= 1 (or None for the policy's choice)")
+    else:
+        chunk = math.ceil(math.ceil(window_tokens / config["block_n"]) / splits) * config["block_n"]
+    merged_by = "-" if splits == 1 else "last split" if config["fused_merge"] else "merge kernel"
+    return splits, chunk, merged_by
+
+
 @dataclass
 class DecodePlan:
     """One batch's launch plan: everything but the queries, computed once on the host.
@@ -479,11 +495,7 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
     pairs, sms = seq_lens.numel() * hkv, _num_sms(device)
     config = _with_overrides(launch_config(dim, num_heads_q // hkv, max_q_len, k_buffer.element_size(),
                                            is_latency_bound(pairs, sms), page_size), overrides)
-    n_splits, chunk = choose_splits(pairs, span, sms, config["block_n"], config["programs_per_sm"], config["min_chunk"])
-    if splits is not None:
-        if not isinstance(splits, int) or isinstance(splits, bool) or splits < 1:
-            raise ValueError(f"splits={splits!r}: give an int >= 1 (or None for the policy's choice)")
-        n_splits, chunk = splits, math.ceil(math.ceil(span / config["block_n"]) / splits) * config["block_n"]
+    n_splits, chunk, merged_by = split_window(config, pairs, span, sms, splits)
     if q_start is None:
         q_start = torch.arange(seq_lens.numel() + 1, device=device)
     return DecodePlan(
@@ -494,8 +506,7 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
         config["rows"], config["block_n"], config["num_warps"], config["num_stages"], config["max_registers"],
         bool(config["edge_prefetch"]),
         None if sinks is None else sinks.to(device=device, dtype=torch.float32).contiguous(),
-        torch.zeros(seq_lens.numel() * hkv, dtype=torch.int32, device=device)
-        if config["fused_merge"] and n_splits > 1 else None,
+        torch.zeros(seq_lens.numel() * hkv, dtype=torch.int32, device=device) if merged_by == "last split" else None,
     )
 
 
