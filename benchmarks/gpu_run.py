@@ -268,8 +268,9 @@ def stage_ab_merge() -> None:
     one tile, on decode and verify over the same KV at the batches that split (B 1, 8, 32), each output checked
     against the float64 reference after the timed graph replays (the split counters must reset every call).
 
-    ``AB_CONFIGS`` (a JSON list of launch overrides), ``AB_BATCHES`` and ``AB_PAGE_SIZE`` time other switches
-    the same way (the table read ahead: ``'[{}, {"table_ahead": 1}]'``, ``8,32,128``, ``1``)."""
+    ``AB_CONFIGS`` (a JSON list of launch overrides, or a dict of such lists by head_dim), ``AB_BATCHES``,
+    ``AB_WINDOWS`` and ``AB_PAGE_SIZE`` (one or several) time other switches the same way (the table read ahead:
+    ``'[{}, {"table_ahead": 1}]'``, ``8,32,128``, ``1``). Decode runs only the configs that apply to it."""
     import torch
 
     from swa_kit.attention import kit_triton
@@ -281,30 +282,34 @@ def stage_ab_merge() -> None:
     gen = torch.Generator(device=device).manual_seed(7)
     flush = timing.L2Flush(device)
     rows: list[dict] = []
-    ps = int(os.environ.get("AB_PAGE_SIZE", "16"))
+    chosen = json.loads(os.environ["AB_CONFIGS"]) if os.environ.get("AB_CONFIGS") else None
+    verify_only = {"edge_prefetch"}  # a decode launch ignores it
     for hq, hkv, d, sinks in HEAD_SHAPES.values():
         tile = kit_triton.block_n_for(d)
-        configs = json.loads(os.environ["AB_CONFIGS"]) if os.environ.get("AB_CONFIGS") else [
+        configs = chosen.get(str(d), [{}]) if isinstance(chosen, dict) else chosen or [
             {}, {"fused_merge": 1}, {"fused_merge": 1, "max_registers": 128}, {"min_chunk": tile},
             {"min_chunk": tile, "fused_merge": 1}]
         for b in map(int, os.environ.get("AB_BATCHES", "1,8,32").split(",")):
-            for w in (128, 1024, 4096):
+            for w in map(int, os.environ.get("AB_WINDOWS", "128,1024,4096").split(",")):
                 case = DecodeCase(b, hq, hkv, d, 8192, w, sinks=sinks)
                 data = DecodeInputs(case, device, gen)
                 twin = data.with_queries(verify_twin(case))
-                for inputs in (data, twin):
-                    ref = inputs.reference(ps)
-                    for config in configs if inputs is data else [c for c in configs if "max_registers" not in c]:
-                        row = {"batch": b, "hq": hq, "head_dim": d, "window": w, "page_size": ps,
-                               "drafts": inputs.case.drafts, **config}
-                        row.update(_time_plan(kit_triton, inputs, ps, config, flush, ref))
-                        rows.append(row)
+                for ps in map(int, os.environ.get("AB_PAGE_SIZE", "16").split(",")):
+                    for inputs in (data, twin):
+                        ref = inputs.reference(ps)
+                        for config in [c for c in configs if inputs is twin or not verify_only & set(c)]:
+                            row = {"batch": b, "hq": hq, "head_dim": d, "window": w, "page_size": ps,
+                                   "drafts": inputs.case.drafts, **config}
+                            row.update(_time_plan(kit_triton, inputs, ps, config, flush, ref))
+                            rows.append(row)
                 del data, twin
                 torch.cuda.empty_cache()
         (OUT / "ab_merge.json").write_text(json.dumps({"rows": rows}, indent=1))
     for r in rows:
-        over = {k: r[k] for k in ("fused_merge", "max_registers", "min_chunk", "table_ahead") if k in r}
-        SUMMARY.append(f"merge D={r['head_dim']} B={r['batch']} W={r['window']} drafts={r['drafts']} {over}: "
+        over = {k: v for k, v in r.items() if k not in ("batch", "hq", "head_dim", "window", "page_size", "drafts",
+                                                         "splits", "us", "rel_error", "error")}
+        SUMMARY.append(f"merge D={r['head_dim']} B={r['batch']} W={r['window']} p{r['page_size']} "
+                       f"drafts={r['drafts']} {over}: "
                        f"{r.get('us', float('nan')):.1f}us s{r.get('splits')} err={r.get('rel_error', '-'):.1e} "
                        f"{r.get('error', '')}" if "us" in r else f"merge {r}")
 

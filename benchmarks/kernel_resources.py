@@ -71,11 +71,14 @@ def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, **ov
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a launch override for every config (an A/B candidate), e.g. edge_prefetch=1")
     args = parser.parse_args(argv)
+    chosen = {name: int(value) for name, value in (item.split("=", 1) for item in args.set)}
     rows = []
     for label, dim, group, q_len, page, split in SHAPES:
         for cap in (None, 0) if q_len > 1 else (None,):  # verify: the policy's cap, then uncapped
-            overrides = {} if cap is None else {"max_registers": cap}
+            overrides = chosen if cap is None else {**chosen, "max_registers": cap}
             facts = compile_facts(dim, group, q_len, page, split, **overrides)
             rows.append({"config": label + (" uncapped" if cap == 0 else ""), **facts})
             print(f"{rows[-1]['config']:<34} rows {facts['rows']:>2} tile {facts['block_n']:>3} stages "
