@@ -83,17 +83,19 @@ print_table(rows)
 # (flash-decoding), each writing a partial output and its log-sum-exp; the last split to finish merges them.
 # A latency-bound batch (B 1 here: one pair per 8 SMs or fewer) is cut as fine as one tile and merged by a
 # small second kernel, whose programs run side by side. The split count depends on the window and the batch,
-# never on the context (an H200's 132 SMs, 32/8/128 decode):
+# never on the context. A verify of 8 drafts splits its window into at most one wave of four programs per SM,
+# as many as its register cap lets an SM hold; decode rounds two per SM up (an H200's 132 SMs, 32/8/128):
 
 # %%
 rows = []
-for batch in (1, 32, 128):
+for batch in (1, 8, 32, 128):
     pairs = batch * 8
-    config = kit_triton.launch_config(128, 4, 1, latency_bound=kit_triton.is_latency_bound(pairs, 132))
+    bound = kit_triton.is_latency_bound(pairs, 132)
+    decode, verify = (kit_triton.launch_config(128, 4, q_len, latency_bound=bound) for q_len in (1, 8))
     for window in (128, 1024, 4096):
-        splits, chunk, merged_by = kit_triton.split_window(config, pairs, window, 132)  # as plan_decode splits
+        splits, chunk, merged_by = kit_triton.split_window(decode, pairs, window, 132)  # as plan_decode splits
         rows.append({"batch": batch, "Hkv": 8, "window": window, "splits": splits, "keys per chunk": chunk,
-                     "merged by": merged_by})
+                     "merged by": merged_by, "verify splits": kit_triton.split_window(verify, pairs, window, 132)[0]})
 print_table(rows)
 
 # %% [markdown]

@@ -129,9 +129,32 @@ def test_chunks_cover_the_window_exactly_once(kit_triton) -> None:
         pairs = int(torch.randint(1, 600, (1,), generator=gen))
         window = int(torch.randint(1, 9000, (1,), generator=gen))
         for floor in (kit_triton.MIN_CHUNK, kit_triton.BLOCK_N):  # the floor of a latency-bound batch: one tile
-            splits, chunk = kit_triton.choose_splits(pairs, window, 132, min_chunk=floor)
-            assert (splits - 1) * chunk < window <= splits * chunk
-            assert splits == 1 or chunk >= floor  # no chunk shorter than the floor
+            for per_sm, whole_wave in ((kit_triton.PROGRAMS_PER_SM, False), (kit_triton.PROGRAMS_PER_SM_VERIFY, True)):
+                splits, chunk = kit_triton.choose_splits(pairs, window, 132, programs_per_sm=per_sm, min_chunk=floor,
+                                                         whole_wave=whole_wave)
+                assert (splits - 1) * chunk < window <= splits * chunk
+                assert splits == 1 or chunk >= floor  # no chunk shorter than the floor
+                if whole_wave:  # never a second, partial wave
+                    assert splits == 1 or pairs * splits <= per_sm * 132
+
+
+def test_a_verify_splits_into_at_most_one_wave_of_its_residency(kit_triton, monkeypatch) -> None:
+    """On an H200's 132 SMs: a verify's split count rounds four programs per SM down, decode's two rounds up; a
+    latency-bound verify (B 1) splits as decode does."""
+    monkeypatch.setattr(kit_triton, "_num_sms", lambda device: 132)
+    expected = {  # (B, window): (decode's splits, verify's), 8 KV heads at head_dim 64
+        (8, 4096): (5, 8), (8, 1024): (4, 4), (32, 4096): (2, 2), (128, 4096): (1, 1), (1, 4096): (32, 32)}
+    for (batch_size, window), want in expected.items():
+        got = []
+        for q_len in (1, 8):
+            batch = random_paged_batch([q_len] * batch_size, [5000] * batch_size, num_q_heads=64, num_kv_heads=8,
+                                       head_dim=64, dtype=torch.float16, generator=torch.Generator().manual_seed(4))
+            got.append(kit_triton.plan_batch(batch, window).splits)
+        assert tuple(got) == want, f"B {batch_size} W {window}: (decode, verify) splits {tuple(got)}, want {want}"
+    config = kit_triton.launch_config(64, 8, 8)
+    assert config["programs_per_sm"] == kit_triton.PROGRAMS_PER_SM_VERIFY and config["whole_wave"] == 1
+    assert kit_triton.launch_config(64, 8, 8, latency_bound=True)["whole_wave"] == 0
+    assert kit_triton.launch_config(64, 8, 1)["whole_wave"] == 0
 
 
 def _batch(q_lens=(1, 1), head_dim=16, dtype=torch.float16):
@@ -164,7 +187,7 @@ def test_refuses_what_it_cannot_compute(kit_triton) -> None:
                       ("block_n", True)):
         with pytest.raises(ValueError, match=f"launch override {name}={bad!r}: give an int >= "):
             kit_triton.plan_batch(_batch(), 4, **{name: bad})
-    for name, bad in (("edge_prefetch", 2), ("fused_merge", -1), ("fused_merge", True)):
+    for name, bad in (("edge_prefetch", 2), ("fused_merge", -1), ("fused_merge", True), ("whole_wave", 2)):
         with pytest.raises(ValueError, match=f"launch override {name}={bad!r}: give an int in 0..1"):
             kit_triton.plan_batch(_batch(), 4, **{name: bad})
     with pytest.raises(BackendUnavailableError, match="block_n=24: a key tile needs a power of two >= 16"):

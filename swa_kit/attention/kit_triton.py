@@ -66,13 +66,17 @@ MAX_QUERIES = 8
 # the GQA group); 4 warps; 3 pipeline stages (2 at head_dim 64); about two programs per
 # multiprocessor before the window is split further (two programs of 96 KiB of shared memory fill an
 # SM: a third split only adds a partial wave), never chunks under 256 keys but in a latency-bound batch
-# (below). A verify walks the same middle of the window as decode, with the same policy (v5).
+# (below). A verify walks the same middle of the window as decode (v5), split by its own residency (v7).
 TILE_BYTES = 16 * 1024
 TILE_BYTES_MANY_ROWS = 8 * 1024  # rows > 32
 NUM_WARPS = 4
 NUM_STAGES = 3
 NUM_STAGES_NARROW = 2  # head_dim <= 64, but a verify's 64-row tile at page size 1 (below)
 PROGRAMS_PER_SM = 2
+# A verify's window is split into at most one wave of four programs per SM, the residency its register cap
+# (below) allows: GPT-OSS's B 8 W 4096 verify took 37.6 us in 8 splits against 41.8 in decode's 5; rounding up
+# as decode does put B 32 into a second, partial wave (GPT-OSS W 4096: 108.3 us in 3 splits, 91.1 in 2) (v7).
+PROGRAMS_PER_SM_VERIFY = 4
 # A verify's registers per thread, capped (CUDA's maxnreg) so that four programs of four warps fit an
 # SM's 65,536, as decode's 96-128 do: its taller query tile and edge tile would otherwise take 140-170, and
 # with a quarter fewer programs in flight its walk fell up to 1.47x behind decode's. Decode runs uncapped:
@@ -117,6 +121,7 @@ def launch_config(head_dim: int, group: int, max_q_len: int, itemsize: int = 2,
     # pipeliner issue it a tile early. Decode's 16 rows hide it; GPT-OSS's 64-row verify did not: 93.1 against
     # 113.1 us at B 128 W 1024, 313 against 387 us at W 4096 (v6).
     narrow = head_dim <= 64 and not (rows > 32 and page_size == 1)
+    spread_verify = max_q_len > 1 and not latency_bound
     return {
         "edge_prefetch": int(max_q_len > 1 and head_dim <= EDGE_PREFETCH_MAX_HEAD_DIM),
         "fused_merge": int(not latency_bound),
@@ -125,7 +130,8 @@ def launch_config(head_dim: int, group: int, max_q_len: int, itemsize: int = 2,
         "num_warps": NUM_WARPS,
         "num_stages": NUM_STAGES_NARROW if narrow else NUM_STAGES,
         "max_registers": MAX_REGISTERS if max_q_len > 1 else 0,
-        "programs_per_sm": PROGRAMS_PER_SM,
+        "programs_per_sm": PROGRAMS_PER_SM_VERIFY if spread_verify else PROGRAMS_PER_SM,
+        "whole_wave": int(spread_verify),
         "min_chunk": block_n if latency_bound else MIN_CHUNK,
     }
 
@@ -346,15 +352,18 @@ def _unsupported(what: str) -> BackendUnavailableError:
 
 
 def choose_splits(pairs: int, window_tokens: int, num_sms: int, block_n: int = BLOCK_N,
-                  programs_per_sm: int = PROGRAMS_PER_SM, min_chunk: int = MIN_CHUNK) -> tuple[int, int]:
+                  programs_per_sm: int = PROGRAMS_PER_SM, min_chunk: int = MIN_CHUNK,
+                  whole_wave: bool = False) -> tuple[int, int]:
     """``(splits, chunk)``: cut a window of ``window_tokens`` keys so the grid fills the GPU.
 
-    ``pairs`` = requests x KV heads, one program each without splitting. Chunks are whole
+    ``pairs`` = requests x KV heads, one program each without splitting. About ``programs_per_sm``
+    programs per SM, rounded up, or with ``whole_wave`` never more. Chunks are whole
     tiles of ``block_n`` keys, at least ``min_chunk`` keys where the window allows; the
     split count depends on the window, never the context.
     """
     tiles = max(1, math.ceil(window_tokens / block_n))
-    wanted = max(1, math.ceil(programs_per_sm * num_sms / max(pairs, 1)))
+    per_pair = programs_per_sm * num_sms / max(pairs, 1)
+    wanted = max(1, math.floor(per_pair) if whole_wave else math.ceil(per_pair))
     wanted = min(wanted, max(1, window_tokens // min_chunk))
     chunk = math.ceil(tiles / min(tiles, wanted)) * block_n
     return math.ceil(tiles * block_n / chunk), chunk
@@ -367,7 +376,7 @@ def split_window(config: dict[str, int], pairs: int, window_tokens: int, num_sms
     merge), ``"last split"`` (the fused merge) or ``"merge kernel"``."""
     if splits is None:
         splits, chunk = choose_splits(pairs, window_tokens, num_sms, config["block_n"], config["programs_per_sm"],
-                                      config["min_chunk"])
+                                      config["min_chunk"], bool(config["whole_wave"]))
     elif not isinstance(splits, int) or isinstance(splits, bool) or splits < 1:
         raise ValueError(f"splits={splits!r}: give an int >= 1 (or None for the policy's choice)")
     else:
@@ -510,7 +519,7 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
     )
 
 
-SWITCHES = {"edge_prefetch": (0, 1), "fused_merge": (0, 1)}  # launch options that are on (1) or off (0)
+SWITCHES = {"edge_prefetch": (0, 1), "fused_merge": (0, 1), "whole_wave": (0, 1)}  # on (1) or off (0)
 
 
 def _with_overrides(config: dict[str, int], overrides: dict[str, int]) -> dict[str, int]:
