@@ -142,6 +142,42 @@ def test_misses_say_whether_a_copy_or_the_verify_tile_misses_too() -> None:
     assert not {"copy_of_same_bytes_misses_too", "verify_tile_misses_too"} & set().union(*older["targets"])
 
 
+def _bytes_by_counting(case: bench.DecodeCase) -> int:
+    """The least bytes of a case counted position by position: the set of keys each request's queries attend."""
+    total, L = 0, case.context
+    for q_len in case.q_lens():
+        keys = set()
+        for pos in range(L - q_len, L):  # query positions; each sees (pos - W, pos]
+            keys.update(range(max(0, pos - case.window + 1), pos + 1))
+        total += len(keys) * case.hkv * case.head_dim * 2 + q_len * case.hq * case.head_dim * 2  # K+V; Q+out
+    return total * case.itemsize
+
+
+def test_verify_traffic_is_counted_from_the_keys_and_queries_it_must_move() -> None:
+    for _ in range(20):
+        b, (hq, hkv, d, sinks) = rng.randint(1, 8), rng.choice(list(bench.HEAD_SHAPES.values()))
+        ctx, w = rng.randint(1, 300), rng.randint(1, 400)
+        decode = bench.DecodeCase(b, hq, hkv, d, ctx, w, sinks=sinks)
+        verify = bench.DecodeCase(b, hq, hkv, d, ctx, w, sinks=sinks, drafts=rng.randint(2, 8))
+        assert decode.least_bytes == _bytes_by_counting(decode)
+        assert verify.least_bytes == _bytes_by_counting(verify)
+    gpt_oss = bench.DecodeCase(128, 64, 8, 64, 8192, 128, sinks=True)  # queries and outputs next to a short window
+    ratio = bench.DecodeCase(**{**gpt_oss.__dict__, "drafts": 8}).least_bytes / gpt_oss.least_bytes
+    assert ratio > 1.15
+
+
+def test_verify_misses_say_whether_the_traffic_alone_misses() -> None:
+    result = _synthetic(kit16_us=170.0, kit1_us=190.0, verify=1.3)  # the headline shape, verify 1.3x
+    verify = _verdicts({**result, "targets": bench.evaluate_targets(result)})["verify_over_decode"]
+    case = bench.DecodeCase(32, 32, 8, 128, 8192, 4096)
+    traffic = _bytes_by_counting(bench.DecodeCase(**{**case.__dict__, "drafts": 8})) / _bytes_by_counting(case)
+    assert verify["missed"] == 4
+    assert all(m["verify_bytes_over_decode"] == pytest.approx(traffic) for m in verify["misses"])
+    assert verify["verify_bytes_misses_too"] == 0  # W 4096: 2..8 queries add under 1% to the window's bytes
+    text = "\n".join(bench.summary_lines({**result, "targets": bench.evaluate_targets(result)}))
+    assert "in 0 of those 4, the verify must move over 1.15x decode's bytes" in text
+
+
 def test_grid_rows_pair_every_kit_row_with_its_ratios_and_verify_twin() -> None:
     result = _synthetic()
     grid = bench.grid_rows(result)

@@ -57,6 +57,14 @@ class DecodeCase:
         return [2 + b % (self.drafts - 1) for b in range(self.batch)]
 
     @property
+    def least_bytes(self) -> int:
+        """Bytes any kernel must move (the page table's few aside): K and V of every key some query of each request
+        attends, read once per KV head, its queries read and its outputs written."""
+        keys = sum(min(self.context, self.window + q_len - 1) for q_len in self.q_lens())
+        rows = sum(self.q_lens()) * self.hq
+        return 2 * (keys * self.hkv + rows) * self.head_dim * self.itemsize
+
+    @property
     def span(self) -> int:
         """Keys some query of a request attends: the window, plus the drafts before the last query."""
         return min(self.context, self.window + max(self.q_lens()) - 1)

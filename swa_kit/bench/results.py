@@ -137,7 +137,9 @@ def grid_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
         if mode != "decode":
             continue
         case = dict(key)
-        twin = cells.get(("verify", tuple(sorted({**case, "drafts": verify_drafts(result)}.items()))), {})
+        drafts = verify_drafts(result)
+        twin = cells.get(("verify", tuple(sorted({**case, "drafts": drafts}.items()))), {})
+        traffic = DecodeCase(**{**case, "drafts": drafts}).least_bytes / DecodeCase(**case).least_bytes
         in_verify_tile = tall_tiles.get(key, {})
         fastest = min(r["time_ms"] for r in rows.values())
         for ps in (1, 16):
@@ -156,6 +158,7 @@ def grid_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                         "verify_us": verify["time_ms"] * 1e3 if verify else None,
                         "verify_correct": verify.get("correct") if verify else None,
                         "verify_over_decode": verify["time_ms"] / kit["time_ms"] if verify else None,
+                        "verify_bytes_over_decode": traffic if verify else None,
                         "verify_tile_over_decode": tall["time_ms"] / kit["time_ms"] if tall else None})
     return out
 
@@ -207,8 +210,11 @@ def evaluate_targets(result: dict[str, Any]) -> list[dict[str, Any]]:
                 [(where(g), g["vs_fastest"]) for g in grid if g["case"]["batch"] == 1]),
     ]
     verify = _target("verify_over_decode", "kit verify (2..8 drafts) time / kit decode time, same KV",
-                     [({**where(g), "verify_tile_over_decode": g["verify_tile_over_decode"]}, g["verify_over_decode"])
+                     [({**where(g), "verify_tile_over_decode": g["verify_tile_over_decode"],
+                        "verify_bytes_over_decode": g["verify_bytes_over_decode"]}, g["verify_over_decode"])
                       for g in grid if g["verify_over_decode"] is not None], at_most=True)
+    verify["verify_bytes_misses_too"] = sum(m["verify_bytes_over_decode"] > TARGETS["verify_over_decode"]
+                                            for m in verify["misses"])
     tall = [m["verify_tile_over_decode"] for m in verify["misses"]]
     if tall and None not in tall:  # recorded runs before the decode-in-verify-tile rows have none
         verify["verify_tile_misses_too"] = sum(t > TARGETS["verify_over_decode"] for t in tall)
@@ -319,6 +325,9 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
         if "copy_of_same_bytes_misses_too" in t:
             lines.append(f"    in {t['copy_of_same_bytes_misses_too']} of those {t['missed']}, a plain copy of the "
                          f"same bytes misses {t['threshold']:.0%} too (one call's fixed cost)")
+        if "verify_bytes_misses_too" in t:
+            lines.append(f"    in {t['verify_bytes_misses_too']} of those {t['missed']}, the verify must move over "
+                         f"{t['threshold']}x decode's bytes (its queries and outputs): its traffic alone misses")
         if "verify_tile_misses_too" in t:
             lines.append(f"    in {t['verify_tile_misses_too']} of those {t['missed']}, decode alone in the verify's "
                          f"query tile takes over {t['threshold']}x too (the taller tile's cost)")
@@ -347,6 +356,7 @@ def grid_table(result: dict[str, Any]) -> list[dict[str, Any]]:
                     "xSDPA_w": _fmt(g["vs_sdpa_window"]), "xFlex": _fmt(g["vs_flex"]),
                     "xAiter": _fmt(g["vs_aiter"]), "xFastest": _fmt(g["vs_fastest"]),
                     "verify_us": _fmt(g["verify_us"], ".1f"), "ver/dec": _fmt(g["verify_over_decode"]),
+                    "bytes v/d": _fmt(g["verify_bytes_over_decode"]),
                     "tile/dec": _fmt(g["verify_tile_over_decode"]),
                     "ok": bool(g["correct"]) and g["verify_correct"] is not False})
     return out
