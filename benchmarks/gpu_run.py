@@ -299,17 +299,15 @@ def stage_ab_merge() -> None:
                         ref = inputs.reference(ps)
                         for config in [c for c in configs if inputs is twin or not verify_only & set(c)]:
                             row = {"batch": b, "hq": hq, "head_dim": d, "window": w, "page_size": ps,
-                                   "drafts": inputs.case.drafts, **config}
+                                   "drafts": inputs.case.drafts, "overrides": config}  # "splits": what ran
                             row.update(_time_plan(kit_triton, inputs, ps, config, flush, ref))
                             rows.append(row)
                 del data, twin
                 torch.cuda.empty_cache()
         (OUT / "ab_merge.json").write_text(json.dumps({"rows": rows}, indent=1))
     for r in rows:
-        over = {k: v for k, v in r.items() if k not in ("batch", "hq", "head_dim", "window", "page_size", "drafts",
-                                                         "splits", "us", "rel_error", "error")}
         SUMMARY.append(f"merge D={r['head_dim']} B={r['batch']} W={r['window']} p{r['page_size']} "
-                       f"drafts={r['drafts']} {over}: "
+                       f"drafts={r['drafts']} {r['overrides']}: "
                        f"{r.get('us', float('nan')):.1f}us s{r.get('splits')} err={r.get('rel_error', '-'):.1e} "
                        f"{r.get('error', '')}" if "us" in r else f"merge {r}")
 
