@@ -17,7 +17,7 @@ from swa_kit.bench import load_recorded
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 PROSE = " ".join(README.split())  # sentences as one line, wherever the README wraps them
-RECORDED = "h200_2026-12-01_v6.json"
+RECORDED = "h200_2026-12-01_v7.json"
 TABLE_ROW = re.compile(r"^\| (?:([^|:]+): )?W (\d+), B (\d+), (\d+)/(\d+)/(\d+) \| ([\d.]+) us \| (\d+)% \| "
                        r"([\d.]+)x \| ([\d.]+)x \| ([\d.]+)x \|$", re.M)
 
@@ -125,3 +125,14 @@ def test_b1_and_verify_miss_sentences(run):
     misses = targets["verify_over_decode"]["misses"]
     assert all(any(test(m) for test in named.values()) for m in misses)
     assert all(any(test(m) for m in misses) for test in named.values())  # each named cause has a miss
+
+
+def test_verify_traffic_sentence(run):
+    found = re.search(r"In (\d+) of those misses the verify must move over 1.15x decode's bytes, its drafts' queries "
+                      r"and outputs beside a short window \(([\d.]+)-([\d.]+)x\)", PROSE)
+    assert found, "the README's verify-traffic sentence changed: update this test with it"
+    (verify,) = [t for t in run["targets"] if t["target"] == "verify_over_decode"]
+    over = [m["verify_bytes_over_decode"] for m in verify["misses"] if m["verify_bytes_over_decode"] > 1.15]
+    assert int(found.group(1)) == verify["verify_bytes_misses_too"] == len(over)
+    assert (found.group(2), found.group(3)) == (f"{min(over):.2f}", f"{max(over):.2f}")
+    assert all(m["window"] == 128 for m in verify["misses"] if m["verify_bytes_over_decode"] > 1.15)  # "short"

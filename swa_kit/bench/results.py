@@ -270,6 +270,10 @@ def load_recorded(path: Path | str | None = None) -> dict[str, Any]:
     check_schema(result)
     result["recorded"] = True
     result["recorded_file"] = str(path)
+    # The verdicts derive from the rows, so they are evaluated again: an older run gains today's annotations
+    # (the verify traffic, say); what the run itself wrote stays beside them.
+    result["targets_as_recorded"] = result.get("targets")
+    result["targets"] = evaluate_targets(result)
     return result
 
 
