@@ -26,6 +26,7 @@ from triton.compiler import ASTSource
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from swa_kit.attention import kit_triton as kt  # noqa: E402
+from swa_kit.errors import BackendUnavailableError  # noqa: E402
 
 POINTERS = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "out_ptr": "*bf16", "sink_ptr": "*fp32",
             "part_out_ptr": "*fp32", "part_lse_ptr": "*fp32"}
@@ -40,7 +41,7 @@ SHAPES = [(f"{kind} {name} p{page}{' split' if split else ''}", dim, group, q_le
 
 def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, **overrides: int) -> dict:
     """Compile one launch config for sm_90 and read its shared memory, registers and spill stack."""
-    config = {**kt.launch_config(dim, group, q_len, page_size=page), **overrides}
+    config = kt.with_overrides(kt.launch_config(dim, group, q_len, page_size=page), overrides)
     fn = kt._swa_attend_kernel
     constants = {"GROUP": group, "ROWS": config["rows"], "HEAD_DIM": dim, "PAGE": page, "BLOCK_N": config["block_n"],
                  "SPLIT": split, "VERIFY": q_len > 1, "EDGE": kt.MAX_QUERIES, "USE_SINKS": dim == 64,
@@ -74,7 +75,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a launch override for every config (an A/B candidate), e.g. edge_prefetch=1")
     args = parser.parse_args(argv)
-    chosen = {name: int(value) for name, value in (item.split("=", 1) for item in args.set)}
+    chosen = {}
+    for item in args.set:
+        name, _, value = item.partition("=")
+        if not value.lstrip("-").isdigit():
+            parser.error(f"--set {item!r}: give NAME=INT, e.g. edge_prefetch=1")
+        chosen[name] = int(value)
+    try:  # unknown names and bad values are refused as plan_decode refuses them
+        kt.with_overrides(kt.launch_config(128, 4, 1), chosen)
+    except (ValueError, BackendUnavailableError) as error:
+        parser.error(f"--set: {error}")
     rows = []
     for label, dim, group, q_len, page, split in SHAPES:
         for cap in (None, 0) if q_len > 1 else (None,):  # verify: the policy's cap, then uncapped

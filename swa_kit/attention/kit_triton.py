@@ -502,7 +502,7 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
     longest = max_seq_len if max_seq_len is not None else (int(seq_lens.max()) if seq_lens.numel() else 0)
     span = longest if window.keys is None else min(window.keys, longest)  # the middle every query attends, at most
     pairs, sms = seq_lens.numel() * hkv, _num_sms(device)
-    config = _with_overrides(launch_config(dim, num_heads_q // hkv, max_q_len, k_buffer.element_size(),
+    config = with_overrides(launch_config(dim, num_heads_q // hkv, max_q_len, k_buffer.element_size(),
                                            is_latency_bound(pairs, sms), page_size), overrides)
     n_splits, chunk, merged_by = split_window(config, pairs, span, sms, splits)
     if q_start is None:
@@ -522,7 +522,7 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
 SWITCHES = {"edge_prefetch": (0, 1), "fused_merge": (0, 1), "whole_wave": (0, 1)}  # on (1) or off (0)
 
 
-def _with_overrides(config: dict[str, int], overrides: dict[str, int]) -> dict[str, int]:
+def with_overrides(config: dict[str, int], overrides: dict[str, int]) -> dict[str, int]:
     """``config`` with the tuning sweep's replacements, refused where unknown or (rows) too few."""
     unknown = sorted(set(overrides) - set(config))
     if unknown:

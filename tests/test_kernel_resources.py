@@ -1,0 +1,32 @@
+"""benchmarks/kernel_resources.py refuses a bad ``--set`` before it compiles anything, naming the way out."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
+
+
+@pytest.fixture(scope="module")
+def kernel_resources():
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "kernel_resources.py"
+    spec = importlib.util.spec_from_file_location("kernel_resources", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("item", "message"), [
+    ("edge_prefetch", "give NAME=INT, e.g. edge_prefetch=1"),
+    ("edge_prefetch=yes", "give NAME=INT"),
+    ("edge_prefetc=1", "unknown launch override(s) ['edge_prefetc']; known: ["),
+    ("whole_wave=2", "launch override whole_wave=2: give an int in 0..1"),
+    ("block_n=24", "block_n=24: a key tile needs a power of two >= 16"),
+])
+def test_a_bad_override_is_refused_by_name(kernel_resources, capsys, item, message) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        kernel_resources.main(["--set", item])
+    assert stopped.value.code == 2 and message in capsys.readouterr().err
