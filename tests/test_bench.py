@@ -176,6 +176,8 @@ def test_verify_misses_say_whether_the_traffic_alone_misses() -> None:
     assert verify["verify_bytes_misses_too"] == 0  # W 4096: 2..8 queries add under 1% to the window's bytes
     text = "\n".join(bench.summary_lines({**result, "targets": bench.evaluate_targets(result)}))
     assert "in 0 of those 4, the verify must move over 1.15x decode's bytes" in text
+    met = _verdicts(_synthetic(verify=1.1))["verify_over_decode"]  # nothing missed: nothing to say about it
+    assert met["met"] and "verify_bytes_misses_too" not in met
 
 
 def test_grid_rows_pair_every_kit_row_with_its_ratios_and_verify_twin() -> None:
