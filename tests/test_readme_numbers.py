@@ -105,6 +105,11 @@ def test_fixed_cost_and_verify_sentences(run):
                       r"(\d+) MiB", PROSE).groups()
     for share, mib in (found[:2], found[2:]):
         assert int(share) == round(100 * shares[int(mib) * 2**20]), mib
+    copy, low, high = map(int, re.search(r"At 256 MiB a copy reached (\d+)% and the kit (\d+)-(\d+)%", PROSE).groups())
+    kit = [r["copy_fraction"] for r in kit_rows(run, page_size=None) if r["window_bytes"] == 256 * 2**20]
+    assert copy == round(100 * shares[256 * 2**20]) and (low, high) == (round(100 * min(kit)), round(100 * max(kit)))
+    below = [r["copy_fraction"] for r in run["decode"] if r.get("copy_fraction") and r["window_bytes"] < 512 * 2**20]
+    assert "Below that every path stays under 90% of copy" in PROSE and max(below) < 0.9
     met, cells = map(int, re.search(r"within 1.15x of decode over the same KV in (\d+) of (\d+) cells", PROSE).groups())
     (verify,) = [t for t in run["targets"] if t["target"] == "verify_over_decode"]
     assert (met, cells) == (verify["cells"] - verify["missed"], verify["cells"])
