@@ -268,7 +268,8 @@ def stage_ab_merge() -> None:
     one tile, on decode and verify over the same KV at the batches that split (B 1, 8, 32), each output checked
     against the float64 reference after the timed graph replays (the split counters must reset every call).
 
-    ``AB_CONFIGS`` (a JSON list of launch overrides, or a dict of such lists by head_dim), ``AB_BATCHES``,
+    ``AB_CONFIGS`` (a JSON list of launch overrides, or a dict of such lists by head_dim: a head_dim it lacks
+    runs the policy alone), ``AB_BATCHES``,
     ``AB_WINDOWS`` and ``AB_PAGE_SIZE`` (one or several) time other switches the same way (the table read ahead:
     ``'[{}, {"table_ahead": 1}]'``, ``8,32,128``, ``1``). Decode runs only the configs that apply to it."""
     import torch

@@ -503,7 +503,7 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
     span = longest if window.keys is None else min(window.keys, longest)  # the middle every query attends, at most
     pairs, sms = seq_lens.numel() * hkv, _num_sms(device)
     config = with_overrides(launch_config(dim, num_heads_q // hkv, max_q_len, k_buffer.element_size(),
-                                           is_latency_bound(pairs, sms), page_size), overrides)
+                                          is_latency_bound(pairs, sms), page_size), overrides)
     n_splits, chunk, merged_by = split_window(config, pairs, span, sms, splits)
     if q_start is None:
         q_start = torch.arange(seq_lens.numel() + 1, device=device)

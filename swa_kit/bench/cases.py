@@ -56,18 +56,18 @@ class DecodeCase:
             return [1] * self.batch
         return [2 + b % (self.drafts - 1) for b in range(self.batch)]
 
+    def keys_attended(self, q_len: int) -> int:
+        """Keys some query of a request with ``q_len`` queries attends: the window, plus the drafts before its last
+        query (the whole context, if shorter)."""
+        return min(self.context, self.window + q_len - 1)
+
     @property
     def least_bytes(self) -> int:
         """Bytes any kernel must move (the page table's few aside): K and V of every key some query of each request
         attends, read once per KV head, its queries read and its outputs written."""
-        keys = sum(min(self.context, self.window + q_len - 1) for q_len in self.q_lens())
+        keys = sum(self.keys_attended(q_len) for q_len in self.q_lens())
         rows = sum(self.q_lens()) * self.hq
         return 2 * (keys * self.hkv + rows) * self.head_dim * self.itemsize
-
-    @property
-    def span(self) -> int:
-        """Keys some query of a request attends: the window, plus the drafts before the last query."""
-        return min(self.context, self.window + max(self.q_lens()) - 1)
 
     def decode_twin(self) -> DecodeCase:
         """The decode case over the same KV (what a verify is compared with)."""

@@ -63,7 +63,7 @@ class DecodeInputs:
         dtype = getattr(torch, case.dtype)
         b, hkv, d, ctx = case.batch, case.hkv, case.head_dim, case.context
         self.sm_scale = d**-0.5
-        self.span = min(ctx, case.window + DRAFTS - 1)
+        self.span = case.keys_attended(DRAFTS)  # the pages a verify twin of this case may read too
         first_page = (ctx - self.span) // PAGE
         own_pages = -(-ctx // PAGE) - first_page
         self.pool_pages = 1 + b * own_pages
