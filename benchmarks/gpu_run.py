@@ -375,7 +375,56 @@ def stage_bench(quick: bool) -> None:
     SUMMARY.append(text.getvalue())
 
 
-STAGES = {"env": stage_env, "tests_kit": stage_tests_kit, "tests": stage_tests, "tune": stage_tune,
+def stage_ab_flush() -> None:
+    """How the L2 flush before each timed replay changes each path's time: zeroing a buffer (dirty lines left
+    in L2), summing it (clean lines), or no flush at all; decode cells at 8k, page size 16."""
+    import torch
+
+    from swa_kit.bench import DecodeCase, timing
+    from swa_kit.bench.cases import HEAD_SHAPES
+    from swa_kit.bench.paths import DecodeInputs
+
+    device = torch.device("cuda")
+    gen = torch.Generator(device=device).manual_seed(12)
+    flushes = {"write": timing.L2Flush(device, by="write"), "read": timing.L2Flush(device, by="read"),
+               "none": lambda: None}
+    rows: list[dict] = []
+    for hq, hkv, d, sinks in HEAD_SHAPES.values():
+        for b in map(int, os.environ.get("AB_BATCHES", "8,32,128").split(",")):
+            for w in (128, 1024, 4096):
+                case = DecodeCase(b, hq, hkv, d, 8192, w, sinks=sinks)
+                data = DecodeInputs(case, device, gen)
+                stream = torch.randn(case.window_bytes // 2, device=device, dtype=torch.bfloat16, generator=gen)
+                paths = {"kit": data.kit(16)[0], "sdpa_window": data.sdpa_window()[0],
+                         "read_stream": lambda stream=stream: stream.sum(dtype=torch.float32)}
+                for flush_name, flush in flushes.items():
+                    row = {"batch": b, "hq": hq, "head_dim": d, "window": w, "bytes": case.window_bytes,
+                           "flush": flush_name}
+                    for name, fn in paths.items():
+                        row[name] = timing.measure(fn, flush, 50)["us"]
+                    copy = timing.copy_bandwidth(device, flush, case.window_bytes)
+                    row["copy"], row["copy_by"] = copy["us"], copy["by"]
+                    rows.append(row)
+                del data, stream, paths
+                torch.cuda.empty_cache()
+        (OUT / "ab_flush.json").write_text(json.dumps({"rows": rows}, indent=1))
+    for r in rows:
+        SUMMARY.append(f"flush={r['flush']:<5} D={r['head_dim']} B={r['batch']} W={r['window']} "
+                       f"{r['bytes'] / 2**20:.0f}MiB: kit {r['kit']:.1f} sdpa {r['sdpa_window']:.1f} "
+                       f"stream {r['read_stream']:.1f} copy {r['copy']:.1f} ({r['copy_by']}) "
+                       f"kit/copy {r['copy'] / r['kit']:.2f} kit/sdpa {r['sdpa_window'] / r['kit']:.2f}")
+
+
+def stage_ncu() -> None:
+    """Hardware counters of the cells that miss their targets, beside cells that meet them (ncu_cells.py)."""
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ncu_cells.py")], capture_output=True, text=True,
+                          check=False)
+    (OUT / "ncu_stage.log").write_text(proc.stdout + proc.stderr)
+    SUMMARY.append(f"ncu_cells rc={proc.returncode}:\n" + (proc.stdout + proc.stderr)[-6000:])
+
+
+STAGES = {"env": stage_env, "ncu": stage_ncu, "ab_flush": stage_ab_flush,
+          "tests_kit": stage_tests_kit, "tests": stage_tests, "tune": stage_tune,
           "tune_verify": stage_tune_verify, "ab_merge": stage_ab_merge, "ab_layout": stage_ab_layout,
           "ab_variants": stage_ab_variants,
           "tests_one": lambda: _pytest("one_process", ["tests/gpu"]),

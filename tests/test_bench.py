@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from swa_kit import bench
+from swa_kit.bench import timing
 from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.cli import main
@@ -119,13 +120,15 @@ def test_targets_met_and_missed() -> None:
     assert "flex_attention" in next(iter(prefill["by_case"].values()))  # sdpa_full is not windowed: excluded
 
 
-def test_misses_say_whether_a_copy_or_the_verify_tile_misses_too() -> None:
-    """Each bandwidth miss carries what one copy of the same bytes reached, each verify miss what decode took
-    in the verify's query tile; the counts are recomputed here from the synthetic times."""
+def test_misses_say_whether_a_copy_a_read_or_the_verify_tile_misses_too() -> None:
+    """Each bandwidth miss carries what one copy and one read of the same bytes reached, each verify miss what
+    decode took in the verify's query tile; the counts are recomputed here from the synthetic times."""
     result = _synthetic(kit16_us=170.0, kit1_us=190.0, verify=1.3)  # 79% and 70% of copy; verify 1.3x
     window_bytes = bench.DecodeCase(32, 32, 8, 128, 8192, 4096).window_bytes
     copy_share = rng.choice([0.5, 0.95])  # a copy of those bytes below or above the 90% target
     result["copy_same_bytes"] = [{"bytes": window_bytes, "tbs": copy_share * result["copy_tbs"], "us": 1.0}]
+    read_share = rng.choice([0.6, 0.93])
+    result["read_same_bytes"] = [{"bytes": window_bytes, "tbs": read_share * result["copy_tbs"], "us": 1.0}]
     tile = rng.choice([1.05, 1.25])  # decode in the verify's tile: under or over the 1.15x target
     result[bench.VERIFY_TILE] = [
         {**r, "time_ms": r["time_ms"] * tile} for r in result["decode"]
@@ -134,12 +137,27 @@ def test_misses_say_whether_a_copy_or_the_verify_tile_misses_too() -> None:
     bandwidth, verify = verdict["bandwidth"], verdict["verify_over_decode"]
     assert bandwidth["missed"] == 4 and all(m["same_bytes_copy_fraction"] == copy_share for m in bandwidth["misses"])
     assert bandwidth["copy_of_same_bytes_misses_too"] == (4 if copy_share < 0.9 else 0)
+    assert all(m["same_bytes_read_fraction"] == read_share for m in bandwidth["misses"])
+    assert bandwidth["read_of_same_bytes_misses_too"] == (4 if read_share < 0.9 else 0)
     assert verify["missed"] == 4 and all(m["verify_tile_over_decode"] == pytest.approx(tile) for m in verify["misses"])
     assert verify["verify_tile_misses_too"] == (4 if tile > 1.15 else 0)
     text = "\n".join(bench.summary_lines({**result, "targets": bench.evaluate_targets(result)}))
     assert "a plain copy of the same bytes" in text and "decode alone in the verify's query tile" in text
-    older = _synthetic(kit16_us=170.0, kit1_us=190.0)  # a run recorded before both: no claim either way
-    assert not {"copy_of_same_bytes_misses_too", "verify_tile_misses_too"} & set().union(*older["targets"])
+    assert "one read of the same bytes" in text
+    older = _synthetic(kit16_us=170.0, kit1_us=190.0)  # a run recorded before all three: no claim either way
+    claims = {"copy_of_same_bytes_misses_too", "read_of_same_bytes_misses_too", "verify_tile_misses_too"}
+    assert not claims & set().union(*older["targets"])
+
+
+def test_timing_refuses_bad_flushes_and_sizes() -> None:
+    """The flush and the read ceiling name the bad value and the way out (checked before any GPU work)."""
+    with pytest.raises(ValueError, match=r"by='erase'.*'read'.*'write'"):
+        timing.L2Flush(torch.device("cpu"), 1024, by="erase")
+    for nbytes in (0, 3):
+        with pytest.raises(ValueError, match=f"nbytes={nbytes}: give a positive multiple of 2"):
+            timing.read_bandwidth(torch.device("cpu"), None, nbytes)
+    flush = timing.L2Flush(torch.device("cpu"), 1024)
+    assert flush.by == "read" and flush.buffer.numel() * 4 == 1024
 
 
 def _bytes_by_counting(case: bench.DecodeCase) -> int:

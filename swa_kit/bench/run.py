@@ -76,16 +76,18 @@ def new_result(quick: bool, command: str, seed: int, reps: int, device: torch.de
 
 def measure_ceilings(result: dict[str, Any], device: torch.device, flush: timing.L2Flush,
                      cases: list[DecodeCase]) -> None:
-    """The copy bandwidth, the one-kernel launch floor, and a copy of each case's window bytes, timed the way
-    every path is: the same-bytes copy says how close to the ceiling one call moving those bytes can get."""
+    """The copy bandwidth, the one-kernel launch floor, and a copy and a read of each case's window bytes, timed
+    the way every path is: they say how close to the ceiling one call moving those bytes can get."""
     result["copy"] = timing.copy_bandwidth(device, flush)
     result["copy_tbs"] = result["copy"]["tbs"]
     result["launch_floor"] = timing.launch_floor(device, flush)
-    result["copy_same_bytes"] = []
+    result["copy_same_bytes"], result["read_same_bytes"] = [], []
     for nbytes in sorted({case.window_bytes for case in cases}):
         copy = timing.copy_bandwidth(device, flush, nbytes)
         result["copy_same_bytes"].append({"bytes": nbytes, "us": copy["us"], "tbs": copy["tbs"], "by": copy["by"],
                                           "method": copy["method"]})
+        read = timing.read_bandwidth(device, flush, nbytes)
+        result["read_same_bytes"].append({k: read[k] for k in ("bytes", "us", "tbs", "method")})
         torch.cuda.empty_cache()
 
 
@@ -234,6 +236,7 @@ def run_benchmark(quick: bool = False, command: str | None = None, progress: boo
     gen = torch.Generator(device=device).manual_seed(seed)
     flush = timing.L2Flush(device)
     result = new_result(quick, command or "python -c 'swa_kit.bench.run_benchmark(...)'", seed, reps, device)
+    result["settings"]["flush_by"] = flush.by  # runs before v8 zeroed the buffer (no key)
     cases, pcases = decode_grid(quick), prefill_grid(quick)
     measure_ceilings(result, device, flush, cases)
     result["checks"] = check_prefill_paths(device)

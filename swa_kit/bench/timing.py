@@ -3,12 +3,19 @@
 Why not ``triton.testing.do_bench``: it launches the callable from Python on every repeat,
 and its CUDA events then also count the launch path; a kernel of 130 us read 8-12 us slower
 through it. Here each path is captured once in a CUDA graph and the graph is replayed; before
-every replay a separate buffer of :data:`FLUSH_BYTES` (several times the L2) is zeroed, so
+every replay a separate buffer of :data:`FLUSH_BYTES` (several times the L2) is read through, so
 no replay finds the previous one's K/V in L2, and the flush is outside the two events. The
-median over the replays is the row's time. :func:`profiler_kernel_us` sums the device time of
-the path's own kernels (the flush excluded), per repeat, from the PyTorch profiler: a second
-method that sees no launch gaps at all. A path that cannot be captured (a host sync inside
-it, say) falls back to the profiler method, and every row says which method timed it.
+median over the replays is the row's time. :func:`profiler_kernel_us` sums the device time
+of the path's own kernels (the flush excluded), per repeat, from the PyTorch profiler: a second
+method that sees no launch gaps at all. A path that cannot be captured (a host sync inside it,
+say) falls back to the profiler method, and every row says which method timed it.
+
+The flush reads rather than writes. Zeroing the buffer (what ``do_bench`` does, and this kit did
+until its v8 run) leaves the whole L2 dirty, and the timed kernel's first misses must write those
+lines back to DRAM. On an H200 that added 5-12 us to the kit's kernel wherever it read 64 MiB or
+more, and 2-5 us to a copy of the same bytes (``data/bench/tuning/h200_2026-12-01_ab_flush.json``):
+a cost of the flush, not of the path, and not the same for every path. A read leaves clean lines
+that a miss simply drops, as Nsight Compute's own cache flush does.
 """
 
 from __future__ import annotations
@@ -36,13 +43,23 @@ def gpu_available() -> tuple[bool, str]:
 
 
 class L2Flush:
-    """Zeroing a buffer of its own evicts whatever the timed path left in L2."""
+    """Streaming a buffer of its own through L2 evicts whatever the timed path left there.
 
-    def __init__(self, device: torch.device, nbytes: int = FLUSH_BYTES) -> None:
-        self.buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    ``by="read"`` (the default) sums the buffer, leaving clean lines; ``by="write"`` zeroes it, leaving dirty
+    lines that the timed kernel pays to write back (how runs before v8 were timed, kept to reproduce them).
+    """
+
+    def __init__(self, device: torch.device, nbytes: int = FLUSH_BYTES, by: str = "read") -> None:
+        if by not in ("read", "write"):
+            raise ValueError(f"by={by!r}: flush L2 by 'read' (clean lines) or 'write' (dirty lines)")
+        self.by = by
+        self.buffer = torch.zeros(nbytes // 4, dtype=torch.float32, device=device)
 
     def __call__(self) -> None:
-        self.buffer.zero_()
+        if self.by == "read":
+            self.buffer.sum()
+        else:
+            self.buffer.zero_()
 
 
 def _warm(fn: Callable[[], Any], times: int = 3) -> None:
@@ -137,6 +154,20 @@ def copy_bandwidth(device: torch.device, flush: L2Flush, moved_bytes: int = 4 * 
     best = min(ways, key=lambda name: ways[name]["us"])
     return {"tbs": nbytes / (ways[best]["us"] * 1e-6) / 1e12, "bytes": nbytes, "by": best,
             **ways[best], "ways": {name: {"tbs": nbytes / (w["us"] * 1e-6) / 1e12, **w} for name, w in ways.items()}}
+
+
+def read_bandwidth(device: torch.device, flush: L2Flush, nbytes: int) -> dict[str, Any]:
+    """One kernel that reads ``nbytes`` and writes next to nothing (a sum of bf16 values), timed like every path.
+
+    Attention over a KV cache is such a reader, and for it this is the fairer ceiling at a given size than a
+    copy of the same bytes: up to an L2's worth of a copy's writes is still in L2 when its timer stops, so
+    below a few GiB a copy reads faster than the bytes it moves allow.
+    """
+    if nbytes < 2 or nbytes % 2:
+        raise ValueError(f"nbytes={nbytes}: give a positive multiple of 2 (bf16 values to read)")
+    src = torch.randn(nbytes // 2, device=device, dtype=torch.bfloat16)
+    timed = measure(lambda: src.sum(dtype=torch.float32), flush)
+    return {"tbs": nbytes / (timed["us"] * 1e-6) / 1e12, "bytes": nbytes, **timed}
 
 
 def launch_floor(device: torch.device, flush: L2Flush) -> dict[str, Any]:
