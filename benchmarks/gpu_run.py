@@ -284,7 +284,7 @@ def stage_ab_merge() -> None:
     flush = timing.L2Flush(device)
     rows: list[dict] = []
     chosen = json.loads(os.environ["AB_CONFIGS"]) if os.environ.get("AB_CONFIGS") else None
-    verify_only = {"edge_prefetch"}  # a decode launch ignores it
+    verify_only = {"edge_prefetch", "edge_split"}  # a decode launch ignores them
     for hq, hkv, d, sinks in HEAD_SHAPES.values():
         tile = kit_triton.block_n_for(d)
         configs = chosen.get(str(d), [{}]) if isinstance(chosen, dict) else chosen or [

@@ -67,6 +67,12 @@ CASES = [
     ([37, 5, 64], None, 4, 2, 16, 4, 40, 3, {"block_n": 16, "fused_merge": 1}, True),  # merged by the last split
     ([80, 9, 61], [8, 7, 3], 4, 2, 16, 1, 40, 3, {"block_n": 16, "fused_merge": 1, "edge_prefetch": 0}, False),
     ([70, 12, 40], [8, 2, 5], 8, 1, 16, 4, 30, 3, {"block_n": 16, "fused_merge": 1, "edge_prefetch": 1}, True),
+    # the edge tile in a split of its own (the last), beside the middle's: forced splits count the middle's
+    ([80, 9, 61], [8, 7, 3], 4, 2, 16, 1, 40, 2, {"block_n": 16, "edge_split": 1, "fused_merge": 1}, True),
+    ([70, 12, 40], [8, 2, 5], 8, 1, 16, 4, 9, 3, {"block_n": 16, "edge_split": 1, "fused_merge": 0}, False),
+    ([50, 8, 20], [8, 8, 1], 4, 1, 16, 1, 3, 2, {"block_n": 16, "edge_split": 1, "edge_prefetch": 1}, True),
+    ([60, 20, 45], [5, 2, 8], 8, 2, 16, 1, 11, 1, {"block_n": 16, "edge_split": 1}, True),  # one split: no edge's own
+    ([40, 70], [8, 5], 8, 1, 16, 16, 30, 2, {"block_n": 16, "edge_split": 1, "edge_prefetch": 0}, False),
 ]
 
 
@@ -106,13 +112,14 @@ def interpreted_runs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple]:
 
 @pytest.mark.parametrize("index", range(len(CASES)))
 def test_interpreted_kernel_matches_reference(interpreted_runs: list[tuple], index: int) -> None:
-    (batch, keys, splits, _, sinks), (out, used_splits, _) = interpreted_runs[index]
+    (batch, keys, splits, overrides, sinks), (out, used_splits, _) = interpreted_runs[index]
     ref = reference_attention(batch, keys).out if sinks is None else reference_with_sinks(batch, keys, sinks)
     assert not torch.isnan(out).any(), "an output element was never written, or a poisoned slot leaked in"
     error = float((out.double() - ref).norm() / ref.norm())
     assert error < 2e-3, f"case {CASES[index]}: relative error {error:.2e}"
     if splits is not None:
-        assert used_splits == splits
+        own_edge = overrides.get("edge_split", 0) and splits > 1  # where the window is split, on top of the middle's
+        assert used_splits == splits + own_edge
 
 
 def test_split_count_follows_the_window_not_the_context(kit_triton) -> None:
@@ -140,10 +147,10 @@ def test_chunks_cover_the_window_exactly_once(kit_triton) -> None:
 
 def test_a_verify_splits_into_at_most_one_wave_of_its_residency(kit_triton, monkeypatch) -> None:
     """On an H200's 132 SMs: a verify's split count rounds four programs per SM down, decode's two rounds up; a
-    latency-bound verify (B 1) splits as decode does."""
+    latency-bound verify (B 1) splits its window as decode does, plus one program for its edge tile."""
     monkeypatch.setattr(kit_triton, "_num_sms", lambda device: 132)
     expected = {  # (B, window): (decode's splits, verify's), 8 KV heads at head_dim 64
-        (8, 4096): (5, 8), (8, 1024): (4, 4), (32, 4096): (2, 2), (128, 4096): (1, 1), (1, 4096): (32, 32)}
+        (8, 4096): (5, 8), (8, 1024): (4, 4), (32, 4096): (2, 2), (128, 4096): (1, 1), (1, 4096): (32, 33)}
     for (batch_size, window), want in expected.items():
         got = []
         for q_len in (1, 8):
@@ -187,7 +194,8 @@ def test_refuses_what_it_cannot_compute(kit_triton) -> None:
                       ("block_n", True)):
         with pytest.raises(ValueError, match=f"launch override {name}={bad!r}: give an int >= "):
             kit_triton.plan_batch(_batch(), 4, **{name: bad})
-    for name, bad in (("edge_prefetch", 2), ("fused_merge", -1), ("fused_merge", True), ("whole_wave", 2)):
+    for name, bad in (("edge_prefetch", 2), ("fused_merge", -1), ("fused_merge", True), ("whole_wave", 2),
+                      ("edge_split", 3)):
         with pytest.raises(ValueError, match=f"launch override {name}={bad!r}: give an int in 0..1"):
             kit_triton.plan_batch(_batch(), 4, **{name: bad})
     with pytest.raises(BackendUnavailableError, match="block_n=24: a key tile needs a power of two >= 16"):
@@ -221,6 +229,24 @@ def test_latency_bound_batches_split_to_one_tile_and_merge_in_a_second_kernel(ki
             assert plan.splits > kit_triton.choose_splits(batch_size * hkv, 1024, 132, tile)[0]
         else:
             assert plan.locks.shape == (batch_size * hkv,) and not plan.locks.any()
+
+
+def test_a_latency_bound_verify_gives_its_edge_tile_a_program_of_its_own(kit_triton, monkeypatch) -> None:
+    """On 132 SMs: at B 1 a verify whose window is split anyway runs its edge tile as one more split, the last; a
+    window that fits one program stays unsplit, and a batch that fills the GPU keeps the edge in split 0."""
+    monkeypatch.setattr(kit_triton, "_num_sms", lambda device: 132)
+    gen = torch.Generator().manual_seed(4)
+    for batch_size, keys, dim, own_edge in ((1, 1024, 128, True), (1, 128, 256, True), (1, 128, 64, False),
+                                            (8, 1024, 128, False)):
+        q_lens, hkv = [2 + b % 7 for b in range(batch_size)], 16 if dim == 256 else 8
+        batch = random_paged_batch(q_lens, [3000] * batch_size, num_q_heads=32, num_kv_heads=hkv, head_dim=dim,
+                                   dtype=torch.float16, generator=gen)
+        plan = kit_triton.plan_batch(batch, keys)
+        config = kit_triton.launch_config(dim, 32 // hkv, max(q_lens), latency_bound=batch_size == 1)
+        middle = kit_triton.choose_splits(batch_size * hkv, keys, 132, config["block_n"], config["programs_per_sm"],
+                                          config["min_chunk"], bool(config["whole_wave"]))
+        assert plan.edge_split == own_edge and (plan.splits, plan.chunk) == (middle[0] + own_edge, middle[1])
+        assert (middle[0] > 1) == own_edge or batch_size > 1
 
 
 def test_a_64_row_verify_at_page_size_1_pipelines_three_stages(kit_triton) -> None:

@@ -27,7 +27,8 @@ Chain verify (2..8 draft tokens per request, ragged) is the same walk: every dra
 middle of the window, ``L - W .. L - q_len``, which the splits share out as in decode; the
 ``q_len - 1`` keys on either side, which only some drafts see, go into one extra 16-key tile
 with a per-query causal-and-window mask, folded in by split 0 before its walk (at head_dim <= 64 loaded
-before the walk and folded in after it, so its round trips overlap the walk's).
+before the walk and folded in after it, so its round trips overlap the walk's). In a latency-bound batch
+whose window is split anyway, the edge tile is a program of its own, beside the middle's.
 
 :class:`DecodePlan` does the host-side work once per batch (tables, splits, scratch
 buffers), like a serving engine's per-step metadata, so that :meth:`DecodePlan.run` is
@@ -94,6 +95,11 @@ LATENCY_BOUND_SMS_PER_PAIR = 8
 # they take 8 a thread, and GPT-OSS's verify was 1-12% faster in every cell; at 128 and 256 they take 16-32
 # and spill under the cap: slower in 43 of 48 cells, by up to 36% (v6).
 EDGE_PREFETCH_MAX_HEAD_DIM = 64
+# In a latency-bound verify the edge tile gets a program of its own, beside the middle's chunks, where the window
+# is split anyway (the merge runs either way): the edge's two round trips leave split 0's path. At B 1 that took
+# Gemma's W 128 verify from 1.19-1.20x decode to 1.02-1.04x, 32/8/128's from 1.21-1.22x to 1.08-1.09x. In a
+# batch that fills the GPU the extra program only costs (up to 2x decode at B 128 W 128); where the window fits
+# one program it would add the merge kernel's launch (GPT-OSS B 1 W 128: 8.8 to 10.0 us) (v8).
 
 
 def block_n_for(head_dim: int, itemsize: int = 2, rows: int = 16) -> int:
@@ -124,6 +130,7 @@ def launch_config(head_dim: int, group: int, max_q_len: int, itemsize: int = 2,
     spread_verify = max_q_len > 1 and not latency_bound
     return {
         "edge_prefetch": int(max_q_len > 1 and head_dim <= EDGE_PREFETCH_MAX_HEAD_DIM),
+        "edge_split": int(max_q_len > 1 and latency_bound),
         "fused_merge": int(not latency_bound),
         "rows": rows,
         "block_n": block_n,
@@ -231,6 +238,7 @@ if triton is not None:
         VERIFY: tl.constexpr,  # more than one query per request: the window's edges need a per-query mask
         EDGE: tl.constexpr,  # keys per half of the edge tile: an edge holds at most MAX_QUERIES - 1 keys
         EDGE_PREFETCH: tl.constexpr,  # load the edge tile before the walk, fold it in after
+        EDGE_SPLIT: tl.constexpr,  # the edge tile is the last split's only work (its chunk of the middle is empty)
         FUSED_MERGE: tl.constexpr,  # SPLIT: the last split to finish merges; otherwise _merge_splits_kernel does
         USE_SINKS: tl.constexpr,
     ):
@@ -263,7 +271,7 @@ if triton is not None:
         mid_hi = tl.maximum(seq_len - q_len + 1, mid_lo)
         lo = mid_lo + split * chunk  # this program's chunk of the middle: [lo, hi)
         hi = tl.minimum(lo + chunk, mid_hi)
-        edge_on = (split == 0) & (q_len > 1)
+        edge_on = (split == (num_splits - 1 if EDGE_SPLIT else 0)) & (q_len > 1)
         row = tl.load(row_start_ptr + b).to(tl.int64)
 
         m_i = tl.full([ROWS], float("-inf"), tl.float32)  # running max (base-2 logits)
@@ -381,6 +389,8 @@ def split_window(config: dict[str, int], pairs: int, window_tokens: int, num_sms
         raise ValueError(f"splits={splits!r}: give an int >= 1 (or None for the policy's choice)")
     else:
         chunk = math.ceil(math.ceil(window_tokens / config["block_n"]) / splits) * config["block_n"]
+    if config["edge_split"] and splits > 1:  # one program past the middle's chunks: its walk is empty
+        splits += 1
     merged_by = "-" if splits == 1 else "last split" if config["fused_merge"] else "merge kernel"
     return splits, chunk, merged_by
 
@@ -414,6 +424,7 @@ class DecodePlan:
     edge_prefetch: bool = False  # a chain's edge tile: loaded before the walk and folded in after it
     sinks: torch.Tensor | None = None  # [Hq] float32 sink logits (GPT-OSS), or None
     locks: torch.Tensor | None = None  # fused merge: int32 split counters, reset by the merging program
+    edge_split: bool = False  # a chain's edge tile in a program of its own, the last split
 
     def run(self, q: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """Attention of ``q`` ``[T, Hq, D]`` (the batch's queries back to back) over each query's window."""
@@ -435,7 +446,8 @@ class DecodePlan:
             self.v_buffer.stride(0), self.v_buffer.stride(1), out.stride(0), out.stride(1),
             GROUP=group, ROWS=self.rows, HEAD_DIM=dim, PAGE=self.page_size,
             BLOCK_N=self.block_n, SPLIT=self.splits > 1, VERIFY=self.max_q_len > 1, EDGE=MAX_QUERIES,
-            EDGE_PREFETCH=self.edge_prefetch, FUSED_MERGE=self.locks is not None, USE_SINKS=self.sinks is not None,
+            EDGE_PREFETCH=self.edge_prefetch, EDGE_SPLIT=self.edge_split, FUSED_MERGE=self.locks is not None,
+            USE_SINKS=self.sinks is not None,
             num_warps=self.num_warps, num_stages=self.num_stages,
             **self._register_cap(),
         )
@@ -516,10 +528,11 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
         bool(config["edge_prefetch"]),
         None if sinks is None else sinks.to(device=device, dtype=torch.float32).contiguous(),
         torch.zeros(seq_lens.numel() * hkv, dtype=torch.int32, device=device) if merged_by == "last split" else None,
+        edge_split=bool(config["edge_split"]) and n_splits > 1,
     )
 
 
-SWITCHES = {"edge_prefetch": (0, 1), "fused_merge": (0, 1), "whole_wave": (0, 1)}  # on (1) or off (0)
+SWITCHES = {name: (0, 1) for name in ("edge_prefetch", "edge_split", "fused_merge", "whole_wave")}  # on (1) or off (0)
 
 
 def with_overrides(config: dict[str, int], overrides: dict[str, int]) -> dict[str, int]:
