@@ -135,8 +135,8 @@ def stage_tune_verify() -> None:
 
 
 def stage_ab_layout() -> None:
-    """The kit over randomly permuted pages vs pages in order, beside SDPA over the contiguous window,
-    at the cells of >= 512 MiB: what the paged, scattered layout costs at the DRAM ceiling."""
+    """The kit over randomly permuted pages vs pages in order, beside SDPA over the contiguous window, at every
+    decode cell of B 8-128 (8k): what the paged, scattered layout costs against the ideal one."""
     import torch
 
     from swa_kit.bench import DecodeCase, timing
@@ -147,9 +147,10 @@ def stage_ab_layout() -> None:
     flush = timing.L2Flush(device)
     copy = timing.copy_bandwidth(device, flush)["tbs"]
     rows: list[dict] = []
-    for b, hq, hkv, d, w, sinks in ((32, 32, 8, 128, 4096, False), (128, 32, 8, 128, 1024, False),
-                                    (128, 32, 8, 128, 4096, False), (128, 64, 8, 64, 4096, True),
-                                    (32, 32, 16, 256, 4096, False), (128, 32, 16, 256, 1024, False)):
+    from swa_kit.bench.cases import HEAD_SHAPES
+
+    cells = [(b, *shape, w) for shape in HEAD_SHAPES.values() for b in (8, 32, 128) for w in (128, 1024, 4096)]
+    for b, hq, hkv, d, sinks, w in cells:
         case = DecodeCase(b, hq, hkv, d, 8192, w, sinks=sinks)
         for in_order in (False, True):
             data = DecodeInputs(case, device, gen, pages_in_order=in_order)
