@@ -49,10 +49,8 @@ METRICS = (
     "launch__grid_size", "launch__waves_per_multiprocessor", "sm__cycles_active.avg", "sm__cycles_active.max",
     "sm__cycles_elapsed.max", "lts__t_sector_hit_rate.pct",
 )
-# Read from the sections' rows where present (not requested by name: a name this ncu lacks would stop it).
-ISSUE = ("sm__inst_issued.avg.pct_of_peak_sustained_active", "smsp__issue_active.avg.pct_of_peak_sustained_active",
-         "sm__inst_executed.avg.per_cycle_active", "smsp__inst_executed.sum",
-         "sm__throughput.avg.pct_of_peak_sustained_elapsed")
+# Read from the sections' rows (not requested by name: a name this ncu lacks would stop it).
+FROM_SECTIONS = ("sm__throughput.avg.pct_of_peak_sustained_elapsed",)
 SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "WarpStateStats", "ComputeWorkloadAnalysis", "InstructionStats")
 STALL_PREFIX = "smsp__average_warps_issue_stalled_"
 STALL_SUFFIX = "_per_issue_active.ratio"
@@ -123,7 +121,7 @@ def _number(row: dict[str, str], name: str) -> float | None:
 def summarise(row: dict[str, str], meta: dict) -> dict:
     """One kernel's counters, named for the notes: time, DRAM bytes over the least bytes, occupancy, tail, stalls."""
     out = {**meta, "kernel_name": row.get("Kernel Name", "")}
-    for name in (*METRICS, *ISSUE):
+    for name in (*METRICS, *FROM_SECTIONS):
         out[name] = _number(row, name)
     stalls = {k[len(STALL_PREFIX):-len(STALL_SUFFIX)]: _number(row, k) for k in row
               if k.startswith(STALL_PREFIX) and k.endswith(STALL_SUFFIX) and "not_issued" not in k}
@@ -165,7 +163,7 @@ def parent() -> int:
                ("occ %", "sm__warps_active.avg.pct_of_peak_sustained_active", 1, 7, 1),
                ("theo %", "sm__maximum_warps_per_active_cycle_pct", 1, 7, 1),
                ("act/el", "sm_active_avg_of_elapsed", 1, 7, 2), ("waves", "launch__waves_per_multiprocessor", 1, 7, 2),
-               ("issue %", "smsp__issue_active.avg.pct_of_peak_sustained_active", 1, 8, 1))
+               ("sm %", FROM_SECTIONS[0], 1, 6, 0))
     print(f"{'cell':<24}{'mode':<8}" + "".join(f"{h:>{w}}" for h, _, _, w, _ in columns) + "  top stalls")
     for r in table:
         numbers = "".join(f"{(r.get(key) or 0) * scale:>{w}.{p}f}" for _, key, scale, w, p in columns)
