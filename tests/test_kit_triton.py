@@ -198,6 +198,8 @@ def test_refuses_what_it_cannot_compute(kit_triton) -> None:
                       ("edge_split", 3)):
         with pytest.raises(ValueError, match=f"launch override {name}={bad!r}: give an int in 0..1"):
             kit_triton.plan_batch(_batch(), 4, **{name: bad})
+    with pytest.raises(ValueError, match=r"edge_split=1 applies to a verify \(max_q_len > 1\)"):
+        kit_triton.plan_batch(_batch(), 4, edge_split=1)  # _batch() is decode
     with pytest.raises(BackendUnavailableError, match="block_n=24: a key tile needs a power of two >= 16"):
         kit_triton.plan_batch(_batch(), 4, block_n=24)
     for bad in (0, -2, 2.0):

@@ -98,7 +98,7 @@ EDGE_PREFETCH_MAX_HEAD_DIM = 64
 # In a latency-bound verify the edge tile gets a program of its own, beside the middle's chunks, where the window
 # is split anyway (the merge runs either way): the edge's two round trips leave split 0's path. At B 1 that took
 # Gemma's W 128 verify from 1.19-1.20x decode to 1.02-1.04x, 32/8/128's from 1.21-1.22x to 1.08-1.09x. In a
-# batch that fills the GPU the extra program only costs (up to 2x decode at B 128 W 128); where the window fits
+# batch that fills the GPU the extra program only costs (up to 2.15x decode at B 128 W 128); where the window fits
 # one program it would add the merge kernel's launch (GPT-OSS B 1 W 128: 8.8 to 10.0 us) (v8).
 
 
@@ -516,6 +516,9 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
     pairs, sms = seq_lens.numel() * hkv, _num_sms(device)
     config = with_overrides(launch_config(dim, num_heads_q // hkv, max_q_len, k_buffer.element_size(),
                                           is_latency_bound(pairs, sms), page_size), overrides)
+    if config["edge_split"] and max_q_len == 1:  # it would launch a program with nothing to do
+        raise ValueError("launch override edge_split=1 applies to a verify (max_q_len > 1): a decode batch has no "
+                         "edge tile; leave it out")
     n_splits, chunk, merged_by = split_window(config, pairs, span, sms, splits)
     if q_start is None:
         q_start = torch.arange(seq_lens.numel() + 1, device=device)

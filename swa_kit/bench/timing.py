@@ -161,7 +161,7 @@ def read_bandwidth(device: torch.device, flush: L2Flush, nbytes: int) -> dict[st
 
     Attention over a KV cache is such a reader, and for it this is the fairer ceiling at a given size than a
     copy of the same bytes: up to an L2's worth of a copy's writes is still in L2 when its timer stops, so
-    below a few GiB a copy reads faster than the bytes it moves allow.
+    below a few GiB a copy's time counts bytes that have not reached DRAM yet.
     """
     if nbytes < 2 or nbytes % 2:
         raise ValueError(f"nbytes={nbytes}: give a positive multiple of 2 (bf16 values to read)")
