@@ -2,13 +2,14 @@
 
     python3 benchmarks/ncu_cells.py            (on the device machine: runs itself under Nsight Compute)
 
-Each cell's decode (and, where its verify misses, the verify over the same KV) runs once inside a
+Each cell's decode (and, where CELLS asks for it, the verify over the same KV) runs once inside a
 ``cudaProfilerStart/Stop`` region, after a warm-up that compiled it; a read-only stream of the same
 bytes (``torch.sum`` over a contiguous bf16 buffer) follows each decode, as the streaming ceiling that a
-reader of those bytes can reach. Nsight Compute flushes the caches before every replay pass, as the
-benchmark's L2 flush does, and leaves the clocks alone (``--clock-control none``). What it reads per
-kernel: time, DRAM bytes and throughput, achieved occupancy and what limits it, how long the busiest and
-the average SM were active (a tail shows as their gap), and the warps' stall reasons. The parsed table
+reader of those bytes can reach. Nsight Compute flushes and invalidates the caches before every replay
+pass (clean lines, as the benchmark's reading flush leaves) and leaves the clocks alone
+(``--clock-control none``). What it reads per kernel: time, DRAM bytes and throughput, achieved occupancy
+and what limits it, how long the busiest and the average SM were active (a tail shows as their gap), the
+warps' stall reasons and each pipe's share of its peak. The parsed table
 goes to ``$OUT/ncu_cells.json``; the raw report to ``$OUT/ncu_cells.ncu-rep``.
 """
 
