@@ -39,13 +39,24 @@ SHAPES = [(f"{kind} {name} p{page}{' split' if split else ''}", dim, group, q_le
           for page in (1, 16) for split in (False, True)]
 
 
+def kernel_constants(config: dict[str, int], dim: int, group: int, q_len: int, page: int, split: bool) -> dict:
+    """The kernel's compile-time arguments for one launch config, as ``DecodePlan.run`` passes them (a split launch
+    with its edge tile in a program of its own where the config asks for one)."""
+    constants = {"GROUP": group, "ROWS": config["rows"], "HEAD_DIM": dim, "PAGE": page, "BLOCK_N": config["block_n"],
+                 "SPLIT": split, "VERIFY": q_len > 1, "EDGE": kt.MAX_QUERIES, "USE_SINKS": dim == 64,
+                 "EDGE_PREFETCH": bool(config["edge_prefetch"]), "EDGE_SPLIT": split and bool(config["edge_split"]),
+                 "FUSED_MERGE": split and bool(config["fused_merge"])}
+    wanted = {p.name for p in kt._swa_attend_kernel.params if p.is_constexpr}
+    if set(constants) != wanted:  # a new switch in the kernel would otherwise compile as a runtime argument
+        raise RuntimeError(f"kernel_resources passes {sorted(constants)}; the kernel's constexprs are {sorted(wanted)}")
+    return constants
+
+
 def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, **overrides: int) -> dict:
     """Compile one launch config for sm_90 and read its shared memory, registers and spill stack."""
     config = kt.with_overrides(kt.launch_config(dim, group, q_len, page_size=page), overrides)
     fn = kt._swa_attend_kernel
-    constants = {"GROUP": group, "ROWS": config["rows"], "HEAD_DIM": dim, "PAGE": page, "BLOCK_N": config["block_n"],
-                 "SPLIT": split, "VERIFY": q_len > 1, "EDGE": kt.MAX_QUERIES, "USE_SINKS": dim == 64,
-                 "EDGE_PREFETCH": bool(config["edge_prefetch"]), "FUSED_MERGE": split and bool(config["fused_merge"])}
+    constants = kernel_constants(config, dim, group, q_len, page, split)
     signature = {name: "constexpr" if name in constants else POINTERS.get(name, "*i32" if name.endswith("_ptr")
                  else "fp32" if name == "sm_scale_log2" else "i32") for name in fn.arg_names}
     divisible = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(fn.arg_names)

@@ -30,3 +30,14 @@ def test_a_bad_override_is_refused_by_name(kernel_resources, capsys, item, messa
     with pytest.raises(SystemExit) as stopped:
         kernel_resources.main(["--set", item])
     assert stopped.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_every_compile_time_argument_of_the_kernel_is_passed(kernel_resources) -> None:
+    """The resources are those of the kernel a plan launches: each of its constexprs set, none left to run time."""
+    from swa_kit.attention import kit_triton as kt
+
+    for dim, group, q_len, page, split in ((128, 4, 1, 16, False), (64, 8, 8, 1, True), (256, 2, 8, 16, True)):
+        config = kt.launch_config(dim, group, q_len, page_size=page, latency_bound=split)
+        constants = kernel_resources.kernel_constants(config, dim, group, q_len, page, split)
+        assert set(constants) == {p.name for p in kt._swa_attend_kernel.params if p.is_constexpr}
+        assert constants["EDGE_SPLIT"] == (split and q_len > 1)  # a latency-bound verify's edge program
