@@ -156,6 +156,9 @@ def test_timing_refuses_bad_flushes_and_sizes() -> None:
     for nbytes in (0, 3):
         with pytest.raises(ValueError, match=f"nbytes={nbytes}: give a positive multiple of 2"):
             timing.read_bandwidth(torch.device("cpu"), None, nbytes)
+    for nbytes in (0, 1023):  # a flush smaller than asked would be silent
+        with pytest.raises(ValueError, match=f"nbytes={nbytes}: give a positive multiple of 4"):
+            timing.L2Flush(torch.device("cpu"), nbytes)
     flush = timing.L2Flush(torch.device("cpu"), 1024)
     assert flush.by == "read" and flush.buffer.numel() * 4 == 1024
 

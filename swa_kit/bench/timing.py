@@ -52,6 +52,8 @@ class L2Flush:
     def __init__(self, device: torch.device, nbytes: int = FLUSH_BYTES, by: str = "read") -> None:
         if by not in ("read", "write"):
             raise ValueError(f"by={by!r}: flush L2 by 'read' (clean lines) or 'write' (dirty lines)")
+        if nbytes < 4 or nbytes % 4:
+            raise ValueError(f"nbytes={nbytes}: give a positive multiple of 4 (the buffer holds float32 values)")
         self.by = by
         self.buffer = torch.zeros(nbytes // 4, dtype=torch.float32, device=device)
 
