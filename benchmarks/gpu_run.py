@@ -272,7 +272,8 @@ def stage_ab_merge() -> None:
     ``AB_CONFIGS`` (a JSON list of launch overrides, or a dict of such lists by head_dim: a head_dim it lacks
     runs the policy alone), ``AB_BATCHES``,
     ``AB_WINDOWS`` and ``AB_PAGE_SIZE`` (one or several) time other switches the same way (the table read ahead:
-    ``'[{}, {"table_ahead": 1}]'``, ``8,32,128``, ``1``). Decode runs only the configs that apply to it."""
+    ``'[{}, {"table_ahead": 1}]'``, ``8,32,128``, ``1``). Decode runs only the configs that apply to it. Copies of
+    kit_triton.py in ``$KIT_VARIANTS`` (an earlier build) run their own policy beside them, in the same cells."""
     import torch
 
     from swa_kit.attention import kit_triton
@@ -286,6 +287,8 @@ def stage_ab_merge() -> None:
     rows: list[dict] = []
     chosen = json.loads(os.environ["AB_CONFIGS"]) if os.environ.get("AB_CONFIGS") else None
     verify_only = {"edge_prefetch", "edge_split"}  # a decode launch ignores them
+    folder = Path(os.environ.get("KIT_VARIANTS", ""))
+    variants = {path.stem: _load_variant(path) for path in sorted(folder.glob("*.py"))} if folder.is_dir() else {}
     for hq, hkv, d, sinks in HEAD_SHAPES.values():
         tile = kit_triton.block_n_for(d)
         configs = chosen.get(str(d), [{}]) if isinstance(chosen, dict) else chosen or [
@@ -299,16 +302,19 @@ def stage_ab_merge() -> None:
                 for ps in map(int, os.environ.get("AB_PAGE_SIZE", "16").split(",")):
                     for inputs in (data, twin):
                         ref = inputs.reference(ps)
-                        for config in [c for c in configs if inputs is twin or not verify_only & set(c)]:
-                            row = {"batch": b, "hq": hq, "head_dim": d, "window": w, "page_size": ps,
-                                   "drafts": inputs.case.drafts, "overrides": config}  # "splits": what ran
-                            row.update(_time_plan(kit_triton, inputs, ps, config, flush, ref))
+                        runs = [("current", kit_triton, c) for c in configs
+                                if inputs is twin or not verify_only & set(c)]
+                        for variant, module, config in runs + [(name, m, {}) for name, m in variants.items()]:
+                            row = {"variant": variant, "batch": b, "hq": hq, "head_dim": d, "window": w,
+                                   "page_size": ps, "drafts": inputs.case.drafts,
+                                   "overrides": config}  # "splits": what ran
+                            row.update(_time_plan(module, inputs, ps, config, flush, ref))
                             rows.append(row)
                 del data, twin
                 torch.cuda.empty_cache()
         (OUT / "ab_merge.json").write_text(json.dumps({"rows": rows}, indent=1))
     for r in rows:
-        SUMMARY.append(f"merge D={r['head_dim']} B={r['batch']} W={r['window']} p{r['page_size']} "
+        SUMMARY.append(f"merge {r['variant']} D={r['head_dim']} B={r['batch']} W={r['window']} p{r['page_size']} "
                        f"drafts={r['drafts']} {r['overrides']}: "
                        f"{r.get('us', float('nan')):.1f}us s{r.get('splits')} err={r.get('rel_error', '-'):.1e} "
                        f"{r.get('error', '')}" if "us" in r else f"merge {r}")

@@ -200,6 +200,12 @@ def test_refuses_what_it_cannot_compute(kit_triton) -> None:
             kit_triton.plan_batch(_batch(), 4, **{name: bad})
     with pytest.raises(ValueError, match=r"edge_split=1 applies to a verify \(max_q_len > 1\)"):
         kit_triton.plan_batch(_batch(), 4, edge_split=1)  # _batch() is decode
+    for bad in (0.0, -0.125, float("nan"), float("inf")):
+        batch = _batch()
+        batch.sm_scale = bad
+        with pytest.raises(BackendUnavailableError, match=f"sm_scale {bad!r}: the kernel needs a finite softmax "
+                                                          "scale > 0"):
+            kit_triton.plan_batch(batch, 4)
     with pytest.raises(BackendUnavailableError, match="block_n=24: a key tile needs a power of two >= 16"):
         kit_triton.plan_batch(_batch(), 4, block_n=24)
     for bad in (0, -2, 2.0):

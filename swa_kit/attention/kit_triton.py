@@ -157,17 +157,19 @@ if triton is not None:
         return page.to(tl.int64) * PAGE + pos % PAGE
 
     @triton.jit
-    def _fold_tile(s, v, m_i, l_i, acc, SAFE_MAX: tl.constexpr):
-        """Online softmax: fold one tile of base-2 scores ``s`` (pairs not attended at -inf) and its values in.
+    def _fold_tile(s, scale_log2, v, m_i, l_i, acc, SAFE_MAX: tl.constexpr):
+        """Online softmax: fold one tile of raw scores ``s`` (pairs not attended at -inf) and its values in.
 
+        The running max ``m_i`` is in base-2 logits. The scale (> 0, so the max commutes with it) is applied to
+        the row max, then once per score inside ``s * scale - m``, which compiles to one fused multiply-add.
         ``SAFE_MAX``: some row may have no key yet; ``exp2(-inf - 0) = 0`` keeps it empty instead of NaN.
         """
-        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_new = tl.maximum(m_i, tl.max(s, 1) * scale_log2)
         if SAFE_MAX:
             m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
         else:
             m_use = m_new
-        p = tl.exp2(s - m_use[:, None])
+        p = tl.exp2(s * scale_log2 - m_use[:, None])
         alpha = tl.exp2(m_i - m_use)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
@@ -194,8 +196,8 @@ if triton is not None:
     def _fold_edge(q, q_pos, pos, valid, k, v, window, sm_scale_log2, m_i, l_i, acc):
         """Fold the edge tile in, each row masked to its query's window and causally."""
         keep = valid[None, :] & (pos[None, :] <= q_pos[:, None]) & (pos[None, :] > q_pos[:, None] - window)
-        s = tl.where(keep, tl.dot(q, tl.trans(k)) * sm_scale_log2, float("-inf"))
-        return _fold_tile(s, v, m_i, l_i, acc, True)
+        s = tl.where(keep, tl.dot(q, tl.trans(k)), float("-inf"))
+        return _fold_tile(s, sm_scale_log2, v, m_i, l_i, acc, True)
 
     @triton.jit
     def _merge_rows(part_out_ptr, part_lse_ptr, sink_ptr, out_ptr, first_part, num_splits, tok, heads, dims, row_ok,
@@ -298,8 +300,8 @@ if triton is not None:
                         mask=valid[:, None], other=0.0)
             v = tl.load(v_ptr + slot[:, None] * stride_vs + kv_head * stride_vh + dims[None, :],
                         mask=valid[:, None], other=0.0)
-            s = tl.where(valid[None, :], tl.dot(q, tl.trans(k)) * sm_scale_log2, float("-inf"))
-            m_i, l_i, acc = _fold_tile(s, v, m_i, l_i, acc, False)  # each tile has a key every row sees
+            s = tl.where(valid[None, :], tl.dot(q, tl.trans(k)), float("-inf"))
+            m_i, l_i, acc = _fold_tile(s, sm_scale_log2, v, m_i, l_i, acc, False)  # each tile has a key every row sees
         if VERIFY:
             if EDGE_PREFETCH:
                 if edge_on:
@@ -510,6 +512,8 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
     window = Window(keys)
     dim, hkv = k_buffer.shape[2], k_buffer.shape[1]
     _check_supported(k_buffer, v_buffer, page_size, num_heads_q, max_q_len, sinks)
+    if not (math.isfinite(sm_scale) and sm_scale > 0):  # the kernel scales each tile's row max, which needs > 0
+        raise _unsupported(f"sm_scale {sm_scale!r}: the kernel needs a finite softmax scale > 0")
     device = k_buffer.device
     longest = max_seq_len if max_seq_len is not None else (int(seq_lens.max()) if seq_lens.numel() else 0)
     span = longest if window.keys is None else min(window.keys, longest)  # the middle every query attends, at most
