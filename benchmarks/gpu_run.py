@@ -185,6 +185,17 @@ def _load_variant(path: Path):
     return module
 
 
+def _variants() -> dict:
+    """The kernel copies in ``$KIT_VARIANTS`` by file stem (none when unset); a folder that is not there is refused,
+    so that a mistyped path cannot drop the comparison silently."""
+    if not os.environ.get("KIT_VARIANTS"):
+        return {}
+    folder = Path(os.environ["KIT_VARIANTS"])
+    if not folder.is_dir():
+        raise FileNotFoundError(f"KIT_VARIANTS={str(folder)!r} is not a folder; name one holding kit_triton.py copies")
+    return {path.stem: _load_variant(path) for path in sorted(folder.glob("*.py"))}
+
+
 def _time_plan(module, inputs, page_size: int, config: dict, flush, ref=None) -> dict:
     """Time one kernel module's plan on ``inputs`` (and check it against ``ref``); errors become the result."""
     import functools
@@ -231,10 +242,7 @@ def stage_ab_variants() -> None:
     device = torch.device("cuda")
     gen = torch.Generator(device=device).manual_seed(6)
     flush = timing.L2Flush(device)
-    variants = {"current": kit_triton}
-    folder = Path(os.environ.get("KIT_VARIANTS", ""))
-    for path in sorted(folder.glob("*.py")) if folder.is_dir() else []:
-        variants[path.stem] = _load_variant(path)
+    variants = {"current": kit_triton, **_variants()}
     verify_configs = [{}, {"max_registers": 0}, {"num_stages": 2}, {"num_stages": 5}]
     rows: list[dict] = []
     for b, hq, hkv, d, w, sinks in AB_CELLS:
@@ -287,8 +295,7 @@ def stage_ab_merge() -> None:
     rows: list[dict] = []
     chosen = json.loads(os.environ["AB_CONFIGS"]) if os.environ.get("AB_CONFIGS") else None
     verify_only = {"edge_prefetch", "edge_split"}  # a decode launch ignores them
-    folder = Path(os.environ.get("KIT_VARIANTS", ""))
-    variants = {path.stem: _load_variant(path) for path in sorted(folder.glob("*.py"))} if folder.is_dir() else {}
+    variants = _variants()
     for hq, hkv, d, sinks in HEAD_SHAPES.values():
         tile = kit_triton.block_n_for(d)
         configs = chosen.get(str(d), [{}]) if isinstance(chosen, dict) else chosen or [

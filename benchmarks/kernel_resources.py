@@ -40,16 +40,13 @@ SHAPES = [(f"{kind} {name} p{page}{' split' if split else ''}", dim, group, q_le
 
 
 def kernel_constants(config: dict[str, int], dim: int, group: int, q_len: int, page: int, split: bool) -> dict:
-    """The kernel's compile-time arguments for one launch config, as ``DecodePlan.run`` passes them (a split launch
-    with its edge tile in a program of its own where the config asks for one)."""
-    constants = {"GROUP": group, "ROWS": config["rows"], "HEAD_DIM": dim, "PAGE": page, "BLOCK_N": config["block_n"],
-                 "SPLIT": split, "VERIFY": q_len > 1, "EDGE": kt.MAX_QUERIES, "USE_SINKS": dim == 64,
-                 "EDGE_PREFETCH": bool(config["edge_prefetch"]), "EDGE_SPLIT": split and bool(config["edge_split"]),
-                 "FUSED_MERGE": split and bool(config["fused_merge"])}
-    wanted = {p.name for p in kt._swa_attend_kernel.params if p.is_constexpr}
-    if set(constants) != wanted:  # a new switch in the kernel would otherwise compile as a runtime argument
-        raise RuntimeError(f"kernel_resources passes {sorted(constants)}; the kernel's constexprs are {sorted(wanted)}")
-    return constants
+    """The kernel's compile-time arguments for one launch config, from the list ``DecodePlan.run`` launches with
+    (a split launch with its edge tile in a program of its own where the config asks for one; sinks: GPT-OSS)."""
+    return kt.kernel_constexprs(group=group, head_dim=dim, rows=config["rows"], page_size=page,
+                                block_n=config["block_n"], split=split, verify=q_len > 1,
+                                edge_prefetch=bool(config["edge_prefetch"]),
+                                edge_split=split and bool(config["edge_split"]),
+                                fused_merge=split and bool(config["fused_merge"]), sinks=dim == 64)
 
 
 def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, **overrides: int) -> dict:

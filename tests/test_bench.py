@@ -11,6 +11,7 @@ import torch
 
 from swa_kit import bench
 from swa_kit.bench import timing
+from swa_kit.bench.results import same_bytes_fractions
 from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.cli import main
@@ -161,6 +162,8 @@ def test_timing_refuses_bad_flushes_and_sizes() -> None:
             timing.L2Flush(torch.device("cpu"), nbytes)
     flush = timing.L2Flush(torch.device("cpu"), 1024)
     assert flush.by == "read" and flush.buffer.numel() * 4 == 1024
+    with pytest.raises(ValueError, match="how='write': the same bytes were timed by a 'copy' and by a 'read'"):
+        same_bytes_fractions({"copy_tbs": 4.0}, "write")
 
 
 def _bytes_by_counting(case: bench.DecodeCase) -> int:

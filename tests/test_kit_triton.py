@@ -268,6 +268,15 @@ def test_a_64_row_verify_at_page_size_1_pipelines_three_stages(kit_triton) -> No
     assert kit_triton.plan_batch(batch, 128).num_stages == 3  # page size 1: SGLang's token-level layout
 
 
+def test_the_constexpr_list_is_the_kernels(kit_triton) -> None:
+    """``kernel_constexprs`` (what a plan launches with and kernel_resources compiles) sets every compile-time
+    argument of the kernel and nothing else."""
+    flags = dict.fromkeys(("split", "verify", "edge_prefetch", "edge_split", "fused_merge", "sinks"), True)
+    constants = kit_triton.kernel_constexprs(group=4, head_dim=128, rows=32, page_size=16, block_n=64, **flags)
+    assert set(constants) == {p.name for p in kit_triton._swa_attend_kernel.params if p.is_constexpr}
+    assert constants["EDGE"] == kit_triton.MAX_QUERIES
+
+
 def test_backend_declares_itself_and_is_unavailable_on_plain_cpu(kit_triton) -> None:
     backend = get_backend("kit_triton_swa")
     assert backend.tier == "kit-triton" and backend.modes == frozenset({"decode", "verify"}) and backend.honours_window

@@ -148,6 +148,16 @@ def is_latency_bound(pairs: int, num_sms: int) -> bool:
     return pairs * LATENCY_BOUND_SMS_PER_PAIR <= num_sms
 
 
+def kernel_constexprs(*, group: int, head_dim: int, rows: int, page_size: int, block_n: int, split: bool,
+                      verify: bool, edge_prefetch: bool, edge_split: bool, fused_merge: bool, sinks: bool
+                      ) -> dict[str, Any]:
+    """The attend kernel's compile-time arguments: what :meth:`DecodePlan.run` launches with, and what
+    ``benchmarks/kernel_resources.py`` compiles (one list, so the two cannot drift apart)."""
+    return {"GROUP": group, "ROWS": rows, "HEAD_DIM": head_dim, "PAGE": page_size, "BLOCK_N": block_n,
+            "SPLIT": split, "VERIFY": verify, "EDGE": MAX_QUERIES, "EDGE_PREFETCH": edge_prefetch,
+            "EDGE_SPLIT": edge_split, "FUSED_MERGE": fused_merge, "USE_SINKS": sinks}
+
+
 if triton is not None:
 
     @triton.jit
@@ -447,10 +457,10 @@ class DecodePlan:
             self.sm_scale * math.log2(math.e), self.window, self.chunk, self.splits,
             q.stride(0), q.stride(1), self.k_buffer.stride(0), self.k_buffer.stride(1),
             self.v_buffer.stride(0), self.v_buffer.stride(1), out.stride(0), out.stride(1),
-            GROUP=group, ROWS=self.rows, HEAD_DIM=dim, PAGE=self.page_size,
-            BLOCK_N=self.block_n, SPLIT=self.splits > 1, VERIFY=self.max_q_len > 1, EDGE=MAX_QUERIES,
-            EDGE_PREFETCH=self.edge_prefetch, EDGE_SPLIT=self.edge_split, FUSED_MERGE=self.locks is not None,
-            USE_SINKS=self.sinks is not None,
+            **kernel_constexprs(group=group, head_dim=dim, rows=self.rows, page_size=self.page_size,
+                                block_n=self.block_n, split=self.splits > 1, verify=self.max_q_len > 1,
+                                edge_prefetch=self.edge_prefetch, edge_split=self.edge_split,
+                                fused_merge=self.locks is not None, sinks=self.sinks is not None),
             num_warps=self.num_warps, num_stages=self.num_stages,
             **self._register_cap(),
         )

@@ -167,6 +167,8 @@ def grid_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 def same_bytes_fractions(result: dict[str, Any], how: str) -> dict[int, float]:
     """For each window size timed, the share of the copy ceiling that one ``how`` ("copy" or "read") of those
     bytes reached (runs before v8 timed no reads: empty)."""
+    if how not in ("copy", "read"):
+        raise ValueError(f"how={how!r}: the same bytes were timed by a 'copy' and by a 'read'")
     return {c["bytes"]: c["tbs"] / result["copy_tbs"] for c in result.get(f"{how}_same_bytes", [])}
 
 
