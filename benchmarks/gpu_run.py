@@ -171,6 +171,132 @@ def stage_ab_layout() -> None:
                        f"{r.get('us', float('nan')):.1f}us {r.get('error', '')}")
 
 
+def _kernel_names(fn) -> list[str]:
+    """The GPU kernels one call of ``fn`` launches, by name (which SDPA backend ran, say)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return sorted({e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA})
+
+
+def stage_ab_kv_layout() -> None:
+    """The kit over the pool's token-major layout (SGLang's ``[slot, kv_head, dim]``: one key of one head is a
+    ``head_dim`` run, the next key of that head a whole token row further on) against the same values in a
+    head-major copy (``[kv_head, slot, dim]`` viewed as ``[slot, kv_head, dim]``: a head's keys back to back, as
+    SDPA's pre-sliced window holds them), decode and verify, page sizes 1 and 16, beside SDPA over the window (and
+    the kernels it ran). The page tables, the plan and the kernel are the same; only the strides differ.
+    ``AB_BATCHES`` and ``AB_WINDOWS`` choose the cells (default: every cell of B 8-128 at 8k)."""
+    import copy
+
+    import torch
+
+    from swa_kit.attention import kit_triton
+    from swa_kit.bench import DecodeCase, timing, verify_twin
+    from swa_kit.bench.cases import HEAD_SHAPES
+    from swa_kit.bench.paths import DecodeInputs
+
+    device = torch.device("cuda")
+    gen = torch.Generator(device=device).manual_seed(13)
+    flush = timing.L2Flush(device)
+    rows: list[dict] = []
+
+    def head_major(t: torch.Tensor) -> torch.Tensor:
+        return t.transpose(0, 1).contiguous().transpose(0, 1)
+
+    for hq, hkv, d, sinks in HEAD_SHAPES.values():
+        for b in map(int, os.environ.get("AB_BATCHES", "8,32,128").split(",")):
+            for w in map(int, os.environ.get("AB_WINDOWS", "128,1024,4096").split(",")):
+                case = DecodeCase(b, hq, hkv, d, 8192, w, sinks=sinks)
+                data = DecodeInputs(case, device, gen)
+                twin = data.with_queries(verify_twin(case))
+                k_hm, v_hm = head_major(data.k), head_major(data.v)
+                for inputs in (data, twin):
+                    by_head = copy.copy(inputs)
+                    by_head.k, by_head.v = k_hm, v_hm
+                    for ps in (1, 16):
+                        ref = inputs.reference(ps)
+                        for layout, laid_out in (("token_major", inputs), ("head_major", by_head)):
+                            row = {"batch": b, "hq": hq, "head_dim": d, "window": w, "page_size": ps,
+                                   "drafts": inputs.case.drafts, "layout": layout}
+                            row.update(_time_plan(kit_triton, laid_out, ps, {}, flush, ref))
+                            rows.append(row)
+                sdpa = data.sdpa_window()[0]
+                rows.append({"batch": b, "hq": hq, "head_dim": d, "window": w, "path": "sdpa_window",
+                             "us": timing.measure(sdpa, flush, 30)["us"], "kernels": _kernel_names(sdpa)})
+                del data, twin, k_hm, v_hm, by_head
+                torch.cuda.empty_cache()
+            (OUT / "ab_kv_layout.json").write_text(json.dumps({"rows": rows}, indent=1))
+    for r in rows:
+        what = "sdpa " + ",".join(n[:60] for n in r["kernels"]) if "kernels" in r else \
+            f"p{r['page_size']} drafts={r['drafts']} {r['layout']}"
+        SUMMARY.append(f"kv_layout D={r['head_dim']} B={r['batch']} W={r['window']} {what}: "
+                       f"{r.get('us', float('nan')):.1f}us s{r.get('splits', '-')} err={r.get('rel_error', '-')} "
+                       f"{r.get('error', '')}")
+
+
+# (Hq, Hkv, D, sinks, B) of the window sweep: the two shapes where SDPA beats the kit by most, and two controls.
+SWEEP_SHAPES = ((32, 16, 256, False, 8), (32, 8, 128, False, 32), (32, 8, 128, False, 8), (64, 8, 64, True, 32))
+SWEEP_WINDOWS = (256, 512, 1024, 1536, 2048, 3072, 4096)
+SWEEP_FIT_FROM = 1024  # the lines are fitted from this window on, where the policy's split count settles
+
+
+def stage_ab_window_sweep() -> None:
+    """Decode time against window at a fixed batch (8k context), for the kit (page sizes 1 and 16), SDPA over the
+    window and one read of the same bytes, each fitted by least squares to ``time = fixed + bytes / rate`` from
+    SWEEP_FIT_FROM keys on: what a path pays whatever it reads (launch, prologue, merge) apart from how fast it
+    streams. ``SWEEP_CONFIGS`` (a JSON list of launch overrides) and copies of kit_triton.py in ``$KIT_VARIANTS``
+    add kit lines at page size 16; every kit output is checked against the float64 reference."""
+    import numpy as np
+    import torch
+
+    from swa_kit.attention import kit_triton
+    from swa_kit.bench import DecodeCase, timing
+    from swa_kit.bench.paths import DecodeInputs
+
+    device = torch.device("cuda")
+    gen = torch.Generator(device=device).manual_seed(14)
+    flush = timing.L2Flush(device)
+    configs = json.loads(os.environ.get("SWEEP_CONFIGS", "[]"))
+    arms = [(f"kit p{ps}", kit_triton, ps, {}) for ps in (1, 16)]
+    arms += [(f"kit p16 {json.dumps(c)}", kit_triton, 16, c) for c in configs]
+    arms += [(f"kit p16 {name}", module, 16, {}) for name, module in _variants().items()]
+    rows: list[dict] = []
+    for hq, hkv, d, sinks, b in SWEEP_SHAPES:
+        for w in SWEEP_WINDOWS:
+            case = DecodeCase(b, hq, hkv, d, 8192, w, sinks=sinks)
+            data = DecodeInputs(case, device, gen)
+            base = {"batch": b, "hq": hq, "head_dim": d, "window": w, "bytes": case.window_bytes}
+            refs = {ps: data.reference(ps) for ps in (1, 16)}
+            for path, module, ps, config in arms:
+                rows.append({**base, "path": path, **_time_plan(module, data, ps, config, flush, refs[ps])})
+            sdpa = timing.measure(data.sdpa_window()[0], flush, 30)
+            read = timing.read_bandwidth(device, flush, case.window_bytes)
+            rows += [{**base, "path": "sdpa_window", "us": sdpa["us"]}, {**base, "path": "read_same", "us": read["us"]}]
+            del data, refs
+            torch.cuda.empty_cache()
+    fits = []
+    for hq, hkv, d, _, b in SWEEP_SHAPES:
+        for path in [arm[0] for arm in arms] + ["sdpa_window", "read_same"]:
+            mine = [r for r in rows if "us" in r and r["window"] >= SWEEP_FIT_FROM
+                    and (r["hq"], r["head_dim"], r["batch"], r["path"]) == (hq, d, b, path)]
+            slope, fixed = np.polyfit([r["bytes"] for r in mine], [r["us"] for r in mine], 1)
+            fits.append({"batch": b, "hq": hq, "head_dim": d, "path": path, "fixed_us": float(fixed),
+                         "rate_tbs": float(1e-6 / slope)})  # slope in us per byte
+            times = " ".join(f"W{r['window']} {r['us']:.1f}" + (f"/s{r['splits']}" if "splits" in r else "")
+                             for r in mine)
+            SUMMARY.append(f"sweep B={b} {hq}/{hkv}/{d} {path:<24}: fixed {fixed:5.1f} us, streams at "
+                           f"{fits[-1]['rate_tbs']:.2f} TB/s; {times}")
+    worst = max((r.get("rel_error", 0.0) for r in rows), default=0.0)
+    SUMMARY.append(f"sweep: worst kit error against float64 {worst:.1e}; errors: "
+                   f"{[r['error'] for r in rows if 'error' in r] or 'none'}")
+    (OUT / "ab_window_sweep.json").write_text(json.dumps({"rows": rows, "fits": fits}, indent=1))
+
+
 def _load_variant(path: Path):
     """A copy of kit_triton.py (an earlier or candidate kernel) as a module of its own, not registered as a path."""
     import importlib.util
@@ -440,7 +566,8 @@ def stage_ncu() -> None:
 STAGES = {"env": stage_env, "ncu": stage_ncu, "ab_flush": stage_ab_flush,
           "tests_kit": stage_tests_kit, "tests": stage_tests, "tune": stage_tune,
           "tune_verify": stage_tune_verify, "ab_merge": stage_ab_merge, "ab_layout": stage_ab_layout,
-          "ab_variants": stage_ab_variants,
+          "ab_variants": stage_ab_variants, "ab_kv_layout": stage_ab_kv_layout,
+          "ab_window_sweep": stage_ab_window_sweep,
           "tests_one": lambda: _pytest("one_process", ["tests/gpu"]),
           "tests_xdist": lambda: _pytest("xdist4", ["tests/gpu", "-n", "4"]),
           "quick": lambda: stage_bench(True), "full": lambda: stage_bench(False)}
