@@ -31,6 +31,7 @@ from swa_kit.errors import BackendUnavailableError  # noqa: E402
 POINTERS = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "out_ptr": "*bf16", "sink_ptr": "*fp32",
             "part_out_ptr": "*fp32", "part_lse_ptr": "*fp32"}
 REGISTERS_PER_SM = 65536
+SPLIT_COUNT = 4  # a split launch as compiled here: B 8's windows split 3-5 ways, which the fused merge unrolls as 4-8
 
 # (label, head_dim, GQA group, longest query run, page size, split): the grid's head shapes, decode and verify.
 SHAPES = [(f"{kind} {name} p{page}{' split' if split else ''}", dim, group, q_len, page, split)
@@ -43,7 +44,7 @@ def kernel_constants(config: dict[str, int], dim: int, group: int, q_len: int, p
     """The kernel's compile-time arguments for one launch config, from the list ``DecodePlan.run`` launches with
     (a split launch with its edge tile in a program of its own where the config asks for one; sinks: GPT-OSS)."""
     return kt.kernel_constexprs(group=group, head_dim=dim, rows=config["rows"], page_size=page,
-                                block_n=config["block_n"], split=split, verify=q_len > 1,
+                                block_n=config["block_n"], splits=SPLIT_COUNT if split else 1, verify=q_len > 1,
                                 edge_prefetch=bool(config["edge_prefetch"]),
                                 edge_split=split and bool(config["edge_split"]),
                                 fused_merge=split and bool(config["fused_merge"]), sinks=dim == 64)
@@ -94,11 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, BackendUnavailableError) as error:
         parser.error(f"--set: {error}")
     rows = []
+    deep = {"num_stages": kt.DEEP_STAGES, "max_registers": 0}  # two K/V buffers, as a small grid launches them
     for label, dim, group, q_len, page, split in SHAPES:
-        for cap in (None, 0) if q_len > 1 else (None,):  # verify: the policy's cap, then uncapped
-            overrides = chosen if cap is None else {**chosen, "max_registers": cap}
-            facts = compile_facts(dim, group, q_len, page, split, **overrides)
-            rows.append({"config": label + (" uncapped" if cap == 0 else ""), **facts})
+        variants = [("", {}), *([(" uncapped", {"max_registers": 0})] if q_len > 1 else []), (" deep", deep)]
+        for suffix, extra in variants:
+            facts = compile_facts(dim, group, q_len, page, split, **{**chosen, **extra})
+            rows.append({"config": label + suffix, **facts})
             print(f"{rows[-1]['config']:<34} rows {facts['rows']:>2} tile {facts['block_n']:>3} stages "
                   f"{facts['num_stages']} cap {facts['max_registers'] or '-':>3}: {facts['registers']:>3} registers, "
                   f"{facts['spill_stack_bytes']:>3} B spilled, {facts['shared_bytes'] // 1024:>2} KiB shared, "

@@ -83,8 +83,10 @@ print_table(rows)
 # (flash-decoding), each writing a partial output and its log-sum-exp; the last split to finish merges them.
 # A latency-bound batch (B 1 here: one pair per 8 SMs or fewer) is cut as fine as one tile and merged by a
 # small second kernel, whose programs run side by side. The split count depends on the window and the batch,
-# never on the context. A verify of 8 drafts splits its window into at most one wave of four programs per SM,
-# as many as its register cap lets an SM hold; decode rounds two per SM up (an H200's 132 SMs, 32/8/128):
+# never on the context. Decode and a verify of 8 drafts split it into at most one wave of two programs per SM.
+# Where the grid then leaves each SM two programs or fewer and a chunk holds more than one tile, a program keeps
+# two K/V tiles in flight (two shared-memory buffers: five pipeline stages, since the table read that each tile's
+# loads wait on takes a stage of its own); elsewhere one (an H200's 132 SMs, 32/8/128):
 
 # %%
 rows = []
@@ -94,8 +96,10 @@ for batch in (1, 8, 32, 128):
     decode, verify = (kit_triton.launch_config(128, 4, q_len, latency_bound=bound) for q_len in (1, 8))
     for window in (128, 1024, 4096):
         splits, chunk, merged_by = kit_triton.split_window(decode, pairs, window, 132)  # as plan_decode splits
+        deep = kit_triton.runs_deep(decode, pairs * splits, chunk, 132)
         rows.append({"batch": batch, "Hkv": 8, "window": window, "splits": splits, "keys per chunk": chunk,
-                     "merged by": merged_by, "verify splits": kit_triton.split_window(verify, pairs, window, 132)[0]})
+                     "merged by": merged_by, "K/V buffers": 2 if deep else 1,
+                     "verify splits": kit_triton.split_window(verify, pairs, window, 132)[0]})
 print_table(rows)
 
 # %% [markdown]

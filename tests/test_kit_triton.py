@@ -65,6 +65,7 @@ CASES = [
     ([50, 8, 20], [8, 8, 1], 4, 1, 16, 4, 3, None, {"block_n": 16, "edge_prefetch": 0}, True),  # all edge, before
     ([40, 70], [8, 5], 8, 1, 16, 16, 9, 2, {"block_n": 16, "edge_prefetch": 0}, False),  # 64 rows, edges before
     ([37, 5, 64], None, 4, 2, 16, 4, 40, 3, {"block_n": 16, "fused_merge": 1}, True),  # merged by the last split
+    ([37, 5, 64], None, 4, 2, 16, 4, 70, 5, {"block_n": 16, "fused_merge": 1}, False),  # 5 merged as 8, empty ones
     ([80, 9, 61], [8, 7, 3], 4, 2, 16, 1, 40, 3, {"block_n": 16, "fused_merge": 1, "edge_prefetch": 0}, False),
     ([70, 12, 40], [8, 2, 5], 8, 1, 16, 4, 30, 3, {"block_n": 16, "fused_merge": 1, "edge_prefetch": 1}, True),
     # the edge tile in a split of its own (the last), beside the middle's: forced splits count the middle's
@@ -136,7 +137,8 @@ def test_chunks_cover_the_window_exactly_once(kit_triton) -> None:
         pairs = int(torch.randint(1, 600, (1,), generator=gen))
         window = int(torch.randint(1, 9000, (1,), generator=gen))
         for floor in (kit_triton.MIN_CHUNK, kit_triton.BLOCK_N):  # the floor of a latency-bound batch: one tile
-            for per_sm, whole_wave in ((kit_triton.PROGRAMS_PER_SM, False), (kit_triton.PROGRAMS_PER_SM_VERIFY, True)):
+            for per_sm, whole_wave in ((kit_triton.PROGRAMS_PER_SM, False), (kit_triton.PROGRAMS_PER_SM, True),
+                                       (4, True)):
                 splits, chunk = kit_triton.choose_splits(pairs, window, 132, programs_per_sm=per_sm, min_chunk=floor,
                                                          whole_wave=whole_wave)
                 assert (splits - 1) * chunk < window <= splits * chunk
@@ -145,23 +147,46 @@ def test_chunks_cover_the_window_exactly_once(kit_triton) -> None:
                     assert splits == 1 or pairs * splits <= per_sm * 132
 
 
-def test_a_verify_splits_into_at_most_one_wave_of_its_residency(kit_triton, monkeypatch) -> None:
-    """On an H200's 132 SMs: a verify's split count rounds four programs per SM down, decode's two rounds up; a
-    latency-bound verify (B 1) splits its window as decode does, plus one program for its edge tile."""
+def test_a_batch_splits_into_one_wave_of_two_programs_per_sm_and_small_grids_get_two_buffers(kit_triton,
+                                                                                             monkeypatch) -> None:
+    """On an H200's 132 SMs (8 KV heads, head_dim 64): decode and verify split their window into at most one wave of
+    two programs per SM; where the grid stays within that and a chunk holds more than one tile, the launch gets two
+    K/V buffers (DEEP_STAGES) and no register cap. B 128 keeps one buffer and a verify's cap; a latency-bound batch
+    (B 1) splits as before, a verify's edge tile one program more."""
     monkeypatch.setattr(kit_triton, "_num_sms", lambda device: 132)
-    expected = {  # (B, window): (decode's splits, verify's), 8 KV heads at head_dim 64
-        (8, 4096): (5, 8), (8, 1024): (4, 4), (32, 4096): (2, 2), (128, 4096): (1, 1), (1, 4096): (32, 33)}
-    for (batch_size, window), want in expected.items():
-        got = []
-        for q_len in (1, 8):
-            batch = random_paged_batch([q_len] * batch_size, [5000] * batch_size, num_q_heads=64, num_kv_heads=8,
-                                       head_dim=64, dtype=torch.float16, generator=torch.Generator().manual_seed(4))
-            got.append(kit_triton.plan_batch(batch, window).splits)
-        assert tuple(got) == want, f"B {batch_size} W {window}: (decode, verify) splits {tuple(got)}, want {want}"
-    config = kit_triton.launch_config(64, 8, 8)
-    assert config["programs_per_sm"] == kit_triton.PROGRAMS_PER_SM_VERIFY and config["whole_wave"] == 1
-    assert kit_triton.launch_config(64, 8, 8, latency_bound=True)["whole_wave"] == 0
-    assert kit_triton.launch_config(64, 8, 1)["whole_wave"] == 0
+    deep, cap = kit_triton.DEEP_STAGES, kit_triton.MAX_REGISTERS
+    expected = {  # (B, window, q_len): (splits, stages, register cap)
+        (8, 4096, 1): (4, deep, 0), (8, 4096, 8): (4, deep, 0), (8, 1024, 8): (4, deep, 0),
+        (32, 4096, 1): (1, deep, 0), (32, 4096, 8): (1, deep, 0),
+        (128, 4096, 1): (1, 2, 0), (128, 4096, 8): (1, 2, cap),
+        (8, 128, 1): (1, 2, 0),  # one tile (128 keys at head_dim 64): nothing to overlap
+        (1, 4096, 1): (32, 2, 0), (1, 4096, 8): (33, 2, cap)}
+    for (batch_size, window, q_len), want in expected.items():
+        batch = random_paged_batch([q_len] * batch_size, [5000] * batch_size, num_q_heads=64, num_kv_heads=8,
+                                   head_dim=64, page_size=16, dtype=torch.float16,
+                                   generator=torch.Generator().manual_seed(4))
+        plan = kit_triton.plan_batch(batch, window)
+        got = (plan.splits, plan.num_stages, plan.max_registers)
+        assert got == want, f"B {batch_size} W {window} q_len {q_len}: (splits, stages, cap) {got}, want {want}"
+        if (batch_size, q_len) == (8, 8):  # an explicit stage count or cap is taken as given
+            assert kit_triton.plan_batch(batch, window, num_stages=3).num_stages == 3
+            assert kit_triton.plan_batch(batch, window, max_registers=cap).max_registers == cap
+            assert kit_triton.plan_batch(batch, window, deep_pipeline=0).num_stages == 2
+    for q_len in (1, 8):
+        assert kit_triton.launch_config(64, 8, q_len)["whole_wave"] == 1
+        assert kit_triton.launch_config(64, 8, q_len, latency_bound=True)["whole_wave"] == 0
+        assert kit_triton.launch_config(64, 8, q_len, latency_bound=True)["deep_pipeline"] == 0
+
+
+def test_two_buffers_only_where_the_grid_is_small_and_a_chunk_has_tiles_to_overlap(kit_triton, monkeypatch) -> None:
+    config = kit_triton.launch_config(128, 4, 1)
+    tile, most = config["block_n"], kit_triton.DEEP_PROGRAMS_PER_SM * 132
+    assert kit_triton.runs_deep(config, most, 2 * tile, 132)
+    assert not kit_triton.runs_deep(config, most + 1, 2 * tile, 132)  # a third program on some SM
+    assert not kit_triton.runs_deep(config, most, tile, 132)  # one tile a chunk
+    assert not kit_triton.runs_deep({**config, "deep_pipeline": 0}, 8, 2 * tile, 132)
+    monkeypatch.setattr(torch.version, "hip", "6.4")  # ROCm: never measured, and two buffers outgrow an MI300's LDS
+    assert kit_triton.launch_config(128, 4, 1)["deep_pipeline"] == 0
 
 
 def _batch(q_lens=(1, 1), head_dim=16, dtype=torch.float16):
@@ -225,7 +250,8 @@ def test_latency_bound_batches_split_to_one_tile_and_merge_in_a_second_kernel(ki
                                    head_dim=dim, dtype=torch.float16, generator=torch.Generator().manual_seed(2))
         plan = kit_triton.plan_batch(batch, 1024)
         tile = kit_triton.block_n_for(dim)
-        want = kit_triton.choose_splits(batch_size * hkv, 1024, 132, tile, min_chunk=tile if bound else 256)
+        want = kit_triton.choose_splits(batch_size * hkv, 1024, 132, tile, min_chunk=tile if bound else 256,
+                                        whole_wave=not bound)
         assert (plan.splits, plan.chunk) == want and plan.splits > 1
         assert (plan.locks is None) == bound
         config = kit_triton.launch_config(dim, 32 // hkv, 1, latency_bound=bound)
@@ -271,10 +297,14 @@ def test_a_64_row_verify_at_page_size_1_pipelines_three_stages(kit_triton) -> No
 def test_the_constexpr_list_is_the_kernels(kit_triton) -> None:
     """``kernel_constexprs`` (what a plan launches with and kernel_resources compiles) sets every compile-time
     argument of the kernel and nothing else."""
-    flags = dict.fromkeys(("split", "verify", "edge_prefetch", "edge_split", "fused_merge", "sinks"), True)
-    constants = kit_triton.kernel_constexprs(group=4, head_dim=128, rows=32, page_size=16, block_n=64, **flags)
+    flags = dict.fromkeys(("verify", "edge_prefetch", "edge_split", "fused_merge", "sinks"), True)
+    constants = kit_triton.kernel_constexprs(group=4, head_dim=128, rows=32, page_size=16, block_n=64, splits=3,
+                                             **flags)
     assert set(constants) == {p.name for p in kit_triton._swa_attend_kernel.params if p.is_constexpr}
     assert constants["EDGE"] == kit_triton.MAX_QUERIES
+    assert constants["MERGE_SPLITS"] == 4 and constants["SPLIT"]  # the fused merge unrolls a power of two
+    one = kit_triton.kernel_constexprs(group=4, head_dim=128, rows=32, page_size=16, block_n=64, splits=1, **flags)
+    assert one["MERGE_SPLITS"] == 1 and not one["SPLIT"] and not one["FUSED_MERGE"]
 
 
 def test_backend_declares_itself_and_is_unavailable_on_plain_cpu(kit_triton) -> None:

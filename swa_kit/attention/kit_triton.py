@@ -62,26 +62,29 @@ SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
 #: Most queries one request may bring: speculative decoding verifies 2-8 draft tokens per step.
 MAX_QUERIES = 8
 
-# Tuned on an H200 (docs/kernel-notes.md, v4-v5): K (and V) tiles of 16 KiB per pipeline stage (64 keys
+# Tuned on an H200 (docs/kernel-notes.md, v4-v10): K (and V) tiles of 16 KiB per pipeline stage (64 keys
 # at head_dim 128 in bf16), 8 KiB once a program carries more than 32 query rows (a verify's drafts x
-# the GQA group); 4 warps; 3 pipeline stages (2 at head_dim 64); about two programs per
-# multiprocessor before the window is split further (two programs of 96 KiB of shared memory fill an
-# SM: a third split only adds a partial wave), never chunks under 256 keys but in a latency-bound batch
-# (below). A verify walks the same middle of the window as decode (v5), split by its own residency (v7).
+# the GQA group); 4 warps; 3 pipeline stages (2 at head_dim 64), 5 where the grid is small (below); the window
+# split into at most one wave of two programs per SM (v10), never chunks under 256 keys but in a latency-bound
+# batch (below). A verify walks the same middle of the window as decode (v5), split the same way (v10).
 TILE_BYTES = 16 * 1024
 TILE_BYTES_MANY_ROWS = 8 * 1024  # rows > 32
 NUM_WARPS = 4
 NUM_STAGES = 3
 NUM_STAGES_NARROW = 2  # head_dim <= 64, but a verify's 64-row tile at page size 1 (below)
 PROGRAMS_PER_SM = 2
-# A verify's window is split into at most one wave of four programs per SM, the residency its register cap
-# (below) allows: GPT-OSS's B 8 W 4096 verify took 37.6 us in 8 splits against 41.8 in decode's 5; rounding up
-# as decode does put B 32 into a second, partial wave (GPT-OSS W 4096: 108.3 us in 3 splits, 91.1 in 2) (v7).
-PROGRAMS_PER_SM_VERIFY = 4
+# Two K/V tiles in flight per program where the grid leaves each SM at most two programs. Triton's pipeliner puts
+# a tile's table read a stage ahead of its K/V loads, so up to four stages buy one K/V buffer: a program waits
+# out one tile's round trip at a time. Five buy two (70-78 KiB of shared memory a program). Against v9's
+# policy, which split into more programs of one buffer each (rounding up to two or more per SM, a verify to
+# four): decode 0.84-1.02x at B 8 (median 0.93x), verify 0.83-1.08x at B 8-32 (median 0.95x at B 8) (v10).
+# Where four programs share an SM (B 128), two buffers cost residency: up to 1.37x slower.
+DEEP_STAGES = 5
+DEEP_PROGRAMS_PER_SM = 2
 # A verify's registers per thread, capped (CUDA's maxnreg) so that four programs of four warps fit an
 # SM's 65,536, as decode's 96-128 do: its taller query tile and edge tile would otherwise take 140-170, and
-# with a quarter fewer programs in flight its walk fell up to 1.47x behind decode's. Decode runs uncapped:
-# the cap cost it 1-2% (v5).
+# with a quarter fewer programs in flight its walk fell up to 1.47x behind decode's (v5). Decode runs uncapped
+# (the cap cost it 1-2%), and so does a verify with two K/V buffers: two programs an SM leave 256 a thread.
 MAX_REGISTERS = 128
 MIN_CHUNK = 256
 # A batch with at most one (request, KV head) pair per 8 SMs (B 1 at 8-16 KV heads on an H200) is
@@ -127,8 +130,11 @@ def launch_config(head_dim: int, group: int, max_q_len: int, itemsize: int = 2,
     # pipeliner issue it a tile early. Decode's 16 rows hide it; GPT-OSS's 64-row verify did not: 93.1 against
     # 113.1 us at B 128 W 1024, 313 against 387 us at W 4096 (v6).
     narrow = head_dim <= 64 and not (rows > 32 and page_size == 1)
-    spread_verify = max_q_len > 1 and not latency_bound
+    # Two buffers were measured on an H200 only; on ROCm, Triton pipelines differently and an MI300's 64 KiB of
+    # shared memory (LDS) per workgroup would not hold a program's 70-78 KiB.
+    deep = not latency_bound and torch.version.hip is None
     return {
+        "deep_pipeline": int(deep),
         "edge_prefetch": int(max_q_len > 1 and head_dim <= EDGE_PREFETCH_MAX_HEAD_DIM),
         "edge_split": int(max_q_len > 1 and latency_bound),
         "fused_merge": int(not latency_bound),
@@ -137,10 +143,16 @@ def launch_config(head_dim: int, group: int, max_q_len: int, itemsize: int = 2,
         "num_warps": NUM_WARPS,
         "num_stages": NUM_STAGES_NARROW if narrow else NUM_STAGES,
         "max_registers": MAX_REGISTERS if max_q_len > 1 else 0,
-        "programs_per_sm": PROGRAMS_PER_SM_VERIFY if spread_verify else PROGRAMS_PER_SM,
-        "whole_wave": int(spread_verify),
+        "programs_per_sm": PROGRAMS_PER_SM,
+        "whole_wave": int(not latency_bound),
         "min_chunk": block_n if latency_bound else MIN_CHUNK,
     }
+
+
+def runs_deep(config: dict[str, int], programs: int, chunk: int, num_sms: int) -> bool:
+    """Whether a launch gets two K/V buffers (:data:`DEEP_STAGES`, uncapped registers): the config allows it, the grid
+    leaves each SM at most :data:`DEEP_PROGRAMS_PER_SM` programs, and a chunk has more than one tile to overlap."""
+    return bool(config["deep_pipeline"]) and programs <= DEEP_PROGRAMS_PER_SM * num_sms and chunk > config["block_n"]
 
 
 def is_latency_bound(pairs: int, num_sms: int) -> bool:
@@ -148,14 +160,16 @@ def is_latency_bound(pairs: int, num_sms: int) -> bool:
     return pairs * LATENCY_BOUND_SMS_PER_PAIR <= num_sms
 
 
-def kernel_constexprs(*, group: int, head_dim: int, rows: int, page_size: int, block_n: int, split: bool,
+def kernel_constexprs(*, group: int, head_dim: int, rows: int, page_size: int, block_n: int, splits: int,
                       verify: bool, edge_prefetch: bool, edge_split: bool, fused_merge: bool, sinks: bool
                       ) -> dict[str, Any]:
     """The attend kernel's compile-time arguments: what :meth:`DecodePlan.run` launches with, and what
     ``benchmarks/kernel_resources.py`` compiles (one list, so the two cannot drift apart)."""
+    merged_here = fused_merge and splits > 1
     return {"GROUP": group, "ROWS": rows, "HEAD_DIM": head_dim, "PAGE": page_size, "BLOCK_N": block_n,
-            "SPLIT": split, "VERIFY": verify, "EDGE": MAX_QUERIES, "EDGE_PREFETCH": edge_prefetch,
-            "EDGE_SPLIT": edge_split, "FUSED_MERGE": fused_merge, "USE_SINKS": sinks}
+            "SPLIT": splits > 1, "VERIFY": verify, "EDGE": MAX_QUERIES, "EDGE_PREFETCH": edge_prefetch,
+            "EDGE_SPLIT": edge_split, "FUSED_MERGE": merged_here, "USE_SINKS": sinks,
+            "MERGE_SPLITS": 1 << (splits - 1).bit_length() if merged_here else 1}
 
 
 if triton is not None:
@@ -212,24 +226,28 @@ if triton is not None:
 
     @triton.jit
     def _merge_rows(part_out_ptr, part_lse_ptr, sink_ptr, out_ptr, first_part, num_splits, tok, heads, dims, row_ok,
-                    stride_ot, stride_oh, HEAD_DIM: tl.constexpr, USE_SINKS: tl.constexpr):
+                    stride_ot, stride_oh, HEAD_DIM: tl.constexpr, USE_SINKS: tl.constexpr, MERGE_SPLITS: tl.constexpr):
         """Merge every split's partial output of one program's rows, in split order (so the result does not
-        depend on which program merges), and write the output. Reads go to L2 (``.cg``): other SMs wrote them."""
-        m = tl.full(first_part.shape, float("-inf"), tl.float32)
-        denom = tl.zeros(first_part.shape, tl.float32)
-        acc = tl.zeros([first_part.shape[0], HEAD_DIM], tl.float32)
-        for s in range(num_splits):
-            lse = tl.load(part_lse_ptr + first_part + s, mask=row_ok, other=float("-inf"), cache_modifier=".cg")
-            part = tl.load(part_out_ptr + (first_part + s)[:, None] * HEAD_DIM + dims[None, :], mask=row_ok[:, None],
-                           other=0.0, cache_modifier=".cg")
-            m_new = tl.maximum(m, lse)
-            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # no key yet: weights stay zero
-            alpha, weight = tl.exp2(m - m_use), tl.exp2(lse - m_use)
-            acc = acc * alpha[:, None] + part * weight[:, None]
-            denom = denom * alpha + weight
-            m = m_new
+        depend on which program merges), and write the output. Reads go to L2 (``.cg``): other SMs wrote them.
+        The loop over splits is unrolled (``MERGE_SPLITS``: their count rounded up to a power of two), so that
+        every split's reads can be in flight at once instead of one L2 round trip after another."""
+        splits = tl.arange(0, MERGE_SPLITS)
+        lse = tl.load(part_lse_ptr + first_part[:, None] + splits[None, :],
+                      mask=row_ok[:, None] & (splits[None, :] < num_splits), other=float("-inf"), cache_modifier=".cg")
+        top = tl.max(lse, 1)
         if USE_SINKS:
-            denom += tl.exp2(tl.load(sink_ptr + heads).to(tl.float32) * 1.4426950408889634 - m)
+            top = tl.maximum(top, tl.load(sink_ptr + heads).to(tl.float32) * 1.4426950408889634)
+        top = tl.where(top == float("-inf"), 0.0, top)  # a row with no key and no sink: weights stay zero
+        weight = tl.exp2(lse - top[:, None])
+        denom = tl.sum(weight, 1)
+        if USE_SINKS:
+            denom += tl.exp2(tl.load(sink_ptr + heads).to(tl.float32) * 1.4426950408889634 - top)
+        acc = tl.zeros([first_part.shape[0], HEAD_DIM], tl.float32)
+        for s in tl.static_range(MERGE_SPLITS):  # no read waits on another: the mask needs only num_splits
+            live = row_ok & (tl.full(first_part.shape, s, tl.int32) < num_splits)
+            part = tl.load(part_out_ptr + (first_part + s)[:, None] * HEAD_DIM + dims[None, :], mask=live[:, None],
+                           other=0.0, cache_modifier=".cg")
+            acc += part * tl.sum(tl.where(splits[None, :] == s, weight, 0.0), 1)[:, None]
         o_ptrs = out_ptr + tok[:, None] * stride_ot + heads[:, None] * stride_oh + dims[None, :]
         tl.store(o_ptrs, (acc / denom[:, None]).to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
 
@@ -254,6 +272,7 @@ if triton is not None:
         EDGE_SPLIT: tl.constexpr,  # the edge tile is the last split's only work (its chunk of the middle is empty)
         FUSED_MERGE: tl.constexpr,  # SPLIT: the last split to finish merges; otherwise _merge_splits_kernel does
         USE_SINKS: tl.constexpr,
+        MERGE_SPLITS: tl.constexpr,  # FUSED_MERGE: the split count rounded up to a power of two (1 otherwise)
     ):
         b = tl.program_id(0)
         kv_head = tl.program_id(1)
@@ -339,7 +358,7 @@ if triton is not None:
                 if tl.atomic_add(lock, 1, sem="acq_rel", scope="gpu") == num_splits - 1:
                     tl.atomic_xchg(lock, 0)  # ready for the next call (a plan runs on one stream at a time)
                     _merge_rows(part_out_ptr, part_lse_ptr, sink_ptr, out_ptr, base - split, num_splits, tok, heads,
-                                dims, row_ok, stride_ot, stride_oh, HEAD_DIM, USE_SINKS)
+                                dims, row_ok, stride_ot, stride_oh, HEAD_DIM, USE_SINKS, MERGE_SPLITS)
 
     @triton.jit
     def _merge_splits_kernel(
@@ -458,7 +477,7 @@ class DecodePlan:
             q.stride(0), q.stride(1), self.k_buffer.stride(0), self.k_buffer.stride(1),
             self.v_buffer.stride(0), self.v_buffer.stride(1), out.stride(0), out.stride(1),
             **kernel_constexprs(group=group, head_dim=dim, rows=self.rows, page_size=self.page_size,
-                                block_n=self.block_n, split=self.splits > 1, verify=self.max_q_len > 1,
+                                block_n=self.block_n, splits=self.splits, verify=self.max_q_len > 1,
                                 edge_prefetch=self.edge_prefetch, edge_split=self.edge_split,
                                 fused_merge=self.locks is not None, sinks=self.sinks is not None),
             num_warps=self.num_warps, num_stages=self.num_stages,
@@ -535,6 +554,9 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
         raise ValueError("launch override edge_split=1 applies to a verify (max_q_len > 1): a decode batch has no "
                          "edge tile; leave it out")
     n_splits, chunk, merged_by = split_window(config, pairs, span, sms, splits)
+    deep = runs_deep(config, pairs * n_splits, chunk, sms)  # an explicit num_stages or max_registers is taken as given
+    stages = config["num_stages"] if "num_stages" in overrides or not deep else DEEP_STAGES
+    registers = config["max_registers"] if "max_registers" in overrides or not deep else 0
     if q_start is None:
         q_start = torch.arange(seq_lens.numel() + 1, device=device)
     return DecodePlan(
@@ -542,7 +564,7 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
         row_start.to(device=device, dtype=torch.int32).contiguous(), seq_lens.to(device=device, dtype=torch.int32),
         q_start.to(device=device, dtype=torch.int32).contiguous(), max_q_len, page_size,
         NO_WINDOW if window.keys is None else window.keys, sm_scale, n_splits, chunk,
-        config["rows"], config["block_n"], config["num_warps"], config["num_stages"], config["max_registers"],
+        config["rows"], config["block_n"], config["num_warps"], stages, registers,
         bool(config["edge_prefetch"]),
         None if sinks is None else sinks.to(device=device, dtype=torch.float32).contiguous(),
         torch.zeros(seq_lens.numel() * hkv, dtype=torch.int32, device=device) if merged_by == "last split" else None,
@@ -550,7 +572,8 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
     )
 
 
-SWITCHES = {name: (0, 1) for name in ("edge_prefetch", "edge_split", "fused_merge", "whole_wave")}  # on (1) or off (0)
+SWITCHES = {name: (0, 1) for name in ("deep_pipeline", "edge_prefetch", "edge_split", "fused_merge",
+                                      "whole_wave")}  # on (1) or off (0)
 
 
 def with_overrides(config: dict[str, int], overrides: dict[str, int]) -> dict[str, int]:

@@ -56,7 +56,7 @@ def kernel_settings() -> dict[str, Any]:
     return {"tile_bytes": kt.TILE_BYTES, "tile_bytes_many_rows": kt.TILE_BYTES_MANY_ROWS, "num_warps": kt.NUM_WARPS,
             "num_stages": kt.NUM_STAGES, "num_stages_narrow": kt.NUM_STAGES_NARROW,
             "max_registers": kt.MAX_REGISTERS, "programs_per_sm": kt.PROGRAMS_PER_SM,
-            "programs_per_sm_verify": kt.PROGRAMS_PER_SM_VERIFY, "min_chunk": kt.MIN_CHUNK,
+            "deep_stages": kt.DEEP_STAGES, "deep_programs_per_sm": kt.DEEP_PROGRAMS_PER_SM, "min_chunk": kt.MIN_CHUNK,
             "latency_bound_sms_per_pair": kt.LATENCY_BOUND_SMS_PER_PAIR,
             "edge_prefetch_max_head_dim": kt.EDGE_PREFETCH_MAX_HEAD_DIM, "max_queries": kt.MAX_QUERIES}
 
