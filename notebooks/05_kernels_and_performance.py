@@ -252,9 +252,9 @@ viz.prefill_tflops(result)
 # ### The grid
 # Every decode case of the run; ratios are the other path's time over the kit's (above 1: the kit is faster),
 # each under the conditions above. `copy` is the kit's share of the copy ceiling; `read_same` the share one read
-# of the same bytes reached in the same run (a sum, one kernel: where it stays below 90%, one call's fixed cost
-# rules 90% out for any reader of those bytes) and `copy_same` a plain copy's (faster below a few GiB: part of
-# its writes is still in L2 when its timer stops);
+# of the same bytes reached in the same run (a sum, one kernel: what a plain reader of those bytes reaches in one
+# call, its fixed cost included; a reference, not a bound: the kit can pass it) and `copy_same` a plain copy's
+# (faster below a few GiB: part of its writes is still in L2 when its timer stops);
 # `ver/dec` is chain verify over decode on the same KV, `tile/dec` decode alone in the verify's taller query
 # tile (what the extra query rows cost before any mask). `docs/kernel-notes.md` explains each kernel version
 # and the limit behind the cells where the kit is slower.

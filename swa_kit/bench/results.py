@@ -345,7 +345,7 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
                          f"same bytes misses {t['threshold']:.0%} too (one call's fixed cost)")
         if "read_of_same_bytes_misses_too" in t:
             lines.append(f"    in {t['read_of_same_bytes_misses_too']} of those {t['missed']}, one read of the same "
-                         f"bytes (a sum: what any reader of them reaches) misses {t['threshold']:.0%} too")
+                         f"bytes (a sum: a plain reader of them, in one call) misses {t['threshold']:.0%} too")
         if "verify_bytes_misses_too" in t:
             lines.append(f"    in {t['verify_bytes_misses_too']} of those {t['missed']}, the verify must move over "
                          f"{t['threshold']}x decode's bytes (its queries and outputs): its traffic alone misses")

@@ -161,9 +161,10 @@ def copy_bandwidth(device: torch.device, flush: L2Flush, moved_bytes: int = 4 * 
 def read_bandwidth(device: torch.device, flush: L2Flush, nbytes: int) -> dict[str, Any]:
     """One kernel that reads ``nbytes`` and writes next to nothing (a sum of bf16 values), timed like every path.
 
-    Attention over a KV cache is such a reader, and for it this is the fairer ceiling at a given size than a
+    Attention over a KV cache is such a reader, and for it this is the fairer reference at a given size than a
     copy of the same bytes: up to an L2's worth of a copy's writes is still in L2 when its timer stops, so
-    below a few GiB a copy's time counts bytes that have not reached DRAM yet.
+    below a few GiB a copy's time counts bytes that have not reached DRAM yet. A reference, not a bound: a
+    reader with more bytes in flight can pass it (the kit's v10 kernel did, at 256 MiB).
     """
     if nbytes < 2 or nbytes % 2:
         raise ValueError(f"nbytes={nbytes}: give a positive multiple of 2 (bf16 values to read)")
