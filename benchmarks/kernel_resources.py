@@ -31,7 +31,7 @@ from swa_kit.errors import BackendUnavailableError  # noqa: E402
 POINTERS = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "out_ptr": "*bf16", "sink_ptr": "*fp32",
             "part_out_ptr": "*fp32", "part_lse_ptr": "*fp32"}
 REGISTERS_PER_SM = 65536
-SPLIT_COUNT = 4  # a split launch as compiled here: B 8's windows split 3-5 ways, which the fused merge unrolls as 4-8
+SPLIT_COUNT = 4  # a split launch as compiled here: v10 splits B 8's windows 2-4 ways (the fused merge unrolls 2 or 4)
 
 # (label, head_dim, GQA group, longest query run, page size, split): the grid's head shapes, decode and verify.
 SHAPES = [(f"{kind} {name} p{page}{' split' if split else ''}", dim, group, q_len, page, split)
