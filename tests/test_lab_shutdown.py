@@ -58,8 +58,14 @@ def wait_until(condition, what: str, lab: subprocess.Popen, timeout: float = STA
 
 def listening_kernels(pid: int) -> list[psutil.Process]:
     """The kernels under ``pid`` that have opened their ZeroMQ ports (started, not just spawned)."""
-    return [p for p in psutil.Process(pid).children(recursive=True)
-            if "ipykernel_launcher" in p.cmdline() and any(c.status == psutil.CONN_LISTEN for c in p.net_connections())]
+    found = []
+    for child in psutil.Process(pid).children(recursive=True):
+        # a child that exited meanwhile, or a zombie not yet reaped (psutil.ZombieProcess), is no kernel
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if "ipykernel_launcher" in child.cmdline() and any(c.status == psutil.CONN_LISTEN
+                                                               for c in child.net_connections()):
+                found.append(child)
+    return found
 
 
 def still_running(processes: list[psutil.Process]) -> list[str]:
