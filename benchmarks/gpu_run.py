@@ -245,13 +245,22 @@ SWEEP_WINDOWS = (256, 512, 1024, 1536, 2048, 3072, 4096)
 SWEEP_FIT_FROM = 1024  # the lines are fitted from this window on, where the policy's split count settles
 
 
+def fit_fixed_and_rate(nbytes: list[int], us: list[float]) -> tuple[float, float]:
+    """Least squares of ``time = fixed + bytes / rate``: ``(fixed in us, rate in TB/s)``; refused below two points."""
+    import numpy as np
+
+    if len(nbytes) < 2 or len(set(nbytes)) < 2:
+        raise ValueError(f"a line needs two byte counts at least; got {sorted(set(nbytes))}")
+    slope, fixed = np.polyfit(nbytes, us, 1)  # slope in us per byte
+    return float(fixed), float(1e-6 / slope)
+
+
 def stage_ab_window_sweep() -> None:
     """Decode time against window at a fixed batch (8k context), for the kit (page sizes 1 and 16), SDPA over the
     window and one read of the same bytes, each fitted by least squares to ``time = fixed + bytes / rate`` from
     SWEEP_FIT_FROM keys on: what a path pays whatever it reads (launch, prologue, merge) apart from how fast it
     streams. ``SWEEP_CONFIGS`` (a JSON list of launch overrides) and copies of kit_triton.py in ``$KIT_VARIANTS``
     add kit lines at page size 16; every kit output is checked against the float64 reference."""
-    import numpy as np
     import torch
 
     from swa_kit.attention import kit_triton
@@ -284,13 +293,16 @@ def stage_ab_window_sweep() -> None:
         for path in [arm[0] for arm in arms] + ["sdpa_window", "read_same"]:
             mine = [r for r in rows if "us" in r and r["window"] >= SWEEP_FIT_FROM
                     and (r["hq"], r["head_dim"], r["batch"], r["path"]) == (hq, d, b, path)]
-            slope, fixed = np.polyfit([r["bytes"] for r in mine], [r["us"] for r in mine], 1)
-            fits.append({"batch": b, "hq": hq, "head_dim": d, "path": path, "fixed_us": float(fixed),
-                         "rate_tbs": float(1e-6 / slope)})  # slope in us per byte
             times = " ".join(f"W{r['window']} {r['us']:.1f}" + (f"/s{r['splits']}" if "splits" in r else "")
                              for r in mine)
-            SUMMARY.append(f"sweep B={b} {hq}/{hkv}/{d} {path:<24}: fixed {fixed:5.1f} us, streams at "
-                           f"{fits[-1]['rate_tbs']:.2f} TB/s; {times}")
+            try:
+                fixed, rate = fit_fixed_and_rate([r["bytes"] for r in mine], [r["us"] for r in mine])
+            except ValueError as exc:  # an arm that failed to compile or run: say so, fit nothing
+                SUMMARY.append(f"sweep B={b} {hq}/{hkv}/{d} {path:<24}: no line ({exc}); {times}")
+                continue
+            fits.append({"batch": b, "hq": hq, "head_dim": d, "path": path, "fixed_us": fixed, "rate_tbs": rate})
+            SUMMARY.append(f"sweep B={b} {hq}/{hkv}/{d} {path:<24}: fixed {fixed:5.1f} us, streams at {rate:.2f} TB/s; "
+                           f"{times}")
     worst = max((r.get("rel_error", 0.0) for r in rows), default=0.0)
     SUMMARY.append(f"sweep: worst kit error against float64 {worst:.1e}; errors: "
                    f"{[r['error'] for r in rows if 'error' in r] or 'none'}")

@@ -1,4 +1,5 @@
-"""benchmarks/gpu_run.py's kernel variants: an earlier build loads as a module of its own; no folder, refused."""
+"""benchmarks/gpu_run.py's kernel variants: an earlier build loads as a module of its own; no folder, refused. Its
+window sweep's line: fixed cost in us and streaming rate in TB/s, recovered from times built from known ones."""
 
 from __future__ import annotations
 
@@ -35,3 +36,17 @@ def test_variants_load_each_copy_and_refuse_a_missing_folder(gpu_run, tmp_path, 
     monkeypatch.setenv("KIT_VARIANTS", str(tmp_path / "no_such_folder"))
     with pytest.raises(FileNotFoundError, match="KIT_VARIANTS='.*no_such_folder' is not a folder"):
         gpu_run._variants()
+
+
+def test_the_window_sweep_line_recovers_a_known_fixed_cost_and_rate(gpu_run) -> None:
+    import random
+
+    rng = random.Random()
+    fixed_us, rate_tbs = rng.uniform(5, 15), rng.uniform(1, 5)
+    nbytes = sorted(rng.sample(range(2**24, 2**30), 5))
+    us = [fixed_us + n / (rate_tbs * 1e12) * 1e6 for n in nbytes]
+    fixed, rate = gpu_run.fit_fixed_and_rate(nbytes, us)
+    assert fixed == pytest.approx(fixed_us, rel=1e-6) and rate == pytest.approx(rate_tbs, rel=1e-6)
+    for few in ([2**20], [2**20, 2**20]):
+        with pytest.raises(ValueError, match="a line needs two byte counts at least"):
+            gpu_run.fit_fixed_and_rate(few, [1.0] * len(few))
