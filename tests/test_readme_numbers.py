@@ -139,7 +139,7 @@ def test_b1_and_verify_miss_sentences(run):
     targets = {t["target"]: t for t in run["targets"]}
     assert "At B 1 it is within 1.2x of the fastest path in every cell" in PROSE
     assert targets["b1_vs_fastest"]["missed"] == 0 and targets["b1_vs_fastest"]["cells"] == 36
-    found = re.search(r"it misses at W 128, for GPT-OSS's 64 query rows per tile, with 32/8/128 at B (\d+) and (\d+) "
+    found = re.search(r"it misses at W 128, for GPT-OSS \(64 query rows per tile\), with 32/8/128 at B (\d+) and (\d+) "
                       r"\(W 1024 and 4096\), and in one cell of Gemma at B 128 \(W 4096, page size 1, 8k, where its "
                       r"128k twin took ([\d.]+)x\)", PROSE)
     assert found, "the README's verify-miss sentence changed: update this test with it"
