@@ -225,6 +225,11 @@ if triton is not None:
         return _fold_tile(s, sm_scale_log2, v, m_i, l_i, acc, True)
 
     @triton.jit
+    def _sink_log2(sink_ptr, heads):
+        """Each head's attention-sink logit (natural log, as aiter's ``sinks`` takes it) in the kernel's base 2."""
+        return tl.load(sink_ptr + heads).to(tl.float32) * 1.4426950408889634
+
+    @triton.jit
     def _merge_rows(part_out_ptr, part_lse_ptr, sink_ptr, out_ptr, first_part, num_splits, tok, heads, dims, row_ok,
                     stride_ot, stride_oh, HEAD_DIM: tl.constexpr, USE_SINKS: tl.constexpr, MERGE_SPLITS: tl.constexpr):
         """Merge every split's partial output of one program's rows, in split order (so the result does not
@@ -236,12 +241,13 @@ if triton is not None:
                       mask=row_ok[:, None] & (splits[None, :] < num_splits), other=float("-inf"), cache_modifier=".cg")
         top = tl.max(lse, 1)
         if USE_SINKS:
-            top = tl.maximum(top, tl.load(sink_ptr + heads).to(tl.float32) * 1.4426950408889634)
+            sink = _sink_log2(sink_ptr, heads)
+            top = tl.maximum(top, sink)
         top = tl.where(top == float("-inf"), 0.0, top)  # a row with no key and no sink: weights stay zero
         weight = tl.exp2(lse - top[:, None])
         denom = tl.sum(weight, 1)
         if USE_SINKS:
-            denom += tl.exp2(tl.load(sink_ptr + heads).to(tl.float32) * 1.4426950408889634 - top)
+            denom += tl.exp2(sink - top)
         acc = tl.zeros([first_part.shape[0], HEAD_DIM], tl.float32)
         for s in tl.static_range(MERGE_SPLITS):  # no read waits on another: the mask needs only num_splits
             live = row_ok & (tl.full(first_part.shape, s, tl.int32) < num_splits)
@@ -340,8 +346,7 @@ if triton is not None:
         if not SPLIT:
             denom = l_i
             if USE_SINKS:  # the sink is one more logit in the softmax with a zero value row
-                sink = tl.load(sink_ptr + heads).to(tl.float32) * 1.4426950408889634
-                denom += tl.exp2(sink - m_i)
+                denom += tl.exp2(_sink_log2(sink_ptr, heads) - m_i)
             o_ptrs = out_ptr + tok[:, None] * stride_ot + heads[:, None] * stride_oh + dims[None, :]
             tl.store(o_ptrs, (acc / denom[:, None]).to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
         else:
@@ -373,7 +378,7 @@ if triton is not None:
         lse = tl.load(part_lse_ptr + base, mask=splits < num_splits, other=float("-inf"))
         top = tl.max(lse, 0)  # the first split holds the query's first key, so the max is finite
         if USE_SINKS:
-            sink = tl.load(sink_ptr + head).to(tl.float32) * 1.4426950408889634
+            sink = _sink_log2(sink_ptr, head)
             top = tl.maximum(top, sink)
         weight = tl.exp2(lse - top)
         part = tl.load(part_out_ptr + base[:, None] * HEAD_DIM + dims[None, :],
