@@ -220,7 +220,7 @@ def test_refuses_what_it_cannot_compute(kit_triton) -> None:
         with pytest.raises(ValueError, match=f"launch override {name}={bad!r}: give an int >= "):
             kit_triton.plan_batch(_batch(), 4, **{name: bad})
     for name, bad in (("edge_prefetch", 2), ("fused_merge", -1), ("fused_merge", True), ("whole_wave", 2),
-                      ("edge_split", 3)):
+                      ("edge_split", 3), ("deep_pipeline", 2), ("deep_pipeline", -1)):
         with pytest.raises(ValueError, match=f"launch override {name}={bad!r}: give an int in 0..1"):
             kit_triton.plan_batch(_batch(), 4, **{name: bad})
     with pytest.raises(ValueError, match=r"edge_split=1 applies to a verify \(max_q_len > 1\)"):
