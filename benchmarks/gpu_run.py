@@ -432,7 +432,7 @@ def stage_ab_merge() -> None:
     flush = timing.L2Flush(device)
     rows: list[dict] = []
     chosen = json.loads(os.environ["AB_CONFIGS"]) if os.environ.get("AB_CONFIGS") else None
-    verify_only = {"edge_prefetch", "edge_split"}  # a decode launch ignores them
+    verify_only = {"edge_prefetch", "edge_split", "edge_in_walk"}  # a decode launch ignores them
     variants = _variants()
     for hq, hkv, d, sinks in HEAD_SHAPES.values():
         tile = kit_triton.block_n_for(d)

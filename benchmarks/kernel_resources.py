@@ -47,7 +47,8 @@ def kernel_constants(config: dict[str, int], dim: int, group: int, q_len: int, p
                                 block_n=config["block_n"], splits=SPLIT_COUNT if split else 1, verify=q_len > 1,
                                 edge_prefetch=bool(config["edge_prefetch"]),
                                 edge_split=split and bool(config["edge_split"]),
-                                fused_merge=split and bool(config["fused_merge"]), sinks=dim == 64)
+                                fused_merge=split and bool(config["fused_merge"]), sinks=dim == 64,
+                                edge_in_walk=bool(config["edge_in_walk"]))
 
 
 def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, **overrides: int) -> dict:
@@ -74,6 +75,7 @@ def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, **ov
     warps = config["num_warps"]
     by_registers = REGISTERS_PER_SM // (-(-registers // 8) * 8 * 32 * warps)  # allocated in 8-register steps
     return {"rows": config["rows"], "block_n": config["block_n"], "num_stages": config["num_stages"],
+            "edge_in_walk": bool(q_len > 1 and config["edge_in_walk"]),
             "max_registers": config["max_registers"], "registers": registers, "spill_stack_bytes": stack,
             "shared_bytes": kernel.metadata.shared, "programs_per_sm_by_registers": by_registers}
 
@@ -96,8 +98,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--set: {error}")
     rows = []
     deep = {"num_stages": kt.DEEP_STAGES, "max_registers": 0}  # two K/V buffers, as a small grid launches them
+    one_buffer = {} if "edge_in_walk" in chosen else {"edge_in_walk": 0}  # a verify walks its edge with two only
     for label, dim, group, q_len, page, split in SHAPES:
-        variants = [("", {}), *([(" uncapped", {"max_registers": 0})] if q_len > 1 else []), (" deep", deep)]
+        variants = [("", one_buffer), *([(" uncapped", {**one_buffer, "max_registers": 0})] if q_len > 1 else []),
+                    (" deep", deep)]
         for suffix, extra in variants:
             facts = compile_facts(dim, group, q_len, page, split, **{**chosen, **extra})
             rows.append({"config": label + suffix, **facts})

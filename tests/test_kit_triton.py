@@ -74,6 +74,13 @@ CASES = [
     ([50, 8, 20], [8, 8, 1], 4, 1, 16, 1, 3, 2, {"block_n": 16, "edge_split": 1, "edge_prefetch": 1}, True),
     ([60, 20, 45], [5, 2, 8], 8, 2, 16, 1, 11, 1, {"block_n": 16, "edge_split": 1}, True),  # one split: no edge's own
     ([40, 70], [8, 5], 8, 1, 16, 16, 30, 2, {"block_n": 16, "edge_split": 1, "edge_prefetch": 0}, False),
+    # the edge tile as the walk's last iteration (split 0's), masked per query there only
+    ([80, 9, 61], [8, 7, 3], 4, 2, 16, 1, 40, 3, {"block_n": 16, "edge_in_walk": 1, "edge_prefetch": 0}, False),
+    ([50, 8, 20], [8, 8, 1], 4, 1, 16, 4, 3, None, {"block_n": 16, "edge_in_walk": 1, "edge_prefetch": 0}, True),
+    ([40, 70], [8, 5], 8, 1, 16, 16, 9, 2, {"block_n": 16, "edge_in_walk": 1, "edge_prefetch": 0, "fused_merge": 1},
+     False),
+    ([37, 9, 64], [3, 1, 8], 8, 2, 16, 1, 7, None, {"block_n": 16, "edge_in_walk": 1, "edge_prefetch": 0}, True),
+    ([90, 33], [2, 8], 8, 8, 32, 16, None, 2, {"block_n": 32, "edge_in_walk": 1, "edge_prefetch": 0}, False),
 ]
 
 
@@ -189,6 +196,35 @@ def test_two_buffers_only_where_the_grid_is_small_and_a_chunk_has_tiles_to_overl
     assert kit_triton.launch_config(128, 4, 1)["deep_pipeline"] == 0
 
 
+def test_a_verify_with_two_buffers_walks_its_edge_tile_last(kit_triton, monkeypatch) -> None:
+    """At head_dim 128 and 256 a verify whose launch gets two K/V buffers walks its edge tile as the loop's last
+    iteration; with one buffer, at GPT-OSS's head_dim 64 (edge prefetched) and in decode it does not. An explicit
+    choice wins, and the edge tile cannot be placed two ways at once."""
+    monkeypatch.setattr(kit_triton, "_num_sms", lambda device: 132)
+
+    def plan(batch_size: int, hq: int, hkv: int, dim: int, q_len: int, **overrides: int):
+        kv = torch.empty(16, hkv, dim, dtype=torch.float16)  # the plan never reads the pool: a stand-in will do
+        q_start = torch.arange(batch_size + 1) * q_len
+        return kit_triton.plan_decode(kv, kv, torch.zeros(1, dtype=torch.int32), torch.zeros(batch_size),
+                                      torch.full((batch_size,), 5000), 16, 4096, 0.1, hq, q_start=q_start,
+                                      max_q_len=q_len, max_seq_len=5000, **overrides)
+
+    expected = {  # (B, Hq, Hkv, D, q_len): (two buffers, edge in the walk)
+        (8, 32, 8, 128, 8): (True, True), (32, 32, 8, 128, 8): (True, True), (8, 32, 16, 256, 8): (True, True),
+        (128, 32, 8, 128, 8): (False, False), (32, 32, 16, 256, 8): (False, False),
+        (8, 64, 8, 64, 8): (True, False), (8, 32, 8, 128, 1): (True, False)}
+    for (batch_size, hq, hkv, dim, q_len), want in expected.items():
+        got = plan(batch_size, hq, hkv, dim, q_len)
+        assert (got.num_stages == kit_triton.DEEP_STAGES, got.edge_in_walk) == want, (batch_size, hq, dim, q_len)
+    assert not plan(8, 32, 8, 128, 8, edge_in_walk=0).edge_in_walk
+    assert plan(128, 32, 8, 128, 8, edge_in_walk=1).edge_in_walk  # one buffer, but asked for
+    assert not plan(8, 32, 8, 128, 8, edge_prefetch=1).edge_in_walk  # the edge placed otherwise, explicitly
+    with pytest.raises(ValueError, match="edge_in_walk=1 places the edge tile itself: give edge_prefetch=0"):
+        plan(8, 64, 8, 64, 8, edge_in_walk=1)  # GPT-OSS prefetches its edge tile
+    monkeypatch.setattr(torch.version, "hip", "6.4")  # no second buffer on ROCm, so no edge in the walk
+    assert kit_triton.launch_config(128, 4, 8)["edge_in_walk"] == 0
+
+
 def _batch(q_lens=(1, 1), head_dim=16, dtype=torch.float16):
     return random_paged_batch(list(q_lens), [20, 9], num_q_heads=4, num_kv_heads=2, head_dim=head_dim, dtype=dtype,
                               generator=torch.Generator().manual_seed(1))
@@ -220,7 +256,7 @@ def test_refuses_what_it_cannot_compute(kit_triton) -> None:
         with pytest.raises(ValueError, match=f"launch override {name}={bad!r}: give an int >= "):
             kit_triton.plan_batch(_batch(), 4, **{name: bad})
     for name, bad in (("edge_prefetch", 2), ("fused_merge", -1), ("fused_merge", True), ("whole_wave", 2),
-                      ("edge_split", 3), ("deep_pipeline", 2), ("deep_pipeline", -1)):
+                      ("edge_split", 3), ("deep_pipeline", 2), ("deep_pipeline", -1), ("edge_in_walk", 2)):
         with pytest.raises(ValueError, match=f"launch override {name}={bad!r}: give an int in 0..1"):
             kit_triton.plan_batch(_batch(), 4, **{name: bad})
     with pytest.raises(ValueError, match=r"edge_split=1 applies to a verify \(max_q_len > 1\)"):
@@ -297,7 +333,7 @@ def test_a_64_row_verify_at_page_size_1_pipelines_three_stages(kit_triton) -> No
 def test_the_constexpr_list_is_the_kernels(kit_triton) -> None:
     """``kernel_constexprs`` (what a plan launches with and kernel_resources compiles) sets every compile-time
     argument of the kernel and nothing else."""
-    flags = dict.fromkeys(("verify", "edge_prefetch", "edge_split", "fused_merge", "sinks"), True)
+    flags = dict.fromkeys(("verify", "edge_prefetch", "edge_split", "fused_merge", "sinks", "edge_in_walk"), True)
     constants = kit_triton.kernel_constexprs(group=4, head_dim=128, rows=32, page_size=16, block_n=64, splits=3,
                                              **flags)
     assert set(constants) == {p.name for p in kit_triton._swa_attend_kernel.params if p.is_constexpr}

@@ -103,6 +103,11 @@ EDGE_PREFETCH_MAX_HEAD_DIM = 64
 # Gemma's W 128 verify from 1.19-1.20x decode to 1.02-1.04x, 32/8/128's from 1.21-1.22x to 1.08-1.09x. In a
 # batch that fills the GPU the extra program only costs (up to 2.15x decode at B 128 W 128); where the window fits
 # one program it would add the merge kernel's launch (GPT-OSS B 1 W 128: 8.8 to 10.0 us) (v8).
+# Where a verify's launch gets two K/V buffers (head_dim 128 and 256), the edge tile is the walk's last iteration
+# instead: its table and K/V reads are then issued ahead by the pipeliner like any tile's, where loaded before the walk
+# they were stored to shared memory (for the dot) and waited for before the walk's first load. 0.90-0.98x the time at
+# 32/8/128 B 8-32, 0.93-1.01x at Gemma's B 8; with one buffer it cost up to 8% (32/8/128 B 128), and at GPT-OSS's 64
+# query rows a whole 64-key tile for 14 keys cost 4-22% (v11).
 
 
 def block_n_for(head_dim: int, itemsize: int = 2, rows: int = 16) -> int:
@@ -137,6 +142,7 @@ def launch_config(head_dim: int, group: int, max_q_len: int, itemsize: int = 2,
         "deep_pipeline": int(deep),
         "edge_prefetch": int(max_q_len > 1 and head_dim <= EDGE_PREFETCH_MAX_HEAD_DIM),
         "edge_split": int(max_q_len > 1 and latency_bound),
+        "edge_in_walk": int(max_q_len > 1 and head_dim > EDGE_PREFETCH_MAX_HEAD_DIM and deep),
         "fused_merge": int(not latency_bound),
         "rows": rows,
         "block_n": block_n,
@@ -161,14 +167,15 @@ def is_latency_bound(pairs: int, num_sms: int) -> bool:
 
 
 def kernel_constexprs(*, group: int, head_dim: int, rows: int, page_size: int, block_n: int, splits: int,
-                      verify: bool, edge_prefetch: bool, edge_split: bool, fused_merge: bool, sinks: bool
-                      ) -> dict[str, Any]:
+                      verify: bool, edge_prefetch: bool, edge_split: bool, fused_merge: bool, sinks: bool,
+                      edge_in_walk: bool = False) -> dict[str, Any]:
     """The attend kernel's compile-time arguments: what :meth:`DecodePlan.run` launches with, and what
     ``benchmarks/kernel_resources.py`` compiles (one list, so the two cannot drift apart)."""
     merged_here = fused_merge and splits > 1
     return {"GROUP": group, "ROWS": rows, "HEAD_DIM": head_dim, "PAGE": page_size, "BLOCK_N": block_n,
             "SPLIT": splits > 1, "VERIFY": verify, "EDGE": MAX_QUERIES, "EDGE_PREFETCH": edge_prefetch,
-            "EDGE_SPLIT": edge_split, "FUSED_MERGE": merged_here, "USE_SINKS": sinks,
+            "EDGE_SPLIT": edge_split, "EDGE_IN_WALK": verify and edge_in_walk, "FUSED_MERGE": merged_here,
+            "USE_SINKS": sinks,
             "MERGE_SPLITS": 1 << (splits - 1).bit_length() if merged_here else 1}
 
 
@@ -225,6 +232,51 @@ if triton is not None:
         return _fold_tile(s, sm_scale_log2, v, m_i, l_i, acc, True)
 
     @triton.jit
+    def _walk(q, k_ptr, v_ptr, table_ptr, row, kv_head, dims, lo, hi, sm_scale_log2, m_i, l_i, acc, stride_ks,
+              stride_kh, stride_vs, stride_vh, PAGE: tl.constexpr, BLOCK_N: tl.constexpr):
+        """The chunk ``[lo, hi)`` of the middle, with no mask but the chunk's end: every row sees every key."""
+        for start in range(lo, hi, BLOCK_N):
+            pos = start + tl.arange(0, BLOCK_N)
+            valid = pos < hi
+            slot = _kv_slots(table_ptr, row, pos, valid, PAGE)
+            k = tl.load(k_ptr + slot[:, None] * stride_ks + kv_head * stride_kh + dims[None, :],
+                        mask=valid[:, None], other=0.0)
+            v = tl.load(v_ptr + slot[:, None] * stride_vs + kv_head * stride_vh + dims[None, :],
+                        mask=valid[:, None], other=0.0)
+            s = tl.where(valid[None, :], tl.dot(q, tl.trans(k)), float("-inf"))
+            m_i, l_i, acc = _fold_tile(s, sm_scale_log2, v, m_i, l_i, acc, False)  # each tile has a key every row sees
+        return m_i, l_i, acc
+
+    @triton.jit
+    def _walk_then_edge(q, q_pos, k_ptr, v_ptr, table_ptr, row, kv_head, dims, lo, hi, first, mid_lo, mid_hi, seq_len,
+                        on, window, sm_scale_log2, m_i, l_i, acc, stride_ks, stride_kh, stride_vs, stride_vh,
+                        PAGE: tl.constexpr, BLOCK_N: tl.constexpr, EDGE: tl.constexpr, ROWS: tl.constexpr):
+        """The chunk ``[lo, hi)`` of the middle, then (if ``on``) the edge tile as one more iteration of the same loop,
+        so that the pipeliner loads it ahead like any tile. Only that iteration is masked per query."""
+        j = tl.arange(0, BLOCK_N)
+        in_front = j < EDGE
+        e_pos = tl.where(in_front, first + j, mid_hi + j - EDGE)  # both edges, as in _edge_tile, then nothing
+        e_ok = (j < 2 * EDGE) & (e_pos < tl.where(in_front, mid_lo, seq_len))
+        n_mid = tl.cdiv(tl.maximum(hi - lo, 0), BLOCK_N)
+        for it in range(0, n_mid + on.to(tl.int32)):
+            is_edge = it == n_mid
+            pos = tl.where(is_edge, e_pos, lo + it * BLOCK_N + j)
+            valid = tl.where(is_edge, e_ok, pos < hi)
+            slot = _kv_slots(table_ptr, row, pos, valid, PAGE)
+            k = tl.load(k_ptr + slot[:, None] * stride_ks + kv_head * stride_kh + dims[None, :],
+                        mask=valid[:, None], other=0.0)
+            v = tl.load(v_ptr + slot[:, None] * stride_vs + kv_head * stride_vh + dims[None, :],
+                        mask=valid[:, None], other=0.0)
+            qk = tl.dot(q, tl.trans(k))
+            if is_edge:
+                keep = valid[None, :] & (pos[None, :] <= q_pos[:, None]) & (pos[None, :] > q_pos[:, None] - window)
+            else:
+                keep = tl.broadcast_to(valid[None, :], (ROWS, BLOCK_N))
+            # SAFE_MAX: with no middle (a window under the drafts) the edge comes first, and a row may have no key in it
+            m_i, l_i, acc = _fold_tile(tl.where(keep, qk, float("-inf")), sm_scale_log2, v, m_i, l_i, acc, True)
+        return m_i, l_i, acc
+
+    @triton.jit
     def _sink_log2(sink_ptr, heads):
         """Each head's attention-sink logit (natural log, as aiter's ``sinks`` takes it) in the kernel's base 2."""
         return tl.load(sink_ptr + heads).to(tl.float32) * 1.4426950408889634
@@ -276,6 +328,7 @@ if triton is not None:
         EDGE: tl.constexpr,  # keys per half of the edge tile: an edge holds at most MAX_QUERIES - 1 keys
         EDGE_PREFETCH: tl.constexpr,  # load the edge tile before the walk, fold it in after
         EDGE_SPLIT: tl.constexpr,  # the edge tile is the last split's only work (its chunk of the middle is empty)
+        EDGE_IN_WALK: tl.constexpr,  # the edge tile is the walk's last iteration, its loads pipelined with the middle's
         FUSED_MERGE: tl.constexpr,  # SPLIT: the last split to finish merges; otherwise _merge_splits_kernel does
         USE_SINKS: tl.constexpr,
         MERGE_SPLITS: tl.constexpr,  # FUSED_MERGE: the split count rounded up to a power of two (1 otherwise)
@@ -316,7 +369,7 @@ if triton is not None:
         l_i = tl.zeros([ROWS], tl.float32)  # running softmax denominator
         acc = tl.zeros([ROWS, HEAD_DIM], tl.float32)
         q_pos = seq_len - q_len + qi
-        if VERIFY:
+        if VERIFY and not EDGE_IN_WALK:
             if EDGE_PREFETCH:  # in flight during the walk; only split 0 of a chain loads anything
                 e_pos, e_ok, e_k, e_v = _edge_tile(k_ptr, v_ptr, table_ptr, row, kv_head, dims, first, mid_lo,
                                                    mid_hi, seq_len, edge_on, stride_ks, stride_kh, stride_vs,
@@ -328,17 +381,14 @@ if triton is not None:
                                                        stride_vh, PAGE, EDGE)
                     m_i, l_i, acc = _fold_edge(q, q_pos, e_pos, e_ok, e_k, e_v, window, sm_scale_log2, m_i, l_i, acc)
 
-        for start in range(lo, hi, BLOCK_N):  # no mask but the chunk's end: every row sees every key
-            pos = start + tl.arange(0, BLOCK_N)
-            valid = pos < hi
-            slot = _kv_slots(table_ptr, row, pos, valid, PAGE)
-            k = tl.load(k_ptr + slot[:, None] * stride_ks + kv_head * stride_kh + dims[None, :],
-                        mask=valid[:, None], other=0.0)
-            v = tl.load(v_ptr + slot[:, None] * stride_vs + kv_head * stride_vh + dims[None, :],
-                        mask=valid[:, None], other=0.0)
-            s = tl.where(valid[None, :], tl.dot(q, tl.trans(k)), float("-inf"))
-            m_i, l_i, acc = _fold_tile(s, sm_scale_log2, v, m_i, l_i, acc, False)  # each tile has a key every row sees
-        if VERIFY:
+        if EDGE_IN_WALK:
+            m_i, l_i, acc = _walk_then_edge(q, q_pos, k_ptr, v_ptr, table_ptr, row, kv_head, dims, lo, hi, first,
+                                            mid_lo, mid_hi, seq_len, edge_on, window, sm_scale_log2, m_i, l_i, acc,
+                                            stride_ks, stride_kh, stride_vs, stride_vh, PAGE, BLOCK_N, EDGE, ROWS)
+        else:
+            m_i, l_i, acc = _walk(q, k_ptr, v_ptr, table_ptr, row, kv_head, dims, lo, hi, sm_scale_log2, m_i, l_i, acc,
+                                  stride_ks, stride_kh, stride_vs, stride_vh, PAGE, BLOCK_N)
+        if VERIFY and not EDGE_IN_WALK:
             if EDGE_PREFETCH:
                 if edge_on:
                     m_i, l_i, acc = _fold_edge(q, q_pos, e_pos, e_ok, e_k, e_v, window, sm_scale_log2, m_i, l_i, acc)
@@ -462,6 +512,7 @@ class DecodePlan:
     sinks: torch.Tensor | None = None  # [Hq] float32 sink logits (GPT-OSS), or None
     locks: torch.Tensor | None = None  # fused merge: int32 split counters, reset by the merging program
     edge_split: bool = False  # a chain's edge tile in a program of its own, the last split
+    edge_in_walk: bool = False  # a chain's edge tile as the walk's last iteration
 
     def run(self, q: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """Attention of ``q`` ``[T, Hq, D]`` (the batch's queries back to back) over each query's window."""
@@ -484,7 +535,8 @@ class DecodePlan:
             **kernel_constexprs(group=group, head_dim=dim, rows=self.rows, page_size=self.page_size,
                                 block_n=self.block_n, splits=self.splits, verify=self.max_q_len > 1,
                                 edge_prefetch=self.edge_prefetch, edge_split=self.edge_split,
-                                fused_merge=self.locks is not None, sinks=self.sinks is not None),
+                                fused_merge=self.locks is not None, sinks=self.sinks is not None,
+                                edge_in_walk=self.edge_in_walk),
             num_warps=self.num_warps, num_stages=self.num_stages,
             **self._register_cap(),
         )
@@ -555,6 +607,9 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
     pairs, sms = seq_lens.numel() * hkv, _num_sms(device)
     config = with_overrides(launch_config(dim, num_heads_q // hkv, max_q_len, k_buffer.element_size(),
                                           is_latency_bound(pairs, sms), page_size), overrides)
+    if "edge_in_walk" in overrides and config["edge_in_walk"] and (config["edge_prefetch"] or config["edge_split"]):
+        raise ValueError("launch override edge_in_walk=1 places the edge tile itself: give edge_prefetch=0 and "
+                         "edge_split=0 with it")
     if config["edge_split"] and max_q_len == 1:  # it would launch a program with nothing to do
         raise ValueError("launch override edge_split=1 applies to a verify (max_q_len > 1): a decode batch has no "
                          "edge tile; leave it out")
@@ -562,6 +617,9 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
     deep = runs_deep(config, pairs * n_splits, chunk, sms)  # an explicit num_stages or max_registers is taken as given
     stages = config["num_stages"] if "num_stages" in overrides or not deep else DEEP_STAGES
     registers = config["max_registers"] if "max_registers" in overrides or not deep else 0
+    # the edge tile walked only with two buffers, unless given, or placed otherwise by an explicit override
+    edge_in_walk = bool(config["edge_in_walk"]) and ("edge_in_walk" in overrides or (
+        deep and not (config["edge_prefetch"] or config["edge_split"])))
     if q_start is None:
         q_start = torch.arange(seq_lens.numel() + 1, device=device)
     return DecodePlan(
@@ -573,11 +631,11 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
         bool(config["edge_prefetch"]),
         None if sinks is None else sinks.to(device=device, dtype=torch.float32).contiguous(),
         torch.zeros(seq_lens.numel() * hkv, dtype=torch.int32, device=device) if merged_by == "last split" else None,
-        edge_split=bool(config["edge_split"]) and n_splits > 1,
+        edge_split=bool(config["edge_split"]) and n_splits > 1, edge_in_walk=edge_in_walk,
     )
 
 
-SWITCHES = {name: (0, 1) for name in ("deep_pipeline", "edge_prefetch", "edge_split", "fused_merge",
+SWITCHES = {name: (0, 1) for name in ("deep_pipeline", "edge_in_walk", "edge_prefetch", "edge_split", "fused_merge",
                                       "whole_wave")}  # on (1) or off (0)
 
 

@@ -178,7 +178,8 @@ class DecodeInputs:
         q = self.q
         facts = {"splits": plan.splits, "chunk": plan.chunk, "rows": plan.rows, "block_n": plan.block_n,
                  "num_warps": plan.num_warps, "num_stages": plan.num_stages, "max_registers": plan.max_registers,
-                 "edge_prefetch": plan.edge_prefetch, "fused_merge": plan.locks is not None}
+                 "edge_prefetch": plan.edge_prefetch, "edge_in_walk": plan.edge_in_walk,
+                 "fused_merge": plan.locks is not None}
         return (lambda: plan.run(q, out)), out, facts
 
     def aiter(self) -> Made:
