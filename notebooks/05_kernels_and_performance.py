@@ -86,7 +86,10 @@ print_table(rows)
 # never on the context. Decode and a verify of 8 drafts split it into at most one wave of two programs per SM.
 # Where the grid then leaves each SM two programs or fewer and a chunk holds more than one tile, a program keeps
 # two K/V tiles in flight (two shared-memory buffers: five pipeline stages, since the table read that each tile's
-# loads wait on takes a stage of its own); elsewhere one (an H200's 132 SMs, 32/8/128):
+# loads wait on takes a stage of its own); elsewhere one. A verify's window has two edges that each draft sees
+# differently (the keys just before the shared middle, and the drafts themselves); they are folded in as one extra
+# masked tile. With two buffers that tile is the walk's last iteration, so its loads are issued ahead like any
+# tile's; with one it is loaded before the walk (an H200's 132 SMs, 32/8/128):
 
 # %%
 rows = []
@@ -97,9 +100,12 @@ for batch in (1, 8, 32, 128):
     for window in (128, 1024, 4096):
         splits, chunk, merged_by = kit_triton.split_window(decode, pairs, window, 132)  # as plan_decode splits
         deep = kit_triton.runs_deep(decode, pairs * splits, chunk, 132)
+        v_splits, v_chunk, _ = kit_triton.split_window(verify, pairs, window, 132)
+        v_deep = kit_triton.runs_deep(verify, pairs * v_splits, v_chunk, 132)
         rows.append({"batch": batch, "Hkv": 8, "window": window, "splits": splits, "keys per chunk": chunk,
-                     "merged by": merged_by, "K/V buffers": 2 if deep else 1,
-                     "verify splits": kit_triton.split_window(verify, pairs, window, 132)[0]})
+                     "merged by": merged_by, "K/V buffers": 2 if deep else 1, "verify splits": v_splits,
+                     "verify K/V buffers": 2 if v_deep else 1,
+                     "verify walks its edge tile": kit_triton.walks_edge(verify, v_deep)})
 print_table(rows)
 
 # %% [markdown]

@@ -62,7 +62,7 @@ SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
 #: Most queries one request may bring: speculative decoding verifies 2-8 draft tokens per step.
 MAX_QUERIES = 8
 
-# Tuned on an H200 (docs/kernel-notes.md, v4-v10): K (and V) tiles of 16 KiB per pipeline stage (64 keys
+# Tuned on an H200 (docs/kernel-notes.md, v4-v11): K (and V) tiles of 16 KiB per pipeline stage (64 keys
 # at head_dim 128 in bf16), 8 KiB once a program carries more than 32 query rows (a verify's drafts x
 # the GQA group); 4 warps; 3 pipeline stages (2 at head_dim 64), 5 where the grid is small (below); the window
 # split into at most one wave of two programs per SM (v10), never chunks under 256 keys but in a latency-bound
@@ -104,10 +104,10 @@ EDGE_PREFETCH_MAX_HEAD_DIM = 64
 # batch that fills the GPU the extra program only costs (up to 2.15x decode at B 128 W 128); where the window fits
 # one program it would add the merge kernel's launch (GPT-OSS B 1 W 128: 8.8 to 10.0 us) (v8).
 # Where a verify's launch gets two K/V buffers (head_dim 128 and 256), the edge tile is the walk's last iteration
-# instead: its table and K/V reads are then issued ahead by the pipeliner like any tile's, where loaded before the walk
-# they were stored to shared memory (for the dot) and waited for before the walk's first load. 0.90-0.98x the time at
-# 32/8/128 B 8-32, 0.93-1.01x at Gemma's B 8; with one buffer it cost up to 8% (32/8/128 B 128), and at GPT-OSS's 64
-# query rows a whole 64-key tile for 14 keys cost 4-22% (v11).
+# instead: the pipeliner then issues its table and K/V reads ahead like any tile's. Loaded before the walk (even when
+# folded in after it), its K went to shared memory for the dot, and was waited for, before the walk's first load.
+# 0.90-0.98x the time at 32/8/128 B 8-32, 0.93-1.01x at Gemma's B 8; with one buffer it cost up to 8% (32/8/128
+# B 128), and at GPT-OSS's 64 query rows a whole 64-key tile for 14 keys cost 4-22% (v11).
 
 
 def block_n_for(head_dim: int, itemsize: int = 2, rows: int = 16) -> int:
@@ -159,6 +159,12 @@ def runs_deep(config: dict[str, int], programs: int, chunk: int, num_sms: int) -
     """Whether a launch gets two K/V buffers (:data:`DEEP_STAGES`, uncapped registers): the config allows it, the grid
     leaves each SM at most :data:`DEEP_PROGRAMS_PER_SM` programs, and a chunk has more than one tile to overlap."""
     return bool(config["deep_pipeline"]) and programs <= DEEP_PROGRAMS_PER_SM * num_sms and chunk > config["block_n"]
+
+
+def walks_edge(config: dict[str, int], deep: bool) -> bool:
+    """Whether a verify walks its edge tile as the loop's last iteration: the config allows it, the launch has two K/V
+    buffers (:func:`runs_deep`), and no other switch places the edge tile (prefetched, or a program of its own)."""
+    return bool(config["edge_in_walk"]) and deep and not (config["edge_prefetch"] or config["edge_split"])
 
 
 def is_latency_bound(pairs: int, num_sms: int) -> bool:
@@ -355,7 +361,9 @@ if triton is not None:
         # exactly as in decode; only the q_len - 1 keys before it (seen by the earlier queries) and
         # the q_len - 1 after it (the drafts, seen by the later ones) need a per-query mask: split 0
         # takes both in one tile before its walk (placed after it, the tile's addressing stayed live
-        # through the walk and cost registers). In decode (q_len 1) the middle is the window.
+        # through the walk and cost registers), or as its walk's last iteration (EDGE_IN_WALK), or
+        # prefetched (EDGE_PREFETCH), or in a split of its own (EDGE_SPLIT). In decode (q_len 1) the
+        # middle is the window.
         seq_len = tl.load(seq_len_ptr + b)
         first = tl.maximum(seq_len - q_len - window + 1, 0)
         mid_lo = tl.maximum(seq_len - window, first)
@@ -617,9 +625,7 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
     deep = runs_deep(config, pairs * n_splits, chunk, sms)  # an explicit num_stages or max_registers is taken as given
     stages = config["num_stages"] if "num_stages" in overrides or not deep else DEEP_STAGES
     registers = config["max_registers"] if "max_registers" in overrides or not deep else 0
-    # the edge tile walked only with two buffers, unless given, or placed otherwise by an explicit override
-    edge_in_walk = bool(config["edge_in_walk"]) and ("edge_in_walk" in overrides or (
-        deep and not (config["edge_prefetch"] or config["edge_split"])))
+    edge_in_walk = bool(config["edge_in_walk"]) if "edge_in_walk" in overrides else walks_edge(config, deep)
     if q_start is None:
         q_start = torch.arange(seq_lens.numel() + 1, device=device)
     return DecodePlan(
