@@ -18,7 +18,7 @@ from swa_kit.bench import load_recorded
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 PROSE = " ".join(README.split())  # sentences as one line, wherever the README wraps them
-RECORDED = "h200_2026-12-01_v10.json"
+RECORDED = "h200_2026-12-01_v11.json"
 TABLE_ROW = re.compile(r"^\| (?:([^|:]+): )?W (\d+), B (\d+), (\d+)/(\d+)/(\d+) \| ([\d.]+) us \| (\d+)% \| "
                        r"([\d.]+)x \| ([\d.]+)x \| ([\d.]+)x \|$", re.M)
 
@@ -111,11 +111,11 @@ def test_fixed_cost_and_verify_sentences(run):
     reads = {c["bytes"]: c["tbs"] / run["copy_tbs"] for c in run["read_same_bytes"]}
     copies = {c["bytes"]: c["tbs"] / run["copy_tbs"] for c in run["copy_same_bytes"]}
     found = re.search(r"In every other cell below 512 MiB no path reaches 90% of copy, nor does one read of the same "
-                      r"bytes \(a sum: [^)]*\), timed in the same run: (\d+)% of the ceiling at (\d+) MiB and "
-                      r"(\d+)% at (\d+) MiB", PROSE)
+                      r"bytes \(a sum: [^)]*\), timed in the same run: ([\d.]+)% of the ceiling at (\d+) MiB and "
+                      r"([\d.]+)% at (\d+) MiB", PROSE)
     assert found, "the README's sentence on the cells below 512 MiB changed: update this test with it"
     for share, mib in (found.groups()[:2], found.groups()[2:]):
-        assert int(share) == round(100 * reads[int(mib) * 2**20]), mib
+        assert share == f"{100 * reads[int(mib) * 2**20]:.1f}", mib
     low, high = map(int, re.search(r"At 256 MiB the kit reached (\d+)-(\d+)%", PROSE).groups())
     kit = [r["copy_fraction"] for r in kit_rows(run, page_size=None) if r["window_bytes"] == 256 * 2**20]
     assert (low, high) == (round(100 * min(kit)), round(100 * max(kit)))
@@ -139,22 +139,33 @@ def test_b1_and_verify_miss_sentences(run):
     targets = {t["target"]: t for t in run["targets"]}
     assert "At B 1 it is within 1.2x of the fastest path in every cell" in PROSE
     assert targets["b1_vs_fastest"]["missed"] == 0 and targets["b1_vs_fastest"]["cells"] == 36
-    found = re.search(r"it misses at W 128, for GPT-OSS \(64 query rows per tile\), with 32/8/128 at B (\d+) and (\d+) "
-                      r"\(W 1024 and 4096\), and in one cell of Gemma at B 128 \(W 4096, page size 1, 8k, where its "
-                      r"128k twin took ([\d.]+)x\)", PROSE)
+    found = re.search(r"it misses at W 128, for GPT-OSS \(64 query rows per tile\), with 32/8/128 at B 8 \(W 1024 "
+                      r"and 4096\) and in one cell at B 32 \(W 1024, page size 16, 8k: ([\d.]+)x\), and in one cell of "
+                      r"Gemma at B 128 \(W 4096, page size 1, 8k: ([\d.]+)x, where its 128k twin took ([\d.]+)x, and "
+                      r"the same launch ([\d.]+)x in the A/B of the same device call, `data/bench/tuning/([\w.-]+)`\)",
+                      PROSE)
     assert found, "the README's verify-miss sentence changed: update this test with it"
-    named_batches = {int(found.group(1)), int(found.group(2))}
     misses = targets["verify_over_decode"]["misses"]
     wide_32_8_128 = [m for m in misses if m["head_dim"] == 128 and m["window"] > 128]
-    assert {m["batch"] for m in wide_32_8_128} == named_batches
-    assert {m["window"] for m in wide_32_8_128} == {1024, 4096}
-    gemma = [m for m in misses if m["head_dim"] == 256 and m["window"] > 128]
-    assert [(m["batch"], m["window"], m["page_size"], m["context"]) for m in gemma] == [(128, 4096, 1, 8192)]
+    b8 = [m for m in wide_32_8_128 if m["batch"] == 8]
+    assert {m["window"] for m in b8} == {1024, 4096}
+    (b32,) = [m for m in wide_32_8_128 if m["batch"] != 8]
+    assert (b32["batch"], b32["window"], b32["page_size"], b32["context"]) == (32, 1024, 16, 8192)
+    assert found.group(1) == f"{b32['value']:.3f}"
+    (gemma,) = [m for m in misses if m["head_dim"] == 256 and m["window"] > 128]
+    assert (gemma["batch"], gemma["window"], gemma["page_size"], gemma["context"]) == (128, 4096, 1, 8192)
+    assert found.group(2) == f"{gemma['value']:.3f}"
     (twin,) = [g for g in bench.grid_rows(run) if g["page_size"] == 1 and (g["case"]["head_dim"], g["case"]["batch"],
                g["case"]["window"], g["case"]["context"]) == (256, 128, 4096, 131072)]
     assert found.group(3) == f"{twin['verify_over_decode']:.2f}"
+    ab = json.loads((Path(__file__).resolve().parent.parent / "data" / "bench" / "tuning" / found.group(5)).read_text())
+    assert RECORDED in ab["note"]  # timed in the recorded run's device call
+    same = {r["drafts"]: r["us"] for r in ab["rows"] if r["variant"] == "current" and r["overrides"] == {} and
+            (r["head_dim"], r["batch"], r["window"], r["page_size"]) == (256, 128, 4096, 1)}
+    assert found.group(4) == f"{same[8] / same[0]:.2f}"
     named = {"W 128": lambda m: m["window"] == 128, "GPT-OSS": lambda m: m["head_dim"] == 64,
-             "32/8/128 at the named batches": lambda m: m in wide_32_8_128, "Gemma's one": lambda m: m in gemma}
+             "32/8/128 at B 8": lambda m: m in b8, "32/8/128's one at B 32": lambda m: m is b32,
+             "Gemma's one": lambda m: m is gemma}
     assert all(any(test(m) for test in named.values()) for m in misses)
     assert all(any(test(m) for m in misses) for test in named.values())  # each named cause has a miss
 
