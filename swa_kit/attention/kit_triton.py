@@ -194,6 +194,17 @@ if triton is not None:
         return page.to(tl.int64) * PAGE + pos % PAGE
 
     @triton.jit
+    def _load_kv(k_ptr, v_ptr, table_ptr, row, kv_head, dims, pos, valid, stride_ks, stride_kh, stride_vs, stride_vh,
+                 PAGE: tl.constexpr):
+        """K and V of the keys at ``pos`` (zero where not ``valid``: nothing is read there)."""
+        slot = _kv_slots(table_ptr, row, pos, valid, PAGE)
+        k = tl.load(k_ptr + slot[:, None] * stride_ks + kv_head * stride_kh + dims[None, :], mask=valid[:, None],
+                    other=0.0)
+        v = tl.load(v_ptr + slot[:, None] * stride_vs + kv_head * stride_vh + dims[None, :], mask=valid[:, None],
+                    other=0.0)
+        return k, v
+
+    @triton.jit
     def _fold_tile(s, scale_log2, v, m_i, l_i, acc, SAFE_MAX: tl.constexpr):
         """Online softmax: fold one tile of raw scores ``s`` (pairs not attended at -inf) and its values in.
 
@@ -223,11 +234,8 @@ if triton is not None:
         in_front = j < EDGE
         pos = tl.where(in_front, first + j, mid_hi + j - EDGE)
         valid = pos < tl.where(in_front, tl.where(on, mid_lo, first), tl.where(on, seq_len, mid_hi))
-        slot = _kv_slots(table_ptr, row, pos, valid, PAGE)
-        k = tl.load(k_ptr + slot[:, None] * stride_ks + kv_head * stride_kh + dims[None, :],
-                    mask=valid[:, None], other=0.0)
-        v = tl.load(v_ptr + slot[:, None] * stride_vs + kv_head * stride_vh + dims[None, :],
-                    mask=valid[:, None], other=0.0)
+        k, v = _load_kv(k_ptr, v_ptr, table_ptr, row, kv_head, dims, pos, valid, stride_ks, stride_kh, stride_vs,
+                        stride_vh, PAGE)
         return pos, valid, k, v
 
     @triton.jit
@@ -244,11 +252,8 @@ if triton is not None:
         for start in range(lo, hi, BLOCK_N):
             pos = start + tl.arange(0, BLOCK_N)
             valid = pos < hi
-            slot = _kv_slots(table_ptr, row, pos, valid, PAGE)
-            k = tl.load(k_ptr + slot[:, None] * stride_ks + kv_head * stride_kh + dims[None, :],
-                        mask=valid[:, None], other=0.0)
-            v = tl.load(v_ptr + slot[:, None] * stride_vs + kv_head * stride_vh + dims[None, :],
-                        mask=valid[:, None], other=0.0)
+            k, v = _load_kv(k_ptr, v_ptr, table_ptr, row, kv_head, dims, pos, valid, stride_ks, stride_kh, stride_vs,
+                            stride_vh, PAGE)
             s = tl.where(valid[None, :], tl.dot(q, tl.trans(k)), float("-inf"))
             m_i, l_i, acc = _fold_tile(s, sm_scale_log2, v, m_i, l_i, acc, False)  # each tile has a key every row sees
         return m_i, l_i, acc
@@ -268,11 +273,8 @@ if triton is not None:
             is_edge = it == n_mid
             pos = tl.where(is_edge, e_pos, lo + it * BLOCK_N + j)
             valid = tl.where(is_edge, e_ok, pos < hi)
-            slot = _kv_slots(table_ptr, row, pos, valid, PAGE)
-            k = tl.load(k_ptr + slot[:, None] * stride_ks + kv_head * stride_kh + dims[None, :],
-                        mask=valid[:, None], other=0.0)
-            v = tl.load(v_ptr + slot[:, None] * stride_vs + kv_head * stride_vh + dims[None, :],
-                        mask=valid[:, None], other=0.0)
+            k, v = _load_kv(k_ptr, v_ptr, table_ptr, row, kv_head, dims, pos, valid, stride_ks, stride_kh, stride_vs,
+                            stride_vh, PAGE)
             qk = tl.dot(q, tl.trans(k))
             if is_edge:
                 keep = valid[None, :] & (pos[None, :] <= q_pos[:, None]) & (pos[None, :] > q_pos[:, None] - window)
