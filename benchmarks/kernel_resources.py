@@ -48,7 +48,13 @@ def kernel_constants(config: dict[str, int], dim: int, group: int, q_len: int, p
                                 edge_prefetch=bool(config["edge_prefetch"]),
                                 edge_split=split and bool(config["edge_split"]),
                                 fused_merge=split and bool(config["fused_merge"]), sinks=dim == 64,
-                                edge_in_walk=bool(config["edge_in_walk"]))
+                                edge_in_walk=walks_edge(config))
+
+
+def walks_edge(config: dict[str, int]) -> bool:
+    """Whether a verify launch of ``config`` walks its edge tile, as the plan decides it; a one-buffer row asks for
+    ``edge_in_walk`` 0 itself (see ``main``), so the config here is taken as having two buffers."""
+    return kt.walks_edge(config, deep=True)
 
 
 def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, **overrides: int) -> dict:
@@ -75,7 +81,7 @@ def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, **ov
     warps = config["num_warps"]
     by_registers = REGISTERS_PER_SM // (-(-registers // 8) * 8 * 32 * warps)  # allocated in 8-register steps
     return {"rows": config["rows"], "block_n": config["block_n"], "num_stages": config["num_stages"],
-            "edge_in_walk": bool(q_len > 1 and config["edge_in_walk"]),
+            "edge_in_walk": q_len > 1 and walks_edge(config),
             "max_registers": config["max_registers"], "registers": registers, "spill_stack_bytes": stack,
             "shared_bytes": kernel.metadata.shared, "programs_per_sm_by_registers": by_registers}
 
