@@ -18,6 +18,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 
 import triton
@@ -40,28 +41,26 @@ SHAPES = [(f"{kind} {name} p{page}{' split' if split else ''}", dim, group, q_le
           for page in (1, 16) for split in (False, True)]
 
 
-def kernel_constants(config: dict[str, int], dim: int, group: int, q_len: int, page: int, split: bool) -> dict:
+def kernel_constants(config: dict[str, int], dim: int, group: int, q_len: int, page: int, split: bool,
+                     deep: bool = False, overridden: Collection[str] = ()) -> dict:
     """The kernel's compile-time arguments for one launch config, from the list ``DecodePlan.run`` launches with
-    (a split launch with its edge tile in a program of its own where the config asks for one; sinks: GPT-OSS)."""
+    (a split launch with its edge tile in a program of its own where the config asks for one; sinks: GPT-OSS;
+    the edge tile walked as the plan decides it, for a launch with two K/V buffers or not, ``deep``)."""
     return kt.kernel_constexprs(group=group, head_dim=dim, rows=config["rows"], page_size=page,
                                 block_n=config["block_n"], splits=SPLIT_COUNT if split else 1, verify=q_len > 1,
                                 edge_prefetch=bool(config["edge_prefetch"]),
                                 edge_split=split and bool(config["edge_split"]),
                                 fused_merge=split and bool(config["fused_merge"]), sinks=dim == 64,
-                                edge_in_walk=walks_edge(config))
+                                edge_in_walk=q_len > 1 and kt.walks_edge(config, deep, overridden))
 
 
-def walks_edge(config: dict[str, int]) -> bool:
-    """Whether a verify launch of ``config`` walks its edge tile, as the plan decides it; a one-buffer row asks for
-    ``edge_in_walk`` 0 itself (see ``main``), so the config here is taken as having two buffers."""
-    return kt.walks_edge(config, deep=True)
-
-
-def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, **overrides: int) -> dict:
-    """Compile one launch config for sm_90 and read its shared memory, registers and spill stack."""
+def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, deep: bool = False,
+                  **overrides: int) -> dict:
+    """Compile one launch config for sm_90 and read its shared memory, registers and spill stack (``deep``: a launch
+    with two K/V buffers, whose overrides say so)."""
     config = kt.with_overrides(kt.launch_config(dim, group, q_len, page_size=page), overrides)
     fn = kt._swa_attend_kernel
-    constants = kernel_constants(config, dim, group, q_len, page, split)
+    constants = kernel_constants(config, dim, group, q_len, page, split, deep, overrides)
     signature = {name: "constexpr" if name in constants else POINTERS.get(name, "*i32" if name.endswith("_ptr")
                  else "fp32" if name == "sm_scale_log2" else "i32") for name in fn.arg_names}
     divisible = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(fn.arg_names)
@@ -81,7 +80,7 @@ def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, **ov
     warps = config["num_warps"]
     by_registers = REGISTERS_PER_SM // (-(-registers // 8) * 8 * 32 * warps)  # allocated in 8-register steps
     return {"rows": config["rows"], "block_n": config["block_n"], "num_stages": config["num_stages"],
-            "edge_in_walk": q_len > 1 and walks_edge(config),
+            "edge_in_walk": constants["EDGE_IN_WALK"],
             "max_registers": config["max_registers"], "registers": registers, "spill_stack_bytes": stack,
             "shared_bytes": kernel.metadata.shared, "programs_per_sm_by_registers": by_registers}
 
@@ -104,12 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--set: {error}")
     rows = []
     deep = {"num_stages": kt.DEEP_STAGES, "max_registers": 0}  # two K/V buffers, as a small grid launches them
-    one_buffer = {} if "edge_in_walk" in chosen else {"edge_in_walk": 0}  # a verify walks its edge with two only
     for label, dim, group, q_len, page, split in SHAPES:
-        variants = [("", one_buffer), *([(" uncapped", {**one_buffer, "max_registers": 0})] if q_len > 1 else []),
-                    (" deep", deep)]
+        variants = [("", {}), *([(" uncapped", {"max_registers": 0})] if q_len > 1 else []), (" deep", deep)]
         for suffix, extra in variants:
-            facts = compile_facts(dim, group, q_len, page, split, **{**chosen, **extra})
+            facts = compile_facts(dim, group, q_len, page, split, extra is deep, **{**chosen, **extra})
             rows.append({"config": label + suffix, **facts})
             print(f"{rows[-1]['config']:<34} rows {facts['rows']:>2} tile {facts['block_n']:>3} stages "
                   f"{facts['num_stages']} cap {facts['max_registers'] or '-':>3}: {facts['registers']:>3} registers, "

@@ -259,8 +259,9 @@ def test_refuses_what_it_cannot_compute(kit_triton) -> None:
                       ("edge_split", 3), ("deep_pipeline", 2), ("deep_pipeline", -1), ("edge_in_walk", 2)):
         with pytest.raises(ValueError, match=f"launch override {name}={bad!r}: give an int in 0..1"):
             kit_triton.plan_batch(_batch(), 4, **{name: bad})
-    with pytest.raises(ValueError, match=r"edge_split=1 applies to a verify \(max_q_len > 1\)"):
-        kit_triton.plan_batch(_batch(), 4, edge_split=1)  # _batch() is decode
+    for switch in ("edge_split", "edge_in_walk"):  # _batch() is decode: it has no edge tile to place
+        with pytest.raises(ValueError, match=rf"{switch}=1 applies to a verify \(max_q_len > 1\)"):
+            kit_triton.plan_batch(_batch(), 4, **{switch: 1})
     for bad in (0.0, -0.125, float("nan"), float("inf")):
         batch = _batch()
         batch.sm_scale = bad

@@ -38,6 +38,7 @@ only the kernel launches; that is what the benchmarks time.
 from __future__ import annotations
 
 import math
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,9 +162,13 @@ def runs_deep(config: dict[str, int], programs: int, chunk: int, num_sms: int) -
     return bool(config["deep_pipeline"]) and programs <= DEEP_PROGRAMS_PER_SM * num_sms and chunk > config["block_n"]
 
 
-def walks_edge(config: dict[str, int], deep: bool) -> bool:
-    """Whether a verify walks its edge tile as the loop's last iteration: the config allows it, the launch has two K/V
-    buffers (:func:`runs_deep`), and no other switch places the edge tile (prefetched, or a program of its own)."""
+def walks_edge(config: dict[str, int], deep: bool, overridden: Container[str] = ()) -> bool:
+    """Whether a verify walks its edge tile as the loop's last iteration. Where ``edge_in_walk`` is among the
+    ``overridden`` names, as the config says (an explicit choice); otherwise where the config allows it, the launch
+    has two K/V buffers (:func:`runs_deep`), and no other switch places the edge tile (prefetched, or a program of
+    its own)."""
+    if "edge_in_walk" in overridden:
+        return bool(config["edge_in_walk"])
     return bool(config["edge_in_walk"]) and deep and not (config["edge_prefetch"] or config["edge_split"])
 
 
@@ -620,14 +625,15 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
     if "edge_in_walk" in overrides and config["edge_in_walk"] and (config["edge_prefetch"] or config["edge_split"]):
         raise ValueError("launch override edge_in_walk=1 places the edge tile itself: give edge_prefetch=0 and "
                          "edge_split=0 with it")
-    if config["edge_split"] and max_q_len == 1:  # it would launch a program with nothing to do
-        raise ValueError("launch override edge_split=1 applies to a verify (max_q_len > 1): a decode batch has no "
-                         "edge tile; leave it out")
+    for switch in ("edge_split", "edge_in_walk"):  # edge_split would launch a program with nothing to do
+        if config[switch] and max_q_len == 1:
+            raise ValueError(f"launch override {switch}=1 applies to a verify (max_q_len > 1): a decode batch has no "
+                             "edge tile; leave it out")
     n_splits, chunk, merged_by = split_window(config, pairs, span, sms, splits)
     deep = runs_deep(config, pairs * n_splits, chunk, sms)  # an explicit num_stages or max_registers is taken as given
     stages = config["num_stages"] if "num_stages" in overrides or not deep else DEEP_STAGES
     registers = config["max_registers"] if "max_registers" in overrides or not deep else 0
-    edge_in_walk = bool(config["edge_in_walk"]) if "edge_in_walk" in overrides else walks_edge(config, deep)
+    edge_in_walk = walks_edge(config, deep, overrides)
     if q_start is None:
         q_start = torch.arange(seq_lens.numel() + 1, device=device)
     return DecodePlan(
