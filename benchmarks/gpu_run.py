@@ -10,6 +10,7 @@ The last lines printed are a short table; full numbers go to $OUT/*.json and log
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -336,8 +337,6 @@ def _variants() -> dict:
 
 def _time_plan(module, inputs, page_size: int, config: dict, flush, ref=None) -> dict:
     """Time one kernel module's plan on ``inputs`` (and check it against ``ref``); errors become the result."""
-    import functools
-
     import torch
 
     from swa_kit.bench import timing
@@ -465,6 +464,99 @@ def stage_ab_merge() -> None:
                        f"{r.get('error', '')}" if "us" in r else f"merge {r}")
 
 
+# What a verify's time is made of, beside decode's: the same decode in the verify's query tile, over the keys the
+# verify reads (its window and the drafts' q_len - 1 more: one tile more to walk where the window is whole tiles),
+# and both at once.
+SPAN_ROWS = ("decode", "decode_verify_tile", "decode_verify_keys", "decode_verify_keys_tile", "verify")
+
+
+def _span_row(cell: dict, what: str, keys: int, measured: dict | None, correct: bool | None, note: str) -> dict:
+    kept = ("us", "method", "rel_error", "splits", "chunk", "rows", "block_n", "num_stages", "max_registers")
+    return {**cell, "what": what, "keys": keys, "correct": correct, "note": note,
+            **{k: v for k, v in (measured or {}).items() if k in kept}}
+
+
+def stage_verify_span() -> None:
+    """Per cell (B ``AB_BATCHES``, default 1-128; every head shape and window; 8k; page sizes 1 and 16): decode,
+    decode in the verify's query tile (its rows, key tile, stages and register cap), decode over as many keys as the
+    verify reads (window + DRAFTS - 1) in decode's tile and in the verify's, and the verify itself. Every output is
+    checked against its float64 reference (the wider window's, where it is wider)."""
+    import torch
+
+    from swa_kit.bench import DecodeCase, timing, verify_twin
+    from swa_kit.bench.cases import HEAD_SHAPES
+    from swa_kit.bench.paths import DecodeInputs
+    from swa_kit.bench.run import time_and_check
+
+    device = torch.device("cuda")
+    gen = torch.Generator(device=device).manual_seed(8)
+    flush = timing.L2Flush(device)
+    tile_keys = ("rows", "block_n", "num_stages", "max_registers")
+    rows: list[dict] = []
+    for hq, hkv, d, sinks in HEAD_SHAPES.values():
+        for b in map(int, os.environ.get("AB_BATCHES", "1,8,32,128").split(",")):
+            for w in (128, 1024, 4096):
+                data = DecodeInputs(DecodeCase(b, hq, hkv, d, 8192, w, sinks=sinks), device, gen)
+                twin = data.with_queries(verify_twin(data.case))
+                for ps in (1, 16):
+                    cell = {"batch": b, "hq": hq, "hkv": hkv, "head_dim": d, "window": w, "page_size": ps}
+                    verify = time_and_check(functools.partial(twin.kit, ps), twin.reference(ps), flush, 30)
+                    tile = {k: verify[0][k] for k in tile_keys} if verify[0] else {}
+                    runs = {"decode": (None, {}), "decode_verify_tile": (None, tile),
+                            "decode_verify_keys": (data.span, {}), "decode_verify_keys_tile": (data.span, tile)}
+                    for what, (keys, tuning) in runs.items():
+                        timed = time_and_check(functools.partial(data.kit, ps, keys, **tuning),
+                                               data.reference(ps, keys=keys), flush, 30)
+                        rows.append(_span_row(cell, what, keys or w, *timed))
+                    rows.append(_span_row(cell, "verify", w, *verify))
+                del data, twin
+                torch.cuda.empty_cache()
+        (OUT / "verify_span.json").write_text(json.dumps({"rows": rows}, indent=1))
+    us = {(r["head_dim"], r["batch"], r["window"], r["page_size"], r["what"]): r.get("us") for r in rows}
+    for (d, b, w, ps, what) in us:
+        base = us[(d, b, w, ps, "decode")]
+        if what == "decode" and base:
+            ratios = " ".join(f"{name}/d={us[(d, b, w, ps, name)] / base:.3f}" if us[(d, b, w, ps, name)]
+                              else f"{name}: failed" for name in SPAN_ROWS[1:])
+            SUMMARY.append(f"span D={d} B={b} W={w} p{ps}: decode {base:.1f}us {ratios}")
+
+
+def stage_grid_order_recheck() -> None:
+    """One grid case, every window, 8k: all its paths timed twice in the grid's own order (as ``full`` times them,
+    FlexAttention and its failures included), each time followed by the kit's launches alone. A cell that reads slow
+    in one grid run but not here belonged to that run. ``RECHECK`` = "B,Hq,Hkv,D" (default: Gemma's B 128)."""
+    import torch
+
+    from swa_kit.bench import VERIFY_KEYS_TILE, VERIFY_TILE, DecodeCase, run, timing, verify_twin
+    from swa_kit.bench.cases import HEAD_SHAPES
+    from swa_kit.bench.paths import DecodeInputs
+
+    b, hq, hkv, d = map(int, os.environ.get("RECHECK", "128,32,16,256").split(","))
+    (sinks,) = [s for q, k, dim, s in HEAD_SHAPES.values() if (q, k, dim) == (hq, hkv, d)]
+    device = torch.device("cuda")
+    gen = torch.Generator(device=device).manual_seed(9)
+    flush = timing.L2Flush(device)
+    rows: list[dict] = []
+    for rep in range(2):
+        for w in (128, 1024, 4096):
+            case = DecodeCase(b, hq, hkv, d, 8192, w, sinks=sinks)
+            result = {"decode": [], "skipped": [], VERIFY_TILE: [], VERIFY_KEYS_TILE: [], "copy_tbs": None}
+            run.time_decode_case(result, case, device, gen, flush, 50, False)
+            in_order = {f"{r['mode']}@p{r['page_size']}": r["time_ms"] * 1e3 for r in result["decode"]
+                        if r["path"] == "kit_triton_swa" and r["time_ms"]}
+            data = DecodeInputs(case, device, gen)
+            twin = data.with_queries(verify_twin(case))
+            alone = {f"{mode}@p{ps}": timing.measure(inputs.kit(ps)[0], flush, 50)["us"]
+                     for mode, inputs in (("decode", data), ("verify", twin)) for ps in (1, 16)}
+            rows.append({"rep": rep, "batch": b, "hq": hq, "hkv": hkv, "head_dim": d, "window": w,
+                         "grid_order_us": in_order, "alone_us": alone,
+                         "errors": {r["label"]: r["note"][:120] for r in result["decode"] if not r["time_ms"]}})
+            SUMMARY.append(f"recheck rep {rep} W={w}: in grid order {in_order}; alone {alone}")
+            del data, twin, result
+            torch.cuda.empty_cache()
+    (OUT / "grid_order_recheck.json").write_text(json.dumps({"rows": rows}, indent=1))
+
+
 def stage_tune() -> None:
     """Sweep tiles, warps, stages and the split policy by shape (page size 16, context 8k: time is flat in it)."""
     import torch
@@ -579,7 +671,8 @@ STAGES = {"env": stage_env, "ncu": stage_ncu, "ab_flush": stage_ab_flush,
           "tests_kit": stage_tests_kit, "tests": stage_tests, "tune": stage_tune,
           "tune_verify": stage_tune_verify, "ab_merge": stage_ab_merge, "ab_layout": stage_ab_layout,
           "ab_variants": stage_ab_variants, "ab_kv_layout": stage_ab_kv_layout,
-          "ab_window_sweep": stage_ab_window_sweep,
+          "ab_window_sweep": stage_ab_window_sweep, "verify_span": stage_verify_span,
+          "grid_order_recheck": stage_grid_order_recheck,
           "tests_one": lambda: _pytest("one_process", ["tests/gpu"]),
           "tests_xdist": lambda: _pytest("xdist4", ["tests/gpu", "-n", "4"]),
           "quick": lambda: stage_bench(True), "full": lambda: stage_bench(False)}

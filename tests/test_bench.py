@@ -83,6 +83,9 @@ def test_rows_report_bandwidth_and_tflops() -> None:
     row = bench.make_row("decode", case, "kit_triton_swa", 16, 0.125, 4.0, True)
     assert row["window_tbs"] == pytest.approx(case.window_bytes / 0.125e-3 / 1e12)
     assert row["copy_fraction"] == pytest.approx(row["window_tbs"] / 4.0)
+    wider = bench.make_row("decode", case, "kit_triton_swa", 16, 0.125, 4.0, True, keys=4103)  # W + 7 drafts
+    assert wider["keys"] == 4103 and "keys" not in row
+    assert wider["window_tbs"] == pytest.approx(2 * 32 * 8 * 4103 * 128 * 2 / 0.125e-3 / 1e12)
     pcase = bench.PrefillCase(8192, 32, 8, 128, 1024)
     prow = bench.make_row("prefill", pcase, "flex_attention", None, 2.0, None, True)
     assert prow["tflops"] == pytest.approx(pcase.flops(1024) / 2e-3 / 1e12)
@@ -123,7 +126,8 @@ def test_targets_met_and_missed() -> None:
 
 def test_misses_say_whether_a_copy_a_read_or_the_verify_tile_misses_too() -> None:
     """Each bandwidth miss carries what one copy and one read of the same bytes reached, each verify miss what
-    decode took in the verify's query tile; the counts are recomputed here from the synthetic times."""
+    decode took in the verify's query tile, and over the verify's keys in it; the counts are recomputed here from
+    the synthetic times."""
     result = _synthetic(kit16_us=170.0, kit1_us=190.0, verify=1.3)  # 79% and 70% of copy; verify 1.3x
     window_bytes = bench.DecodeCase(32, 32, 8, 128, 8192, 4096).window_bytes
     copy_share = rng.choice([0.5, 0.95])  # a copy of those bytes below or above the 90% target
@@ -131,9 +135,10 @@ def test_misses_say_whether_a_copy_a_read_or_the_verify_tile_misses_too() -> Non
     read_share = rng.choice([0.6, 0.93])
     result["read_same_bytes"] = [{"bytes": window_bytes, "tbs": read_share * result["copy_tbs"], "us": 1.0}]
     tile = rng.choice([1.05, 1.25])  # decode in the verify's tile: under or over the 1.15x target
-    result[bench.VERIFY_TILE] = [
-        {**r, "time_ms": r["time_ms"] * tile} for r in result["decode"]
-        if r["path"] == "kit_triton_swa" and r["case"]["batch"] == 32 and r["mode"] == "decode"]
+    keys_tile = rng.choice([1.1, 1.28])  # ... and over the verify's keys too (at most the verify's 1.3x)
+    for name, factor in ((bench.VERIFY_TILE, tile), (bench.VERIFY_KEYS_TILE, keys_tile)):
+        result[name] = [{**r, "time_ms": r["time_ms"] * factor} for r in result["decode"]
+                        if r["path"] == "kit_triton_swa" and r["case"]["batch"] == 32 and r["mode"] == "decode"]
     verdict = _verdicts({**result, "targets": bench.evaluate_targets(result)})
     bandwidth, verify = verdict["bandwidth"], verdict["verify_over_decode"]
     assert bandwidth["missed"] == 4 and all(m["same_bytes_copy_fraction"] == copy_share for m in bandwidth["misses"])
@@ -142,11 +147,14 @@ def test_misses_say_whether_a_copy_a_read_or_the_verify_tile_misses_too() -> Non
     assert bandwidth["read_of_same_bytes_misses_too"] == (4 if read_share < 0.9 else 0)
     assert verify["missed"] == 4 and all(m["verify_tile_over_decode"] == pytest.approx(tile) for m in verify["misses"])
     assert verify["verify_tile_misses_too"] == (4 if tile > 1.15 else 0)
+    assert all(m["verify_keys_tile_over_decode"] == pytest.approx(keys_tile) for m in verify["misses"])
+    assert verify["verify_keys_tile_misses_too"] == (4 if keys_tile > 1.15 else 0)
     text = "\n".join(bench.summary_lines({**result, "targets": bench.evaluate_targets(result)}))
     assert "a plain copy of the same bytes" in text and "decode alone in the verify's query tile" in text
-    assert "one read of the same bytes" in text
+    assert "one read of the same bytes" in text and "decode over the verify's keys in its query tile" in text
     older = _synthetic(kit16_us=170.0, kit1_us=190.0)  # a run recorded before all three: no claim either way
-    claims = {"copy_of_same_bytes_misses_too", "read_of_same_bytes_misses_too", "verify_tile_misses_too"}
+    claims = {"copy_of_same_bytes_misses_too", "read_of_same_bytes_misses_too", "verify_tile_misses_too",
+              "verify_keys_tile_misses_too"}
     assert not claims & set().union(*older["targets"])
 
 
@@ -311,6 +319,15 @@ def test_decode_inputs_reference_is_the_kits_reference_over_the_same_slots() -> 
                           else reference_with_sinks(batch, 20, twin.sinks))
                 assert torch.isfinite(oracle).all()  # the oracle never touches the NaN dummy page
                 assert torch.allclose(twin.reference(ps), oracle, atol=1e-10)
+                if twin is data:  # decode over as many keys as the verify twin reads (20 + 8 - 1), same slots
+                    wide = (reference_attention(batch, 27).out if not sinks
+                            else reference_with_sinks(batch, 27, twin.sinks))
+                    assert torch.isfinite(wide).all() and torch.allclose(data.reference(ps, keys=27), wide, atol=1e-10)
+                    assert not torch.allclose(wide, oracle, atol=1e-3)  # the wider window is another attention
+        for inputs, bad, widest in ((data, 28, 27), (twin, 25, 24)):  # past the held pages (the twin: 2..4 queries)
+            for keys in (0, bad):
+                with pytest.raises(ValueError, match=f"keys={keys}: .* take 1..{widest}"):
+                    inputs.reference(16, keys=keys)
         sdpa = data.sdpa_window()[0]
         if not sinks:  # SDPA has no sinks; over the pre-sliced window it is the same attention
             got = sdpa().reshape(3, 8, 16).double()

@@ -141,9 +141,17 @@ class DecodeInputs:
         self._full_kv = (kc, vc)
         return self._full_kv
 
-    def reference(self, page_size: int, with_sinks: bool = True) -> torch.Tensor:
-        """float64 attention of every query over its own window (and the sinks, if any), ``[T, Hq, D]``."""
+    def reference(self, page_size: int, with_sinks: bool = True, keys: int | None = None) -> torch.Tensor:
+        """float64 attention of every query over its own window (and the sinks, if any), ``[T, Hq, D]``.
+        ``keys``: a window of that many keys instead of the case's, as far back as the pages this case holds (the
+        keys a verify twin reads); a wider one is refused, as its first query would reach the NaN dummy page."""
         c = self.case
+        window = c.window if keys is None else keys
+        widest = self.span - max(self.q_lens) + 1
+        if not 1 <= window <= widest:
+            raise ValueError(f"keys={keys}: this case holds the last {self.span} keys of each request (its window "
+                             f"plus a verify's drafts), so queries of up to {max(self.q_lens)} per request take "
+                             f"1..{widest}")
         k_all, v_all = self.span_kv(page_size)
         g = c.hq // c.hkv
         key_pos = torch.arange(c.context - self.span, c.context, device=self.device)
@@ -153,7 +161,7 @@ class DecodeInputs:
             q = self.q[lo:lo + n].double().view(n, c.hkv, g, c.head_dim)
             s = torch.einsum("nhgd,hsd->nhgs", q, k_all[b].double()) * self.sm_scale
             q_pos = torch.arange(c.context - n, c.context, device=self.device)
-            allowed = Window(c.window).attends(q_pos[:, None], key_pos[None, :])
+            allowed = Window(window).attends(q_pos[:, None], key_pos[None, :])
             s = s.masked_fill(~allowed[:, None, None, :], float("-inf"))
             top = s.amax(-1, keepdim=True)
             weights = torch.exp(s - top)

@@ -29,6 +29,7 @@ from swa_kit.bench.results import (
     PREFILL_PATHS,
     RECORDED_DIR,
     SCHEMA,
+    VERIFY_KEYS_TILE,
     VERIFY_TILE,
     add_ratios,
     evaluate_targets,
@@ -70,7 +71,7 @@ def new_result(quick: bool, command: str, seed: int, reps: int, device: torch.de
                      "fallback_timer": timing.PROFILER, "flush_bytes": timing.FLUSH_BYTES,
                      "tolerance": TOLERANCE, "kit_kernel": kernel_settings()},
         "paths": {"decode": DECODE_PATHS, "prefill": PREFILL_PATHS},
-        "decode": [], "prefill": [], "skipped": [], "checks": [], VERIFY_TILE: [],
+        "decode": [], "prefill": [], "skipped": [], "checks": [], VERIFY_TILE: [], VERIFY_KEYS_TILE: [],
     }
 
 
@@ -156,11 +157,14 @@ def time_decode_case(result: dict[str, Any], case: DecodeCase, device: torch.dev
         measured, correct, note = time_and_check(partial(twin.kit, ps), verify_refs[ps], flush, reps, cross)
         result["decode"].append(make_row("verify", twin.case, KIT, ps, _ms(measured), result["copy_tbs"], correct,
                                          note, measured))
-        if measured:  # the decode again, in the verify's query tile (rows, tile, stages): the taller tile's cost
+        if measured:  # the decode again in the verify's query tile (rows, tile, stages): the taller tile's cost;
+            # and over as many keys as the verify reads (window + drafts - 1): all a verify does but mask its chain
             tile = {k: measured[k] for k in ("rows", "block_n", "num_stages", "max_registers")}
-            measured, correct, note = time_and_check(partial(data.kit, ps, **tile), refs[ps], flush, reps)
-            result[VERIFY_TILE].append(make_row("decode", case, KIT, ps, _ms(measured), result["copy_tbs"], correct,
-                                                note, measured))
+            for name, keys in ((VERIFY_TILE, None), (VERIFY_KEYS_TILE, data.span)):
+                timed, correct, note = time_and_check(partial(data.kit, ps, keys, **tile),
+                                                      data.reference(ps, keys=keys) if keys else refs[ps], flush, reps)
+                result[name].append(make_row("decode", case, KIT, ps, _ms(timed), result["copy_tbs"], correct, note,
+                                             timed, keys))
     if case.context > FULL_CONTEXT_LIMIT:
         result["skipped"].append({"case": asdict(case), "paths": ["flex_attention", "sdpa_dense_mask", "sdpa_full"],
                                   "why": f"whole-context contiguous copies are built up to {FULL_CONTEXT_LIMIT} keys"})
