@@ -465,8 +465,8 @@ def stage_ab_merge() -> None:
 
 
 # What a verify's time is made of, beside decode's: the same decode in the verify's query tile, over the keys the
-# verify reads (its window and the drafts' q_len - 1 more: one tile more to walk where the window is whole tiles),
-# and both at once.
+# verify's longest chain reads (the window and q_len - 1 more: one tile more to walk where the window is whole
+# tiles), and both at once.
 SPAN_ROWS = ("decode", "decode_verify_tile", "decode_verify_keys", "decode_verify_keys_tile", "verify")
 
 
@@ -500,15 +500,15 @@ def stage_verify_span() -> None:
                 twin = data.with_queries(verify_twin(data.case))
                 for ps in (1, 16):
                     cell = {"batch": b, "hq": hq, "hkv": hkv, "head_dim": d, "window": w, "page_size": ps}
-                    verify = time_and_check(functools.partial(twin.kit, ps), twin.reference(ps), flush, 30)
-                    tile = {k: verify[0][k] for k in tile_keys} if verify[0] else {}
+                    verified = time_and_check(functools.partial(twin.kit, ps), twin.reference(ps), flush, 30)
+                    tile = {k: verified[0][k] for k in tile_keys} if verified[0] else {}
+                    refs = {keys: data.reference(ps, keys=keys) for keys in (None, data.span)}
                     runs = {"decode": (None, {}), "decode_verify_tile": (None, tile),
                             "decode_verify_keys": (data.span, {}), "decode_verify_keys_tile": (data.span, tile)}
                     for what, (keys, tuning) in runs.items():
-                        timed = time_and_check(functools.partial(data.kit, ps, keys, **tuning),
-                                               data.reference(ps, keys=keys), flush, 30)
+                        timed = time_and_check(functools.partial(data.kit, ps, keys, **tuning), refs[keys], flush, 30)
                         rows.append(_span_row(cell, what, keys or w, *timed))
-                    rows.append(_span_row(cell, "verify", w, *verify))
+                    rows.append(_span_row(cell, "verify", w, *verified))
                 del data, twin
                 torch.cuda.empty_cache()
         (OUT / "verify_span.json").write_text(json.dumps({"rows": rows}, indent=1))

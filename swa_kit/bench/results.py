@@ -34,8 +34,8 @@ TARGETS = {
 KIT = "kit_triton_swa"
 #: A result's list of kit decode rows timed in their verify twin's query tile: the cost of the taller tile alone.
 VERIFY_TILE = "decode_in_verify_tile"
-#: Kit decode rows over as many keys as the verify twin reads (the window and the drafts' q_len - 1 more), in the
-#: verify's query tile: everything a verify must do but mask its chain.
+#: Kit decode rows over as many keys as the verify twin's longest chain reads (the window and q_len - 1 more), in the
+#: verify's query tile: everything a verify must do but mask its chains.
 VERIFY_KEYS_TILE = "decode_over_verify_keys_in_verify_tile"
 
 DECODE_PATHS = {

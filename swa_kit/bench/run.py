@@ -158,7 +158,7 @@ def time_decode_case(result: dict[str, Any], case: DecodeCase, device: torch.dev
         result["decode"].append(make_row("verify", twin.case, KIT, ps, _ms(measured), result["copy_tbs"], correct,
                                          note, measured))
         if measured:  # the decode again in the verify's query tile (rows, tile, stages): the taller tile's cost;
-            # and over as many keys as the verify reads (window + drafts - 1): all a verify does but mask its chain
+            # and over as many keys as its longest chain reads (window + drafts - 1): all a verify does but mask
             tile = {k: measured[k] for k in ("rows", "block_n", "num_stages", "max_registers")}
             for name, keys in ((VERIFY_TILE, None), (VERIFY_KEYS_TILE, data.span)):
                 timed, correct, note = time_and_check(partial(data.kit, ps, keys, **tile),
