@@ -98,14 +98,10 @@ for batch in (1, 8, 32, 128):
     bound = kit_triton.is_latency_bound(pairs, 132)
     decode, verify = (kit_triton.launch_config(128, 4, q_len, latency_bound=bound) for q_len in (1, 8))
     for window in (128, 1024, 4096):
-        splits, chunk, merged_by = kit_triton.split_window(decode, pairs, window, 132)  # as plan_decode splits
-        deep = kit_triton.runs_deep(decode, pairs * splits, chunk, 132)
-        v_splits, v_chunk, _ = kit_triton.split_window(verify, pairs, window, 132)
-        v_deep = kit_triton.runs_deep(verify, pairs * v_splits, v_chunk, 132)
-        rows.append({"batch": batch, "Hkv": 8, "window": window, "splits": splits, "keys per chunk": chunk,
-                     "merged by": merged_by, "K/V buffers": 2 if deep else 1, "verify splits": v_splits,
-                     "verify K/V buffers": 2 if v_deep else 1,
-                     "verify walks its edge tile": kit_triton.walks_edge(verify, v_deep)})
+        d, v = (kit_triton.plan_launch(config, pairs, window, 132) for config in (decode, verify))  # as plan_decode
+        rows.append({"batch": batch, "Hkv": 8, "window": window, "splits": d.splits, "keys per chunk": d.chunk,
+                     "merged by": d.merged_by, "K/V buffers": 2 if d.deep else 1, "verify splits": v.splits,
+                     "verify K/V buffers": 2 if v.deep else 1, "verify walks its edge tile": v.edge_in_walk})
 print_table(rows)
 
 # %% [markdown]

@@ -328,6 +328,15 @@ def test_decode_inputs_reference_is_the_kits_reference_over_the_same_slots() -> 
             for keys in (0, bad):
                 with pytest.raises(ValueError, match=f"keys={keys}: .* take 1..{widest}"):
                     inputs.reference(16, keys=keys)
+    # a window wider than the context: every key, and no page left to reach past
+    short = DecodeInputs(bench.DecodeCase(2, 8, 2, 16, 32, 40, dtype="float32"), torch.device("cpu"), gen)
+    batch = AttentionBatch(short.q, short.k, short.v, short.q_start, torch.arange(3) * 32, short.tables[1][0],
+                           short.sm_scale, page_size=1)
+    whole = reference_attention(batch, None).out
+    for keys in (None, 32, 500):
+        assert torch.allclose(short.reference(1, keys=keys), whole, atol=1e-10), keys
+    with pytest.raises(ValueError, match="keys=0: "):
+        short.reference(1, keys=0)
         sdpa = data.sdpa_window()[0]
         if not sinks:  # SDPA has no sinks; over the pre-sliced window it is the same attention
             got = sdpa().reshape(3, 8, 16).double()

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Container
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -497,6 +497,33 @@ def split_window(config: dict[str, int], pairs: int, window_tokens: int, num_sms
     return splits, chunk, merged_by
 
 
+class Launch(NamedTuple):
+    """How one batch launches under a launch config (:func:`plan_launch`)."""
+
+    splits: int  # programs per (request, KV head), an edge program included
+    chunk: int  # window positions per split
+    merged_by: str  # "-", "last split" or "merge kernel" (:func:`split_window`)
+    deep: bool  # two K/V buffers (:func:`runs_deep`)
+    num_stages: int
+    max_registers: int  # 0: no cap
+    edge_in_walk: bool  # a verify's edge tile as the walk's last iteration (:func:`walks_edge`)
+    edge_split: bool  # a verify's edge tile in a program of its own
+
+
+def plan_launch(config: dict[str, int], pairs: int, window_tokens: int, num_sms: int, splits: int | None = None,
+                overridden: Container[str] = ()) -> Launch:
+    """The launch :func:`plan_decode` makes of ``config`` for ``pairs`` (request, KV head) pairs over a window of
+    ``window_tokens`` keys on ``num_sms`` SMs, without any tensor: the split, who merges, the pipeline depth and
+    register cap, and where a verify's edge tile goes. ``overridden``: the config's names the caller gave explicitly
+    (an explicit ``num_stages``, ``max_registers`` or ``edge_in_walk`` is taken as given)."""
+    n_splits, chunk, merged_by = split_window(config, pairs, window_tokens, num_sms, splits)
+    deep = runs_deep(config, pairs * n_splits, chunk, num_sms)
+    return Launch(n_splits, chunk, merged_by, deep,
+                  config["num_stages"] if "num_stages" in overridden or not deep else DEEP_STAGES,
+                  config["max_registers"] if "max_registers" in overridden or not deep else 0,
+                  walks_edge(config, deep, overridden), bool(config["edge_split"]) and n_splits > 1)
+
+
 @dataclass
 class DecodePlan:
     """One batch's launch plan: everything but the queries, computed once on the host.
@@ -629,23 +656,20 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
         if config[switch] and max_q_len == 1:
             raise ValueError(f"launch override {switch}=1 applies to a verify (max_q_len > 1): a decode batch has no "
                              "edge tile; leave it out")
-    n_splits, chunk, merged_by = split_window(config, pairs, span, sms, splits)
-    deep = runs_deep(config, pairs * n_splits, chunk, sms)  # an explicit num_stages or max_registers is taken as given
-    stages = config["num_stages"] if "num_stages" in overrides or not deep else DEEP_STAGES
-    registers = config["max_registers"] if "max_registers" in overrides or not deep else 0
-    edge_in_walk = walks_edge(config, deep, overrides)
+    launch = plan_launch(config, pairs, span, sms, splits, overrides)
     if q_start is None:
         q_start = torch.arange(seq_lens.numel() + 1, device=device)
     return DecodePlan(
         k_buffer, v_buffer, table.to(device=device, dtype=torch.int32).contiguous(),
         row_start.to(device=device, dtype=torch.int32).contiguous(), seq_lens.to(device=device, dtype=torch.int32),
         q_start.to(device=device, dtype=torch.int32).contiguous(), max_q_len, page_size,
-        NO_WINDOW if window.keys is None else window.keys, sm_scale, n_splits, chunk,
-        config["rows"], config["block_n"], config["num_warps"], stages, registers,
+        NO_WINDOW if window.keys is None else window.keys, sm_scale, launch.splits, launch.chunk,
+        config["rows"], config["block_n"], config["num_warps"], launch.num_stages, launch.max_registers,
         bool(config["edge_prefetch"]),
         None if sinks is None else sinks.to(device=device, dtype=torch.float32).contiguous(),
-        torch.zeros(seq_lens.numel() * hkv, dtype=torch.int32, device=device) if merged_by == "last split" else None,
-        edge_split=bool(config["edge_split"]) and n_splits > 1, edge_in_walk=edge_in_walk,
+        torch.zeros(seq_lens.numel() * hkv, dtype=torch.int32, device=device) if launch.merged_by == "last split"
+        else None,
+        edge_split=launch.edge_split, edge_in_walk=launch.edge_in_walk,
     )
 
 

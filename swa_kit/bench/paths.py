@@ -144,11 +144,13 @@ class DecodeInputs:
     def reference(self, page_size: int, with_sinks: bool = True, keys: int | None = None) -> torch.Tensor:
         """float64 attention of every query over its own window (and the sinks, if any), ``[T, Hq, D]``.
         ``keys``: a window of that many keys instead of the case's, as far back as the pages this case holds (the
-        keys a verify twin reads); a wider one is refused, as its first query would reach the NaN dummy page."""
+        keys a verify twin reads, or the whole context); a wider one is refused, as its first query would reach the
+        NaN dummy page."""
         c = self.case
         window = c.window if keys is None else keys
         widest = self.span - max(self.q_lens) + 1
-        if not 1 <= window <= widest:
+        past_held_pages = self.span < c.context and window > widest  # every key held: any window is safe
+        if keys is not None and (keys < 1 or past_held_pages):
             raise ValueError(f"keys={keys}: this case holds the last {self.span} keys of each request (its window "
                              f"plus a verify's drafts), so queries of up to {max(self.q_lens)} per request take "
                              f"1..{widest}")
