@@ -15,13 +15,14 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.kernel_variants import load_variant  # noqa: E402
+
 OUT = Path(os.environ.get("OUT", ROOT / "gpu-out"))
 OUT.mkdir(parents=True, exist_ok=True)
 SUMMARY: list[str] = []
@@ -310,20 +311,6 @@ def stage_ab_window_sweep() -> None:
     (OUT / "ab_window_sweep.json").write_text(json.dumps({"rows": rows, "fits": fits}, indent=1))
 
 
-def _load_variant(path: Path):
-    """A copy of kit_triton.py (an earlier or candidate kernel) as a module of its own, not registered as a path."""
-    import importlib.util
-
-    text = path.read_text().replace("\nregister(\n", "\n_not_registered = (\n")
-    copy = Path(tempfile.mkdtemp()) / f"{path.stem}.py"
-    copy.write_text(text)
-    spec = importlib.util.spec_from_file_location(f"kit_variant_{path.stem}", copy)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 def _variants() -> dict:
     """The kernel copies in ``$KIT_VARIANTS`` by file stem (none when unset); a folder that is not there is refused,
     so that a mistyped path cannot drop the comparison silently."""
@@ -332,7 +319,7 @@ def _variants() -> dict:
     folder = Path(os.environ["KIT_VARIANTS"])
     if not folder.is_dir():
         raise FileNotFoundError(f"KIT_VARIANTS={str(folder)!r} is not a folder; name one holding kit_triton.py copies")
-    return {path.stem: _load_variant(path) for path in sorted(folder.glob("*.py"))}
+    return {path.stem: load_variant(path) for path in sorted(folder.glob("*.py"))}
 
 
 def _time_plan(module, inputs, page_size: int, config: dict, flush, ref=None) -> dict:

@@ -1,13 +1,15 @@
 """Registers, spills and shared memory of the kit's kernel per launch config, compiled for an H100/H200 on any host.
 
-    python benchmarks/kernel_resources.py [--json OUT]
+    python benchmarks/kernel_resources.py [--json OUT] [--set NAME=VALUE] [--variant PATH]
 
 No GPU is needed: Triton compiles the kernel for compute capability 9.0 with its own bundled
 ``ptxas``, and ``cuobjdump`` (bundled too) reads the resources back. The arguments are specialised
 as the GPU launch specialises them (pointers and strides divisible by 16), so the pipelining and
 vector widths match what runs on the device. Registers decide how many programs share an SM
 (65,536 per SM, four warps of 32 threads each per program): that is what v5's register cap is
-about (docs/kernel-notes.md).
+about (docs/kernel-notes.md). Each row also counts the tensor-core instructions in the PTX: Hopper's
+asynchronous warp-group MMA (``wgmma``) or the older per-warp ``mma.sync``, whichever Triton chose
+for the tile. ``--variant`` compiles a copy of kit_triton.py (a candidate kernel) instead.
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ import sys
 import tempfile
 from collections.abc import Collection
 from pathlib import Path
+from types import ModuleType
 
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from swa_kit.attention import kit_triton as kt  # noqa: E402
+from benchmarks.kernel_variants import load_variant  # noqa: E402
+from swa_kit.attention import kit_triton  # noqa: E402
 from swa_kit.errors import BackendUnavailableError  # noqa: E402
 
 POINTERS = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "out_ptr": "*bf16", "sink_ptr": "*fp32",
@@ -37,15 +41,16 @@ SPLIT_COUNT = 4  # a split launch as compiled here: v10 splits B 8's windows 2-4
 # (label, head_dim, GQA group, longest query run, page size, split): the grid's head shapes, decode and verify.
 SHAPES = [(f"{kind} {name} p{page}{' split' if split else ''}", dim, group, q_len, page, split)
           for name, dim, group in (("32/8/128", 128, 4), ("32/16/256", 256, 2), ("64/8/64", 64, 8))
-          for kind, q_len in (("decode", 1), ("verify", kt.MAX_QUERIES))
+          for kind, q_len in (("decode", 1), ("verify", kit_triton.MAX_QUERIES))
           for page in (1, 16) for split in (False, True)]
 
 
 def kernel_constants(config: dict[str, int], dim: int, group: int, q_len: int, page: int, split: bool,
-                     deep: bool = False, overridden: Collection[str] = ()) -> dict:
+                     deep: bool = False, overridden: Collection[str] = (), kt: ModuleType = kit_triton) -> dict:
     """The kernel's compile-time arguments for one launch config, from the list ``DecodePlan.run`` launches with
     (a split launch with its edge tile in a program of its own where the config asks for one; sinks: GPT-OSS;
-    the edge tile walked as the plan decides it, for a launch with two K/V buffers or not, ``deep``)."""
+    the edge tile walked as the plan decides it, for a launch with two K/V buffers or not, ``deep``). ``kt``: the
+    kernel module (kit_triton or a variant of it)."""
     return kt.kernel_constexprs(group=group, head_dim=dim, rows=config["rows"], page_size=page,
                                 block_n=config["block_n"], splits=SPLIT_COUNT if split else 1, verify=q_len > 1,
                                 edge_prefetch=bool(config["edge_prefetch"]),
@@ -55,12 +60,12 @@ def kernel_constants(config: dict[str, int], dim: int, group: int, q_len: int, p
 
 
 def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, deep: bool = False,
-                  **overrides: int) -> dict:
-    """Compile one launch config for sm_90 and read its shared memory, registers and spill stack (``deep``: a launch
-    with two K/V buffers, whose overrides say so)."""
+                  kt: ModuleType = kit_triton, **overrides: int) -> dict:
+    """Compile one launch config of ``kt``'s kernel for sm_90 and read its shared memory, registers, spill stack and
+    tensor-core instructions (``deep``: a launch with two K/V buffers, whose overrides say so)."""
     config = kt.with_overrides(kt.launch_config(dim, group, q_len, page_size=page), overrides)
     fn = kt._swa_attend_kernel
-    constants = kernel_constants(config, dim, group, q_len, page, split, deep, overrides)
+    constants = kernel_constants(config, dim, group, q_len, page, split, deep, overrides, kt)
     signature = {name: "constexpr" if name in constants else POINTERS.get(name, "*i32" if name.endswith("_ptr")
                  else "fp32" if name == "sm_scale_log2" else "i32") for name in fn.arg_names}
     divisible = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(fn.arg_names)
@@ -79,10 +84,19 @@ def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, deep
     registers, stack = (int(x) for x in re.search(r"REG:(\d+) STACK:(\d+)", usage).groups())
     warps = config["num_warps"]
     by_registers = REGISTERS_PER_SM // (-(-registers // 8) * 8 * 32 * warps)  # allocated in 8-register steps
+    ptx = kernel.asm["ptx"]
     return {"rows": config["rows"], "block_n": config["block_n"], "num_stages": config["num_stages"],
             "edge_in_walk": constants["EDGE_IN_WALK"],
             "max_registers": config["max_registers"], "registers": registers, "spill_stack_bytes": stack,
-            "shared_bytes": kernel.metadata.shared, "programs_per_sm_by_registers": by_registers}
+            "shared_bytes": kernel.metadata.shared, "programs_per_sm_by_registers": by_registers,
+            "wgmma": len(re.findall(r"\bwgmma\.mma_async\b", ptx)), "mma_sync": len(re.findall(r"\bmma\.sync\b", ptx))}
+
+
+def compile_error(error: Exception) -> str:
+    """The line that says why a config did not compile: ptxas's own where it refused, else the error's first."""
+    text = str(error)
+    refused = re.search(r"ptxas fatal\s*:\s*(.+)", text)
+    return refused.group(1).strip() if refused else f"{type(error).__name__}: {(text.strip().splitlines() or [''])[0]}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,7 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the rows here")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a launch override for every config (an A/B candidate), e.g. edge_prefetch=1")
+    parser.add_argument("--variant", type=Path, metavar="PATH",
+                        help="compile this copy of swa_kit/attention/kit_triton.py (a candidate kernel) instead")
     args = parser.parse_args(argv)
+    try:
+        kt = load_variant(args.variant) if args.variant else kit_triton
+    except FileNotFoundError as error:
+        parser.error(f"--variant: {error}")
     chosen = {}
     for item in args.set:
         name, _, value = item.partition("=")
@@ -106,14 +126,22 @@ def main(argv: list[str] | None = None) -> int:
     for label, dim, group, q_len, page, split in SHAPES:
         variants = [("", {}), *([(" uncapped", {"max_registers": 0})] if q_len > 1 else []), (" deep", deep)]
         for suffix, extra in variants:
-            facts = compile_facts(dim, group, q_len, page, split, extra is deep, **{**chosen, **extra})
+            try:
+                facts = compile_facts(dim, group, q_len, page, split, extra is deep, kt, **{**chosen, **extra})
+            except Exception as error:  # a config that does not compile is a fact too (ptxas out of registers)
+                rows.append({"config": label + suffix, "error": compile_error(error)})
+                print(f"{label + suffix:<34} does not compile: {rows[-1]['error']}")
+                continue
             rows.append({"config": label + suffix, **facts})
             print(f"{rows[-1]['config']:<34} rows {facts['rows']:>2} tile {facts['block_n']:>3} stages "
                   f"{facts['num_stages']} cap {facts['max_registers'] or '-':>3}: {facts['registers']:>3} registers, "
                   f"{facts['spill_stack_bytes']:>3} B spilled, {facts['shared_bytes'] // 1024:>2} KiB shared, "
-                  f"{facts['programs_per_sm_by_registers']} programs/SM by registers")
+                  f"{facts['programs_per_sm_by_registers']} programs/SM by registers; "
+                  f"{facts['wgmma']} wgmma, {facts['mma_sync']} mma.sync")
     if args.json:
-        args.json.write_text(json.dumps({"triton": triton.__version__, "target": "cuda sm_90", "rows": rows},
+        args.json.write_text(json.dumps({"triton": triton.__version__, "target": "cuda sm_90",
+                                         **({"variant": args.variant.name} if args.variant else {}),
+                                         **({"overrides": chosen} if chosen else {}), "rows": rows},
                                         indent=1) + "\n")
     return 0
 

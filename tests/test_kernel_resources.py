@@ -1,8 +1,11 @@
-"""benchmarks/kernel_resources.py refuses a bad ``--set`` before it compiles anything, naming the way out."""
+"""benchmarks/kernel_resources.py refuses a bad ``--set`` or ``--variant`` before it compiles anything, naming the way
+out; a copy of the kernel compiles to what the kernel compiles to, tensor-core instructions counted; a config that
+does not compile is reported by ptxas's own reason."""
 
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from pathlib import Path
 
 import pytest
@@ -45,3 +48,38 @@ def test_every_compile_time_argument_of_the_kernel_is_passed(kernel_resources) -
     assert kernel_resources.kernel_constants(verify, 128, 4, 8, 16, False, deep=True)["EDGE_IN_WALK"]
     assert not kernel_resources.kernel_constants(verify, 128, 4, 8, 16, False)["EDGE_IN_WALK"]
     assert kernel_resources.kernel_constants(verify, 128, 4, 8, 16, False, overridden={"edge_in_walk"})["EDGE_IN_WALK"]
+
+
+def test_a_missing_variant_is_refused_by_name(kernel_resources, capsys, tmp_path) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        kernel_resources.main(["--variant", str(tmp_path / "no_such_copy.py")])
+    assert stopped.value.code == 2
+    assert "no_such_copy.py' is not a file; give a copy of swa_kit/attention/kit_triton.py" in capsys.readouterr().err
+
+
+def test_a_copy_of_the_kernel_compiles_to_what_the_kernel_does(kernel_resources, tmp_path) -> None:
+    """The variant path compiles the copy's own kernel (loaded as a module of its own), for sm_90 on any host: the
+    same source must give the same registers, shared memory and MMA instructions as the kit's module."""
+    from benchmarks.kernel_variants import load_variant
+    from swa_kit.attention import kit_triton
+
+    copy = tmp_path / "candidate.py"
+    shutil.copy(Path(kit_triton.__file__), copy)
+    variant = load_variant(copy)
+    assert variant is not kit_triton
+    ours = kernel_resources.compile_facts(128, 4, 1, 16, False)
+    theirs = kernel_resources.compile_facts(128, 4, 1, 16, False, False, variant)
+    assert ours == theirs
+    assert ours["wgmma"] + ours["mma_sync"] > 0  # the tile's two dots run on the tensor cores, one way or the other
+    smaller = tmp_path / "half_tiles.py"  # a copy that differs: its own config and kernel are the ones compiled
+    smaller.write_text(copy.read_text().replace("TILE_BYTES = 16 * 1024", "TILE_BYTES = 8 * 1024", 1))
+    halved = kernel_resources.compile_facts(128, 4, 1, 16, False, False, load_variant(smaller))
+    assert halved["block_n"] == ours["block_n"] // 2 and halved["shared_bytes"] < ours["shared_bytes"]
+
+
+def test_a_config_that_does_not_compile_is_reported_by_its_reason(kernel_resources) -> None:
+    refused = RuntimeError("Internal Triton PTX codegen error\n`ptxas` stderr:\nptxas fatal   : (C7602) Insufficient "
+                           "registers (128) to compile instruction\nptxas fatal   : Ptx assembly aborted due to errors")
+    assert kernel_resources.compile_error(refused) == "(C7602) Insufficient registers (128) to compile instruction"
+    assert kernel_resources.compile_error(ValueError("rows=24: no\nmore")) == "ValueError: rows=24: no"
+    assert kernel_resources.compile_error(KeyError()) == "KeyError: "
