@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         kt = load_variant(args.variant) if args.variant else kit_triton
-    except FileNotFoundError as error:
+    except (FileNotFoundError, ValueError) as error:
         parser.error(f"--variant: {error}")
     chosen = {}
     for item in args.set:

@@ -13,12 +13,21 @@ from pathlib import Path
 from types import ModuleType
 
 
+REGISTRATION = "\nregister(\n"  # kit_triton.py registers its path with this call, at the top level
+
+
 def load_variant(path: Path) -> ModuleType:
-    """The kernel copy at ``path`` as a module named ``kit_variant_<stem>``; a path that is no file is refused."""
+    """The kernel copy at ``path`` as a module named ``kit_variant_<stem>``; a path that is no file is refused, and so
+    is a copy whose path registration is not kit_triton.py's one top-level ``register(`` call: loaded as it stands, it
+    would replace the kit's registered path, and the kit's results would come from the copy under the kit's name."""
     if not path.is_file():
         raise FileNotFoundError(f"kernel variant {str(path)!r} is not a file; give a copy of "
                                 "swa_kit/attention/kit_triton.py")
-    text = path.read_text().replace("\nregister(\n", "\n_not_registered = (\n")
+    text = path.read_text()
+    if text.count(REGISTRATION) != 1 or text.count("register(") != 1:
+        raise ValueError(f"kernel variant {str(path)!r}: expected kit_triton.py's one top-level 'register(' call "
+                         "(a line of its own) so that the copy is loaded unregistered; keep that call as it is")
+    text = text.replace(REGISTRATION, "\n_not_registered = (\n")
     # Triton reads a kernel's source back from its file, so the edited text needs a file of its own.
     copy = Path(tempfile.mkdtemp()) / f"{path.stem}.py"
     copy.write_text(text)

@@ -1,4 +1,5 @@
-"""benchmarks/gpu_run.py's kernel variants: an earlier build loads as a module of its own; no folder, refused. Its
+"""benchmarks/gpu_run.py's kernel variants: an earlier build loads as a module of its own, unregistered; no folder, or
+a copy that would register itself over the kit's path, refused. Its
 window sweep's line: fixed cost in us and streaming rate in TB/s, recovered from times built from known ones."""
 
 from __future__ import annotations
@@ -50,3 +51,21 @@ def test_the_window_sweep_line_recovers_a_known_fixed_cost_and_rate(gpu_run) -> 
     for few in ([2**20], [2**20, 2**20]):
         with pytest.raises(ValueError, match="a line needs two byte counts at least"):
             gpu_run.fit_fixed_and_rate(few, [1.0] * len(few))
+
+
+def test_a_copy_that_would_register_itself_is_refused(tmp_path) -> None:
+    """A copy whose registration is not kit_triton.py's one top-level call would replace the kit's path on import;
+    it is refused by name, and the kit's path stays the kit's."""
+    from benchmarks.kernel_variants import load_variant
+    from swa_kit.attention import kit_triton
+    from swa_kit.attention.backends import get_backend
+
+    source = (ROOT / "swa_kit" / "attention" / "kit_triton.py").read_text()
+    inline = source.replace("\nregister(\n", "\nregister(  # moved\n", 1)
+    twice = source + "\nregister(\n    None\n)\n"
+    for name, text in (("inline", inline), ("twice", twice)):
+        assert text != source
+        (tmp_path / f"{name}.py").write_text(text)
+        with pytest.raises(ValueError, match=f"{name}.py': expected kit_triton.py's one top-level 'register\\(' call"):
+            load_variant(tmp_path / f"{name}.py")
+    assert get_backend("kit_triton_swa").run is kit_triton.run_batch
