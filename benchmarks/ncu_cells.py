@@ -9,7 +9,7 @@ reader of those bytes can reach. Nsight Compute flushes and invalidates the cach
 pass (clean lines, as the benchmark's reading flush leaves) and leaves the clocks alone
 (``--clock-control none``). What it reads per kernel: time, DRAM bytes and throughput, achieved occupancy
 and what limits it, how long the busiest and the average SM were active (a tail shows as their gap), the
-warps' stall reasons and each pipe's share of its peak. The parsed table
+warps' stall reasons, the instructions one warp issues, and each pipe's share of its peak. The parsed table
 goes to ``$OUT/ncu_cells.json``; the raw report to ``$OUT/ncu_cells.ncu-rep``.
 """
 
@@ -31,13 +31,14 @@ OUT = Path(os.environ.get("OUT", ROOT / "gpu-out"))
 
 # (B, Hq, Hkv, D, W, sinks, verify too): the bandwidth misses at 256 MiB (GPT-OSS B 32 W 4096 and B 128
 # W 1024, Gemma B 128 W 128), the same shapes where they meet 90% (controls), and verify misses of each
-# kind beside a verify that meets 1.15x (32/8/128 B 32 W 4096).
+# kind beside a verify that meets 1.15x (32/8/128 B 32 W 4096); the last three are W 128 verify misses at B 8-32.
 CELLS = (
     (32, 64, 8, 64, 4096, True, False), (128, 64, 8, 64, 1024, True, True), (128, 32, 16, 256, 128, False, True),
     (128, 64, 8, 64, 4096, True, True), (32, 32, 16, 256, 4096, False, False), (32, 32, 8, 128, 4096, False, True),
     (128, 32, 8, 128, 1024, False, True), (128, 32, 8, 128, 128, False, True),
     (8, 32, 8, 128, 128, False, True), (8, 32, 8, 128, 1024, False, True), (8, 64, 8, 64, 4096, True, True),
-    (128, 64, 8, 64, 128, True, True),
+    (128, 64, 8, 64, 128, True, True), (32, 32, 8, 128, 128, False, True), (32, 32, 16, 256, 128, False, True),
+    (8, 64, 8, 64, 128, True, True),
 )
 KERNELS = ("_swa_attend_kernel", "reduce_kernel")
 
@@ -48,7 +49,7 @@ METRICS = (
     "sm__maximum_warps_per_active_cycle_pct", "launch__occupancy_limit_registers",
     "launch__occupancy_limit_shared_mem", "launch__occupancy_limit_warps", "launch__registers_per_thread",
     "launch__grid_size", "launch__waves_per_multiprocessor", "sm__cycles_active.avg", "sm__cycles_active.max",
-    "sm__cycles_elapsed.max", "lts__t_sector_hit_rate.pct",
+    "sm__cycles_elapsed.max", "lts__t_sector_hit_rate.pct", "smsp__inst_executed.sum", "smsp__warps_launched.sum",
 )
 # Read from the sections' rows (not requested by name: a name this ncu lacks would stop it).
 FROM_SECTIONS = ("sm__throughput.avg.pct_of_peak_sustained_elapsed",)
@@ -129,6 +130,8 @@ def summarise(row: dict[str, str], meta: dict) -> dict:
     out["stalls_per_issue"] = dict(sorted(((k, v) for k, v in stalls.items() if v), key=lambda kv: -kv[1])[:6])
     dram = (out["dram__bytes_read.sum"] or 0) + (out["dram__bytes_write.sum"] or 0)
     out["dram_over_least"] = dram / meta["least_bytes"] if meta.get("least_bytes") else None
+    if out["smsp__inst_executed.sum"] and out["smsp__warps_launched.sum"]:  # what one warp issues, on average
+        out["instructions_per_warp"] = out["smsp__inst_executed.sum"] / out["smsp__warps_launched.sum"]
     if out["sm__cycles_active.avg"] and out["sm__cycles_elapsed.max"]:
         out["sm_active_avg_of_elapsed"] = out["sm__cycles_active.avg"] / out["sm__cycles_elapsed.max"]
     out["pipes_pct_of_peak"] = {k.split("__", 1)[1].split(".")[0]: v for k in row if "pipe" in k and k.endswith(
@@ -164,7 +167,7 @@ def parent() -> int:
                ("occ %", "sm__warps_active.avg.pct_of_peak_sustained_active", 1, 7, 1),
                ("theo %", "sm__maximum_warps_per_active_cycle_pct", 1, 7, 1),
                ("act/el", "sm_active_avg_of_elapsed", 1, 7, 2), ("waves", "launch__waves_per_multiprocessor", 1, 7, 2),
-               ("sm %", FROM_SECTIONS[0], 1, 6, 0))
+               ("sm %", FROM_SECTIONS[0], 1, 6, 0), ("inst/warp", "instructions_per_warp", 1, 10, 0))
     print(f"{'cell':<24}{'mode':<8}" + "".join(f"{h:>{w}}" for h, _, _, w, _ in columns) + "  top stalls")
     for r in table:
         numbers = "".join(f"{(r.get(key) or 0) * scale:>{w}.{p}f}" for _, key, scale, w, p in columns)
