@@ -49,14 +49,16 @@ def kernel_constants(config: dict[str, int], dim: int, group: int, q_len: int, p
                      deep: bool = False, overridden: Collection[str] = (), kt: ModuleType = kit_triton) -> dict:
     """The kernel's compile-time arguments for one launch config, from the list ``DecodePlan.run`` launches with
     (a split launch with its edge tile in a program of its own where the config asks for one; sinks: GPT-OSS;
-    the edge tile walked as the plan decides it, for a launch with two K/V buffers or not, ``deep``). ``kt``: the
-    kernel module (kit_triton or a variant of it)."""
+    the edge tile walked as the plan decides it, for a launch with two K/V buffers or not, ``deep``; 32-bit K/V
+    offsets where the config asks for them, as a plan gives them to buffers that fit). ``kt``: the kernel module
+    (kit_triton or a variant of it)."""
     return kt.kernel_constexprs(group=group, head_dim=dim, rows=config["rows"], page_size=page,
                                 block_n=config["block_n"], splits=SPLIT_COUNT if split else 1, verify=q_len > 1,
                                 edge_prefetch=bool(config["edge_prefetch"]),
                                 edge_split=split and bool(config["edge_split"]),
                                 fused_merge=split and bool(config["fused_merge"]), sinks=dim == 64,
-                                edge_in_walk=q_len > 1 and kt.walks_edge(config, deep, overridden))
+                                edge_in_walk=q_len > 1 and kt.walks_edge(config, deep, overridden),
+                                **({"int32_offsets": True} if config.get("int32_offsets") else {}))
 
 
 def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, deep: bool = False,
@@ -86,7 +88,7 @@ def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, deep
     by_registers = REGISTERS_PER_SM // (-(-registers // 8) * 8 * 32 * warps)  # allocated in 8-register steps
     ptx = kernel.asm["ptx"]
     return {"rows": config["rows"], "block_n": config["block_n"], "num_stages": config["num_stages"],
-            "edge_in_walk": constants["EDGE_IN_WALK"],
+            "edge_in_walk": constants["EDGE_IN_WALK"], "int32_offsets": constants.get("INT32_OFFSETS", False),
             "max_registers": config["max_registers"], "registers": registers, "spill_stack_bytes": stack,
             "shared_bytes": kernel.metadata.shared, "programs_per_sm_by_registers": by_registers,
             "wgmma": len(re.findall(r"\bwgmma\.mma_async\b", ptx)), "mma_sync": len(re.findall(r"\bmma\.sync\b", ptx))}

@@ -81,6 +81,11 @@ CASES = [
      False),
     ([37, 9, 64], [3, 1, 8], 8, 2, 16, 1, 7, None, {"block_n": 16, "edge_in_walk": 1, "edge_prefetch": 0}, True),
     ([90, 33], [2, 8], 8, 8, 32, 16, None, 2, {"block_n": 32, "edge_in_walk": 1, "edge_prefetch": 0}, False),
+    # a verify addresses K and V with 32-bit offsets where they fit, a decode with 64-bit ones: each the other way too
+    ([37, 5, 64], None, 4, 2, 16, 4, 40, 3, {"block_n": 16, "int32_offsets": 1, "fused_merge": 1}, True),
+    ([80, 9, 61], [8, 7, 3], 4, 2, 16, 1, 40, 3, {"block_n": 16, "int32_offsets": 0, "edge_in_walk": 1,
+                                                  "edge_prefetch": 0}, False),
+    ([70, 12, 40], [8, 2, 5], 8, 1, 16, 4, 30, 3, {"block_n": 16, "int32_offsets": 0, "edge_prefetch": 1}, True),
 ]
 
 
@@ -225,6 +230,22 @@ def test_a_verify_with_two_buffers_walks_its_edge_tile_last(kit_triton, monkeypa
     assert kit_triton.launch_config(128, 4, 8)["edge_in_walk"] == 0
 
 
+def test_a_verify_addresses_k_and_v_in_32_bits_where_the_buffers_allow(kit_triton) -> None:
+    """The policy: 32-bit offsets for a verify, 64-bit for decode; a buffer of 2**31 elements or more takes 64-bit
+    offsets whatever the policy, and asking for 32-bit ones there is refused by name (they would wrap)."""
+    limit = kit_triton.INT32_OFFSETS_LIMIT
+    verify, decode = kit_triton.launch_config(128, 4, 8), kit_triton.launch_config(128, 4, 1)
+    assert kit_triton.addresses_in_int32(verify, limit - 1)
+    assert not kit_triton.addresses_in_int32(verify, limit)  # the policy's choice, where the buffers allow it
+    assert not kit_triton.addresses_in_int32(decode, 1000)
+    asked = kit_triton.with_overrides(decode, {"int32_offsets": 1})
+    assert kit_triton.addresses_in_int32(asked, limit - 1, {"int32_offsets"})
+    with pytest.raises(ValueError, match=f"int32_offsets=1: a K or V buffer of {limit} elements needs 64-bit"):
+        kit_triton.addresses_in_int32(asked, limit, {"int32_offsets"})
+    plan = kit_triton.plan_batch(_batch(q_lens=(3, 1)), 4)
+    assert plan.int32_offsets and not kit_triton.plan_batch(_batch(), 4).int32_offsets
+
+
 def _batch(q_lens=(1, 1), head_dim=16, dtype=torch.float16):
     return random_paged_batch(list(q_lens), [20, 9], num_q_heads=4, num_kv_heads=2, head_dim=head_dim, dtype=dtype,
                               generator=torch.Generator().manual_seed(1))
@@ -256,7 +277,8 @@ def test_refuses_what_it_cannot_compute(kit_triton) -> None:
         with pytest.raises(ValueError, match=f"launch override {name}={bad!r}: give an int >= "):
             kit_triton.plan_batch(_batch(), 4, **{name: bad})
     for name, bad in (("edge_prefetch", 2), ("fused_merge", -1), ("fused_merge", True), ("whole_wave", 2),
-                      ("edge_split", 3), ("deep_pipeline", 2), ("deep_pipeline", -1), ("edge_in_walk", 2)):
+                      ("edge_split", 3), ("deep_pipeline", 2), ("deep_pipeline", -1), ("edge_in_walk", 2),
+                      ("int32_offsets", 2)):
         with pytest.raises(ValueError, match=f"launch override {name}={bad!r}: give an int in 0..1"):
             kit_triton.plan_batch(_batch(), 4, **{name: bad})
     for switch in ("edge_split", "edge_in_walk"):  # _batch() is decode: it has no edge tile to place
@@ -334,7 +356,8 @@ def test_a_64_row_verify_at_page_size_1_pipelines_three_stages(kit_triton) -> No
 def test_the_constexpr_list_is_the_kernels(kit_triton) -> None:
     """``kernel_constexprs`` (what a plan launches with and kernel_resources compiles) sets every compile-time
     argument of the kernel and nothing else."""
-    flags = dict.fromkeys(("verify", "edge_prefetch", "edge_split", "fused_merge", "sinks", "edge_in_walk"), True)
+    flags = dict.fromkeys(("verify", "edge_prefetch", "edge_split", "fused_merge", "sinks", "edge_in_walk",
+                           "int32_offsets"), True)
     constants = kit_triton.kernel_constexprs(group=4, head_dim=128, rows=32, page_size=16, block_n=64, splits=3,
                                              **flags)
     assert set(constants) == {p.name for p in kit_triton._swa_attend_kernel.params if p.is_constexpr}

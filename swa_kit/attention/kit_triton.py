@@ -109,6 +109,12 @@ EDGE_PREFETCH_MAX_HEAD_DIM = 64
 # folded in after it), its K went to shared memory for the dot, and was waited for, before the walk's first load.
 # 0.90-0.98x the time at 32/8/128 B 8-32, 0.93-1.01x at Gemma's B 8; with one buffer it cost up to 8% (32/8/128
 # B 128), and at GPT-OSS's 64 query rows a whole 64-key tile for 14 keys cost 4-22% (v11).
+# A verify addresses K and V with 32-bit offsets where the buffers allow (fewer than 2**31 elements each): where a
+# batch leaves each scheduler one or two warps, a launch takes as long as its warps take to issue their instructions,
+# and 64-bit address arithmetic was a tenth of a walk iteration's. 0.943-1.008x the time (median 0.983-0.991x by head
+# shape). Decode keeps 64-bit offsets: with 32-bit ones it takes 96 registers against 106-121, a fifth program joins
+# each SM at B 128, and 32/8/128 there took 1.04-1.05x (v12).
+INT32_OFFSETS_LIMIT = 2**31  # elements of a K or V buffer that 32-bit offsets can address
 
 
 def block_n_for(head_dim: int, itemsize: int = 2, rows: int = 16) -> int:
@@ -144,6 +150,7 @@ def launch_config(head_dim: int, group: int, max_q_len: int, itemsize: int = 2,
         "edge_prefetch": int(max_q_len > 1 and head_dim <= EDGE_PREFETCH_MAX_HEAD_DIM),
         "edge_split": int(max_q_len > 1 and latency_bound),
         "edge_in_walk": int(max_q_len > 1 and head_dim > EDGE_PREFETCH_MAX_HEAD_DIM and deep),
+        "int32_offsets": int(max_q_len > 1),
         "fused_merge": int(not latency_bound),
         "rows": rows,
         "block_n": block_n,
@@ -179,30 +186,34 @@ def is_latency_bound(pairs: int, num_sms: int) -> bool:
 
 def kernel_constexprs(*, group: int, head_dim: int, rows: int, page_size: int, block_n: int, splits: int,
                       verify: bool, edge_prefetch: bool, edge_split: bool, fused_merge: bool, sinks: bool,
-                      edge_in_walk: bool = False) -> dict[str, Any]:
+                      edge_in_walk: bool = False, int32_offsets: bool = False) -> dict[str, Any]:
     """The attend kernel's compile-time arguments: what :meth:`DecodePlan.run` launches with, and what
     ``benchmarks/kernel_resources.py`` compiles (one list, so the two cannot drift apart)."""
     merged_here = fused_merge and splits > 1
     return {"GROUP": group, "ROWS": rows, "HEAD_DIM": head_dim, "PAGE": page_size, "BLOCK_N": block_n,
             "SPLIT": splits > 1, "VERIFY": verify, "EDGE": MAX_QUERIES, "EDGE_PREFETCH": edge_prefetch,
             "EDGE_SPLIT": edge_split, "EDGE_IN_WALK": verify and edge_in_walk, "FUSED_MERGE": merged_here,
-            "USE_SINKS": sinks,
+            "USE_SINKS": sinks, "INT32_OFFSETS": int32_offsets,
             "MERGE_SPLITS": 1 << (splits - 1).bit_length() if merged_here else 1}
 
 
 if triton is not None:
 
     @triton.jit
-    def _kv_slots(table_ptr, row, pos, valid, PAGE: tl.constexpr):
-        """Buffer slot of each key position: its page from the table, then the offset inside the page."""
+    def _kv_slots(table_ptr, row, pos, valid, PAGE: tl.constexpr, INT32_OFFSETS: tl.constexpr):
+        """Buffer slot of each key position: its page from the table, then the offset inside the page (int32 where
+        every offset into the K and V buffers fits, int64 otherwise)."""
         page = tl.load(table_ptr + row + pos // PAGE, mask=valid, other=0)
-        return page.to(tl.int64) * PAGE + pos % PAGE
+        if INT32_OFFSETS:
+            return page * PAGE + pos % PAGE
+        else:
+            return page.to(tl.int64) * PAGE + pos % PAGE
 
     @triton.jit
     def _load_kv(k_ptr, v_ptr, table_ptr, row, kv_head, dims, pos, valid, stride_ks, stride_kh, stride_vs, stride_vh,
-                 PAGE: tl.constexpr):
+                 PAGE: tl.constexpr, INT32_OFFSETS: tl.constexpr):
         """K and V of the keys at ``pos`` (zero where not ``valid``: nothing is read there)."""
-        slot = _kv_slots(table_ptr, row, pos, valid, PAGE)
+        slot = _kv_slots(table_ptr, row, pos, valid, PAGE, INT32_OFFSETS)
         k = tl.load(k_ptr + slot[:, None] * stride_ks + kv_head * stride_kh + dims[None, :], mask=valid[:, None],
                     other=0.0)
         v = tl.load(v_ptr + slot[:, None] * stride_vs + kv_head * stride_vh + dims[None, :], mask=valid[:, None],
@@ -231,7 +242,8 @@ if triton is not None:
 
     @triton.jit
     def _edge_tile(k_ptr, v_ptr, table_ptr, row, kv_head, dims, first, mid_lo, mid_hi, seq_len, on,
-                   stride_ks, stride_kh, stride_vs, stride_vh, PAGE: tl.constexpr, EDGE: tl.constexpr):
+                   stride_ks, stride_kh, stride_vs, stride_vh, PAGE: tl.constexpr, EDGE: tl.constexpr,
+                   INT32_OFFSETS: tl.constexpr):
         """Both edges of a chain's window in one tile of 2 x EDGE keys: ``[first, mid_lo)`` in its first half,
         ``[mid_hi, seq_len)`` in its second (both empty unless ``on``). Returns the positions, which of them
         are keys, and K and V."""
@@ -240,7 +252,7 @@ if triton is not None:
         pos = tl.where(in_front, first + j, mid_hi + j - EDGE)
         valid = pos < tl.where(in_front, tl.where(on, mid_lo, first), tl.where(on, seq_len, mid_hi))
         k, v = _load_kv(k_ptr, v_ptr, table_ptr, row, kv_head, dims, pos, valid, stride_ks, stride_kh, stride_vs,
-                        stride_vh, PAGE)
+                        stride_vh, PAGE, INT32_OFFSETS)
         return pos, valid, k, v
 
     @triton.jit
@@ -252,13 +264,14 @@ if triton is not None:
 
     @triton.jit
     def _walk(q, k_ptr, v_ptr, table_ptr, row, kv_head, dims, lo, hi, sm_scale_log2, m_i, l_i, acc, stride_ks,
-              stride_kh, stride_vs, stride_vh, PAGE: tl.constexpr, BLOCK_N: tl.constexpr):
+              stride_kh, stride_vs, stride_vh, PAGE: tl.constexpr, BLOCK_N: tl.constexpr,
+              INT32_OFFSETS: tl.constexpr):
         """The chunk ``[lo, hi)`` of the middle, with no mask but the chunk's end: every row sees every key."""
         for start in range(lo, hi, BLOCK_N):
             pos = start + tl.arange(0, BLOCK_N)
             valid = pos < hi
             k, v = _load_kv(k_ptr, v_ptr, table_ptr, row, kv_head, dims, pos, valid, stride_ks, stride_kh, stride_vs,
-                            stride_vh, PAGE)
+                            stride_vh, PAGE, INT32_OFFSETS)
             s = tl.where(valid[None, :], tl.dot(q, tl.trans(k)), float("-inf"))
             m_i, l_i, acc = _fold_tile(s, sm_scale_log2, v, m_i, l_i, acc, False)  # each tile has a key every row sees
         return m_i, l_i, acc
@@ -266,7 +279,8 @@ if triton is not None:
     @triton.jit
     def _walk_then_edge(q, q_pos, k_ptr, v_ptr, table_ptr, row, kv_head, dims, lo, hi, first, mid_lo, mid_hi, seq_len,
                         on, window, sm_scale_log2, m_i, l_i, acc, stride_ks, stride_kh, stride_vs, stride_vh,
-                        PAGE: tl.constexpr, BLOCK_N: tl.constexpr, EDGE: tl.constexpr, ROWS: tl.constexpr):
+                        PAGE: tl.constexpr, BLOCK_N: tl.constexpr, EDGE: tl.constexpr, ROWS: tl.constexpr,
+                        INT32_OFFSETS: tl.constexpr):
         """The chunk ``[lo, hi)`` of the middle, then (if ``on``) the edge tile as one more iteration of the same loop,
         so that the pipeliner loads it ahead like any tile. Only that iteration is masked per query."""
         j = tl.arange(0, BLOCK_N)
@@ -279,7 +293,7 @@ if triton is not None:
             pos = tl.where(is_edge, e_pos, lo + it * BLOCK_N + j)
             valid = tl.where(is_edge, e_ok, pos < hi)
             k, v = _load_kv(k_ptr, v_ptr, table_ptr, row, kv_head, dims, pos, valid, stride_ks, stride_kh, stride_vs,
-                            stride_vh, PAGE)
+                            stride_vh, PAGE, INT32_OFFSETS)
             qk = tl.dot(q, tl.trans(k))
             if is_edge:
                 keep = valid[None, :] & (pos[None, :] <= q_pos[:, None]) & (pos[None, :] > q_pos[:, None] - window)
@@ -345,6 +359,7 @@ if triton is not None:
         FUSED_MERGE: tl.constexpr,  # SPLIT: the last split to finish merges; otherwise _merge_splits_kernel does
         USE_SINKS: tl.constexpr,
         MERGE_SPLITS: tl.constexpr,  # FUSED_MERGE: the split count rounded up to a power of two (1 otherwise)
+        INT32_OFFSETS: tl.constexpr,  # every offset into K and V fits in 32 bits: cheaper address arithmetic
     ):
         b = tl.program_id(0)
         kv_head = tl.program_id(1)
@@ -388,21 +403,22 @@ if triton is not None:
             if EDGE_PREFETCH:  # in flight during the walk; only split 0 of a chain loads anything
                 e_pos, e_ok, e_k, e_v = _edge_tile(k_ptr, v_ptr, table_ptr, row, kv_head, dims, first, mid_lo,
                                                    mid_hi, seq_len, edge_on, stride_ks, stride_kh, stride_vs,
-                                                   stride_vh, PAGE, EDGE)
+                                                   stride_vh, PAGE, EDGE, INT32_OFFSETS)
             else:
                 if edge_on:
                     e_pos, e_ok, e_k, e_v = _edge_tile(k_ptr, v_ptr, table_ptr, row, kv_head, dims, first, mid_lo,
                                                        mid_hi, seq_len, edge_on, stride_ks, stride_kh, stride_vs,
-                                                       stride_vh, PAGE, EDGE)
+                                                       stride_vh, PAGE, EDGE, INT32_OFFSETS)
                     m_i, l_i, acc = _fold_edge(q, q_pos, e_pos, e_ok, e_k, e_v, window, sm_scale_log2, m_i, l_i, acc)
 
         if EDGE_IN_WALK:
             m_i, l_i, acc = _walk_then_edge(q, q_pos, k_ptr, v_ptr, table_ptr, row, kv_head, dims, lo, hi, first,
                                             mid_lo, mid_hi, seq_len, edge_on, window, sm_scale_log2, m_i, l_i, acc,
-                                            stride_ks, stride_kh, stride_vs, stride_vh, PAGE, BLOCK_N, EDGE, ROWS)
+                                            stride_ks, stride_kh, stride_vs, stride_vh, PAGE, BLOCK_N, EDGE, ROWS,
+                                            INT32_OFFSETS)
         else:
             m_i, l_i, acc = _walk(q, k_ptr, v_ptr, table_ptr, row, kv_head, dims, lo, hi, sm_scale_log2, m_i, l_i, acc,
-                                  stride_ks, stride_kh, stride_vs, stride_vh, PAGE, BLOCK_N)
+                                  stride_ks, stride_kh, stride_vs, stride_vh, PAGE, BLOCK_N, INT32_OFFSETS)
         if VERIFY and not EDGE_IN_WALK:
             if EDGE_PREFETCH:
                 if edge_on:
@@ -555,6 +571,7 @@ class DecodePlan:
     locks: torch.Tensor | None = None  # fused merge: int32 split counters, reset by the merging program
     edge_split: bool = False  # a chain's edge tile in a program of its own, the last split
     edge_in_walk: bool = False  # a chain's edge tile as the walk's last iteration
+    int32_offsets: bool = False  # K and V addressed with 32-bit offsets (:func:`addresses_in_int32`)
 
     def run(self, q: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """Attention of ``q`` ``[T, Hq, D]`` (the batch's queries back to back) over each query's window."""
@@ -578,7 +595,7 @@ class DecodePlan:
                                 block_n=self.block_n, splits=self.splits, verify=self.max_q_len > 1,
                                 edge_prefetch=self.edge_prefetch, edge_split=self.edge_split,
                                 fused_merge=self.locks is not None, sinks=self.sinks is not None,
-                                edge_in_walk=self.edge_in_walk),
+                                edge_in_walk=self.edge_in_walk, int32_offsets=self.int32_offsets),
             num_warps=self.num_warps, num_stages=self.num_stages,
             **self._register_cap(),
         )
@@ -670,11 +687,23 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
         torch.zeros(seq_lens.numel() * hkv, dtype=torch.int32, device=device) if launch.merged_by == "last split"
         else None,
         edge_split=launch.edge_split, edge_in_walk=launch.edge_in_walk,
+        int32_offsets=addresses_in_int32(config, max(k_buffer.numel(), v_buffer.numel()), overrides),
     )
 
 
 SWITCHES = {name: (0, 1) for name in ("deep_pipeline", "edge_in_walk", "edge_prefetch", "edge_split", "fused_merge",
-                                      "whole_wave")}  # on (1) or off (0)
+                                      "int32_offsets", "whole_wave")}  # on (1) or off (0)
+
+
+def addresses_in_int32(config: dict[str, int], buffer_elements: int, overridden: Container[str] = ()) -> bool:
+    """Whether a launch addresses K and V with 32-bit offsets: where the config asks for them and the larger buffer
+    has fewer than :data:`INT32_OFFSETS_LIMIT` elements. Asked for explicitly (``int32_offsets`` among the
+    ``overridden`` names) on a buffer too large, refused by name: 32-bit offsets would wrap."""
+    fits = buffer_elements < INT32_OFFSETS_LIMIT
+    if config["int32_offsets"] and not fits and "int32_offsets" in overridden:
+        raise ValueError(f"launch override int32_offsets=1: a K or V buffer of {buffer_elements} elements needs 64-bit "
+                         f"offsets (32-bit ones address fewer than {INT32_OFFSETS_LIMIT}); leave it out")
+    return bool(config["int32_offsets"]) and fits
 
 
 def with_overrides(config: dict[str, int], overrides: dict[str, int]) -> dict[str, int]:
