@@ -111,9 +111,9 @@ EDGE_PREFETCH_MAX_HEAD_DIM = 64
 # B 128), and at GPT-OSS's 64 query rows a whole 64-key tile for 14 keys cost 4-22% (v11).
 # A verify addresses K and V with 32-bit offsets where the buffers allow (fewer than 2**31 elements each): where a
 # batch leaves each scheduler one or two warps, a launch takes as long as its warps take to issue their instructions,
-# and 64-bit address arithmetic was a tenth of a walk iteration's. 0.943-1.008x the time (median 0.983-0.991x by head
-# shape). Decode keeps 64-bit offsets: with 32-bit ones it takes 96 registers against 106-121, a fifth program joins
-# each SM at B 128, and 32/8/128 there took 1.04-1.05x (v12).
+# and 32-bit address arithmetic takes fewer. 0.943-1.013x v11's time (median 0.987x), where decode's unchanged code
+# took 0.975-1.051x in the same A/B. Decode keeps 64-bit offsets: with 32-bit ones 32/8/128's one-buffer decode takes
+# 96 registers against 106-121, a fifth program joins each SM at B 128, and those launches took 1.04-1.05x (v12).
 INT32_OFFSETS_LIMIT = 2**31  # elements of a K or V buffer that 32-bit offsets can address
 
 
