@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_script
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,10 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def gpu_run(tmp_path, monkeypatch):
     monkeypatch.setenv("OUT", str(tmp_path / "out"))  # the script makes its output folder on import
-    spec = importlib.util.spec_from_file_location("gpu_run", ROOT / "benchmarks" / "gpu_run.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gpu_run")
 
 
 def test_variants_load_each_copy_and_refuse_a_missing_folder(gpu_run, tmp_path, monkeypatch) -> None:

@@ -9,17 +9,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_script
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
 
 
 @pytest.fixture(scope="module")
 def kernel_resources():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "kernel_resources.py"
-    spec = importlib.util.spec_from_file_location("kernel_resources", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("kernel_resources")
 
 
 @pytest.mark.parametrize(("item", "message"), [

@@ -246,6 +246,16 @@ def test_a_verify_addresses_k_and_v_in_32_bits_where_the_buffers_allow(kit_trito
     assert plan.int32_offsets and not kit_triton.plan_batch(_batch(), 4).int32_offsets
 
 
+def test_a_strided_buffer_is_judged_by_how_far_its_offsets_reach(kit_triton) -> None:
+    """K as one half of a fused K/V buffer holds half its elements but is addressed across all of it: the 32-bit
+    decision must count the reach, not the elements, or a large enough view would wrap silently."""
+    fused = torch.zeros(5, 2, 3, 8)  # [slots, K|V, heads, dim]
+    k = fused[:, 0]
+    assert k.numel() == 120 and kit_triton.addressed_elements(k) == 1 + 4 * 48 + 2 * 8 + 7
+    assert kit_triton.addressed_elements(fused[:, 1]) == 1 + 4 * 48 + 2 * 8 + 7  # from its own first element
+    assert kit_triton.addressed_elements(k.contiguous()) == k.numel()
+
+
 def _batch(q_lens=(1, 1), head_dim=16, dtype=torch.float16):
     return random_paged_batch(list(q_lens), [20, 9], num_q_heads=4, num_kv_heads=2, head_dim=head_dim, dtype=dtype,
                               generator=torch.Generator().manual_seed(1))

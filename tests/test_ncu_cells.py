@@ -3,19 +3,13 @@ separators, stall reasons ranked, DRAM bytes over the least a kernel must read, 
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from benchmark_scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def ncu_cells():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "ncu_cells.py"
-    spec = importlib.util.spec_from_file_location("ncu_cells", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("ncu_cells")
 
 
 def _raw_row(ncu_cells, **values: str) -> dict[str, str]:

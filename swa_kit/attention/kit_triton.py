@@ -109,7 +109,7 @@ EDGE_PREFETCH_MAX_HEAD_DIM = 64
 # folded in after it), its K went to shared memory for the dot, and was waited for, before the walk's first load.
 # 0.90-0.98x the time at 32/8/128 B 8-32, 0.93-1.01x at Gemma's B 8; with one buffer it cost up to 8% (32/8/128
 # B 128), and at GPT-OSS's 64 query rows a whole 64-key tile for 14 keys cost 4-22% (v11).
-# A verify addresses K and V with 32-bit offsets where the buffers allow (fewer than 2**31 elements each): where a
+# A verify addresses K and V with 32-bit offsets where the buffers allow (offsets below 2**31 elements): where a
 # batch leaves each scheduler one or two warps, a launch takes as long as its warps take to issue their instructions,
 # and 32-bit address arithmetic takes fewer. 0.943-1.013x v11's time (median 0.987x), where decode's unchanged code
 # took 0.975-1.051x in the same A/B. Decode keeps 64-bit offsets: with 32-bit ones 32/8/128's one-buffer decode takes
@@ -687,7 +687,8 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
         torch.zeros(seq_lens.numel() * hkv, dtype=torch.int32, device=device) if launch.merged_by == "last split"
         else None,
         edge_split=launch.edge_split, edge_in_walk=launch.edge_in_walk,
-        int32_offsets=addresses_in_int32(config, max(k_buffer.numel(), v_buffer.numel()), overrides),
+        int32_offsets=addresses_in_int32(config, max(addressed_elements(k_buffer), addressed_elements(v_buffer)),
+                                         overrides),
     )
 
 
@@ -695,10 +696,16 @@ SWITCHES = {name: (0, 1) for name in ("deep_pipeline", "edge_in_walk", "edge_pre
                                       "int32_offsets", "whole_wave")}  # on (1) or off (0)
 
 
+def addressed_elements(buffer: torch.Tensor) -> int:
+    """How far past its first element a kernel's offsets into ``buffer`` reach, plus one: its element count when
+    contiguous, more for a strided view (K as one half of a fused K/V buffer, say)."""
+    return 1 + sum((size - 1) * stride for size, stride in zip(buffer.shape, buffer.stride(), strict=True))
+
+
 def addresses_in_int32(config: dict[str, int], buffer_elements: int, overridden: Container[str] = ()) -> bool:
     """Whether a launch addresses K and V with 32-bit offsets: where the config asks for them and the larger buffer
-    has fewer than :data:`INT32_OFFSETS_LIMIT` elements. Asked for explicitly (``int32_offsets`` among the
-    ``overridden`` names) on a buffer too large, refused by name: 32-bit offsets would wrap."""
+    reaches fewer than :data:`INT32_OFFSETS_LIMIT` elements (:func:`addressed_elements`). Asked for explicitly
+    (``int32_offsets`` among the ``overridden`` names) on a buffer too large, refused by name: they would wrap."""
     fits = buffer_elements < INT32_OFFSETS_LIMIT
     if config["int32_offsets"] and not fits and "int32_offsets" in overridden:
         raise ValueError(f"launch override int32_offsets=1: a K or V buffer of {buffer_elements} elements needs 64-bit "
