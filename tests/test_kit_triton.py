@@ -240,7 +240,8 @@ def test_a_verify_addresses_k_and_v_in_32_bits_where_the_buffers_allow(kit_trito
     assert not kit_triton.addresses_in_int32(decode, 1000)
     asked = kit_triton.with_overrides(decode, {"int32_offsets": 1})
     assert kit_triton.addresses_in_int32(asked, limit - 1, {"int32_offsets"})
-    with pytest.raises(ValueError, match=f"int32_offsets=1: a K or V buffer of {limit} elements needs 64-bit"):
+    with pytest.raises(ValueError, match=f"int32_offsets=1: a K or V buffer whose offsets reach {limit} elements "
+                       "needs 64-bit ones"):
         kit_triton.addresses_in_int32(asked, limit, {"int32_offsets"})
     plan = kit_triton.plan_batch(_batch(q_lens=(3, 1)), 4)
     assert plan.int32_offsets and not kit_triton.plan_batch(_batch(), 4).int32_offsets

@@ -708,8 +708,9 @@ def addresses_in_int32(config: dict[str, int], buffer_elements: int, overridden:
     (``int32_offsets`` among the ``overridden`` names) on a buffer too large, refused by name: they would wrap."""
     fits = buffer_elements < INT32_OFFSETS_LIMIT
     if config["int32_offsets"] and not fits and "int32_offsets" in overridden:
-        raise ValueError(f"launch override int32_offsets=1: a K or V buffer of {buffer_elements} elements needs 64-bit "
-                         f"offsets (32-bit ones address fewer than {INT32_OFFSETS_LIMIT}); leave it out")
+        raise ValueError(f"launch override int32_offsets=1: a K or V buffer whose offsets reach {buffer_elements} "
+                         f"elements needs 64-bit ones (32-bit offsets reach fewer than {INT32_OFFSETS_LIMIT}); leave "
+                         "it out")
     return bool(config["int32_offsets"]) and fits
 
 
