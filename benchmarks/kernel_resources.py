@@ -9,7 +9,9 @@ vector widths match what runs on the device. Registers decide how many programs 
 (65,536 per SM, four warps of 32 threads each per program): that is what v5's register cap is
 about (docs/kernel-notes.md). Each row also counts the tensor-core instructions in the PTX: Hopper's
 asynchronous warp-group MMA (``wgmma``) or the older per-warp ``mma.sync``, whichever Triton chose
-for the tile. ``--variant`` compiles a copy of kit_triton.py (a candidate kernel) instead.
+for the tile, and the SASS instructions in the walk's loop body: what each warp issues per K/V tile, which is
+what a launch waits on where a batch leaves each scheduler one or two warps (docs/kernel-notes.md, v11's fourth
+pass). ``--variant`` compiles a copy of kit_triton.py (a candidate kernel) instead.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, deep
         tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
         usage = subprocess.run([str(tool), "--dump-resource-usage", cubin.name], capture_output=True, text=True,
                                check=True).stdout
+        sass = subprocess.run([str(tool), "-sass", cubin.name], capture_output=True, text=True, check=True).stdout
     registers, stack = (int(x) for x in re.search(r"REG:(\d+) STACK:(\d+)", usage).groups())
     warps = config["num_warps"]
     by_registers = REGISTERS_PER_SM // (-(-registers // 8) * 8 * 32 * warps)  # allocated in 8-register steps
@@ -91,7 +94,23 @@ def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, deep
             "edge_in_walk": constants["EDGE_IN_WALK"], "int32_offsets": constants.get("INT32_OFFSETS", False),
             "max_registers": config["max_registers"], "registers": registers, "spill_stack_bytes": stack,
             "shared_bytes": kernel.metadata.shared, "programs_per_sm_by_registers": by_registers,
-            "wgmma": len(re.findall(r"\bwgmma\.mma_async\b", ptx)), "mma_sync": len(re.findall(r"\bmma\.sync\b", ptx))}
+            "wgmma": len(re.findall(r"\bwgmma\.mma_async\b", ptx)), "mma_sync": len(re.findall(r"\bmma\.sync\b", ptx)),
+            "walk_loop_sass": longest_loop_instructions(sass)}
+
+
+SASS_LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", re.M)
+
+
+def longest_loop_instructions(sass: str) -> int:
+    """SASS instructions in the longest loop body of a kernel (the walk's: one pass over a K/V tile, what a warp
+    issues per tile), from a backward branch's target to the branch itself; 0 without a loop."""
+    lines = [(int(address, 16), text) for address, text in SASS_LINE.findall(sass)]
+    bodies = []
+    for address, text in lines:
+        branch = re.search(r"\bBRA\b.*?0x([0-9a-f]+)", text)
+        if branch and int(branch.group(1), 16) < address:
+            bodies.append(sum(int(branch.group(1), 16) <= a <= address for a, _ in lines))
+    return max(bodies, default=0)
 
 
 def compile_error(error: Exception) -> str:
@@ -139,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{facts['num_stages']} cap {facts['max_registers'] or '-':>3}: {facts['registers']:>3} registers, "
                   f"{facts['spill_stack_bytes']:>3} B spilled, {facts['shared_bytes'] // 1024:>2} KiB shared, "
                   f"{facts['programs_per_sm_by_registers']} programs/SM by registers; "
-                  f"{facts['wgmma']} wgmma, {facts['mma_sync']} mma.sync")
+                  f"{facts['wgmma']} wgmma, {facts['mma_sync']} mma.sync; walk loop {facts['walk_loop_sass']} SASS")
     if args.json:
         args.json.write_text(json.dumps({"triton": triton.__version__, "target": "cuda sm_90",
                                          **({"variant": args.variant.name} if args.variant else {}),

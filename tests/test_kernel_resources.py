@@ -81,3 +81,29 @@ def test_a_config_that_does_not_compile_is_reported_by_its_reason(kernel_resourc
     assert kernel_resources.compile_error(refused) == "(C7602) Insufficient registers (128) to compile instruction"
     assert kernel_resources.compile_error(ValueError("rows=24: no\nmore")) == "ValueError: rows=24: no"
     assert kernel_resources.compile_error(KeyError()) == "KeyError: "
+
+
+def test_the_walk_loop_is_counted_from_a_backward_branch_to_its_target(kernel_resources) -> None:
+    """The longest loop of a SASS listing, counted by hand: a forward branch is no loop, and of two loops the longer
+    one is reported."""
+    sass = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;                       /* 0x00000a0000017a02 */
+        /*0010*/               @P0 BRA 0x40 ;                                   /* 0x0000000000280947 */
+        /*0020*/                   IMAD R2, R3, R4, RZ ;                        /* 0x0000000403027224 */
+        /*0030*/               @P1 BRA 0x20 ;                                   /* 0x0000000000f81947 */
+        /*0040*/                   HMMA.16816.F32.BF16 R4, R8, R12, R4 ;        /* 0x0000000c0804723c */
+        /*0050*/                   LDGSTS.E.BYPASS.128 [R5], desc[UR4][R6.64] ; /* 0x0000000006057fae */
+        /*0060*/                   FFMA R7, R7, R8, -R9 ;                       /* 0x0000000807077223 */
+        /*0070*/               @P2 BRA 0x40 ;                                   /* 0x0000000000f02947 */
+        /*0080*/                   EXIT ;                                       /* 0x000000000000794d */
+    """
+    assert kernel_resources.longest_loop_instructions(sass) == 4  # 0x40..0x70; the 0x20..0x30 loop has 2
+    assert kernel_resources.longest_loop_instructions(sass.replace("@P2 BRA 0x40", "@P2 BRA 0x80")) == 2
+    assert kernel_resources.longest_loop_instructions("") == 0
+
+
+def test_a_verify_walks_more_instructions_per_tile_than_decode(kernel_resources) -> None:
+    """Compiled for sm_90: the verify's taller query tile puts more instructions in the walk's loop than decode's."""
+    decode = kernel_resources.compile_facts(128, 4, 1, 16, False)["walk_loop_sass"]
+    verify = kernel_resources.compile_facts(128, 4, 8, 16, False)["walk_loop_sass"]
+    assert 0 < decode < verify
