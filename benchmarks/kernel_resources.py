@@ -65,8 +65,9 @@ def kernel_constants(config: dict[str, int], dim: int, group: int, q_len: int, p
 
 def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, deep: bool = False,
                   kt: ModuleType = kit_triton, **overrides: int) -> dict:
-    """Compile one launch config of ``kt``'s kernel for sm_90 and read its shared memory, registers, spill stack and
-    tensor-core instructions (``deep``: a launch with two K/V buffers, whose overrides say so)."""
+    """Compile one launch config of ``kt``'s kernel for sm_90 and read its shared memory, registers, spill stack,
+    tensor-core instructions and the SASS instructions of its walk's loop (``deep``: a launch with two K/V buffers,
+    whose overrides say so)."""
     config = kt.with_overrides(kt.launch_config(dim, group, q_len, page_size=page), overrides)
     fn = kt._swa_attend_kernel
     constants = kernel_constants(config, dim, group, q_len, page, split, deep, overrides, kt)

@@ -139,6 +139,21 @@ def summarise(row: dict[str, str], meta: dict) -> dict:
     return out
 
 
+# The printed table's columns: (heading, key in a summarised row, scale, width, decimals).
+COLUMNS = (("us", "gpu__time_duration.sum", 1e-3, 8, 1), ("dram/least", "dram_over_least", 1, 11, 3),
+           ("dram %pk", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 1, 9, 1),
+           ("occ %", "sm__warps_active.avg.pct_of_peak_sustained_active", 1, 7, 1),
+           ("theo %", "sm__maximum_warps_per_active_cycle_pct", 1, 7, 1),
+           ("act/el", "sm_active_avg_of_elapsed", 1, 7, 2), ("waves", "launch__waves_per_multiprocessor", 1, 7, 2),
+           ("sm %", FROM_SECTIONS[0], 1, 6, 0), ("inst/warp", "instructions_per_warp", 1, 10, 0))
+
+
+def table_numbers(row: dict) -> str:
+    """One summarised row's numbers under COLUMNS; a counter ncu did not report shows as '-', never as 0."""
+    return "".join(f"{row[key] * scale:>{w}.{p}f}" if row.get(key) is not None else f"{'-':>{w}}"
+                   for _, key, scale, w, p in COLUMNS)
+
+
 def parent() -> int:
     ncu = _ncu()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -162,15 +177,9 @@ def parent() -> int:
             return 1
         table.append(summarise(row, meta))
     (OUT / "ncu_cells.json").write_text(json.dumps(table, indent=1))
-    columns = (("us", "gpu__time_duration.sum", 1e-3, 8, 1), ("dram/least", "dram_over_least", 1, 11, 3),
-               ("dram %pk", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 1, 9, 1),
-               ("occ %", "sm__warps_active.avg.pct_of_peak_sustained_active", 1, 7, 1),
-               ("theo %", "sm__maximum_warps_per_active_cycle_pct", 1, 7, 1),
-               ("act/el", "sm_active_avg_of_elapsed", 1, 7, 2), ("waves", "launch__waves_per_multiprocessor", 1, 7, 2),
-               ("sm %", FROM_SECTIONS[0], 1, 6, 0), ("inst/warp", "instructions_per_warp", 1, 10, 0))
-    print(f"{'cell':<24}{'mode':<8}" + "".join(f"{h:>{w}}" for h, _, _, w, _ in columns) + "  top stalls")
+    print(f"{'cell':<24}{'mode':<8}" + "".join(f"{h:>{w}}" for h, _, _, w, _ in COLUMNS) + "  top stalls")
     for r in table:
-        numbers = "".join(f"{(r.get(key) or 0) * scale:>{w}.{p}f}" for _, key, scale, w, p in columns)
+        numbers = table_numbers(r)
         stalls = " ".join(f"{k}={v:.1f}" for k, v in list(r["stalls_per_issue"].items())[:3])
         pipes = " ".join(f"{k}={v:.0f}%" for k, v in sorted(r["pipes_pct_of_peak"].items(), key=lambda kv: -kv[1])[:3])
         print(f"{r['cell']:<24}{r['mode']:<8}{numbers}  {stalls} | {pipes}")

@@ -1,6 +1,6 @@
 """benchmarks/kernel_resources.py refuses a bad ``--set`` or ``--variant`` before it compiles anything, naming the way
-out; a copy of the kernel compiles to what the kernel compiles to, tensor-core instructions counted; a config that
-does not compile is reported by ptxas's own reason."""
+out; a copy of the kernel compiles to what the kernel compiles to, tensor-core instructions and the walk loop's
+SASS counted; a config that does not compile is reported by ptxas's own reason."""
 
 from __future__ import annotations
 

@@ -36,3 +36,10 @@ def test_a_counter_ncu_did_not_report_leaves_its_column_out(ncu_cells) -> None:
     out = ncu_cells.summarise(_raw_row(ncu_cells, **{"smsp__inst_executed.sum": "1,000"}), {"least_bytes": 0})
     assert out["smsp__warps_launched.sum"] is None
     assert "instructions_per_warp" not in out and out["dram_over_least"] is None
+
+
+def test_the_printed_table_shows_a_missing_counter_as_a_dash(ncu_cells) -> None:
+    row = {"gpu__time_duration.sum": 7740.0, "instructions_per_warp": 0.0}  # measured zero stays a number
+    cells = ncu_cells.table_numbers(row).split()
+    assert len(cells) == len(ncu_cells.COLUMNS)
+    assert cells[0] == "7.7" and cells[-1] == "0" and cells[1:-1] == ["-"] * (len(ncu_cells.COLUMNS) - 2)
