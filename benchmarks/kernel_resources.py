@@ -60,7 +60,8 @@ def kernel_constants(config: dict[str, int], dim: int, group: int, q_len: int, p
                                 edge_split=split and bool(config["edge_split"]),
                                 fused_merge=split and bool(config["fused_merge"]), sinks=dim == 64,
                                 edge_in_walk=q_len > 1 and kt.walks_edge(config, deep, overridden),
-                                **({"int32_offsets": True} if config.get("int32_offsets") else {}))
+                                **({"int32_offsets": True} if config.get("int32_offsets") else {}),
+                                **({"clamped_walk": True} if config.get("clamped_walk") else {}))
 
 
 def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, deep: bool = False,
@@ -93,6 +94,7 @@ def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, deep
     ptx = kernel.asm["ptx"]
     return {"rows": config["rows"], "block_n": config["block_n"], "num_stages": config["num_stages"],
             "edge_in_walk": constants["EDGE_IN_WALK"], "int32_offsets": constants.get("INT32_OFFSETS", False),
+            "clamped_walk": constants.get("CLAMPED_WALK", False),
             "max_registers": config["max_registers"], "registers": registers, "spill_stack_bytes": stack,
             "shared_bytes": kernel.metadata.shared, "programs_per_sm_by_registers": by_registers,
             "wgmma": len(re.findall(r"\bwgmma\.mma_async\b", ptx)), "mma_sync": len(re.findall(r"\bmma\.sync\b", ptx)),

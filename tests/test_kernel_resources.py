@@ -42,6 +42,7 @@ def test_every_compile_time_argument_of_the_kernel_is_passed(kernel_resources) -
         assert set(constants) == {p.name for p in kt._swa_attend_kernel.params if p.is_constexpr}
         assert constants["EDGE_SPLIT"] == (split and q_len > 1)  # a latency-bound verify's edge program
         assert constants["INT32_OFFSETS"] == (q_len > 1)  # as a plan gives them, to buffers that fit
+        assert constants["CLAMPED_WALK"] == (q_len > 1)
     verify = kt.launch_config(128, 4, 8)  # the edge tile walked as the plan walks it: with two buffers, or asked for
     assert kernel_resources.kernel_constants(verify, 128, 4, 8, 16, False, deep=True)["EDGE_IN_WALK"]
     assert not kernel_resources.kernel_constants(verify, 128, 4, 8, 16, False)["EDGE_IN_WALK"]

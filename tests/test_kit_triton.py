@@ -86,6 +86,15 @@ CASES = [
     ([80, 9, 61], [8, 7, 3], 4, 2, 16, 1, 40, 3, {"block_n": 16, "int32_offsets": 0, "edge_in_walk": 1,
                                                   "edge_prefetch": 0}, False),
     ([70, 12, 40], [8, 2, 5], 8, 1, 16, 4, 30, 3, {"block_n": 16, "int32_offsets": 0, "edge_prefetch": 1}, True),
+    # a verify's walk loads whole tiles unmasked (the chunk's last key again past its end), a decode's masked: each
+    # the other way too, and with the edge tile walked last (its positions clamped to the request's last key)
+    ([37, 5, 64], None, 4, 2, 16, 4, 40, 3, {"block_n": 16, "clamped_walk": 1}, True),
+    ([90, 1, 33], None, 8, 1, 32, 16, 40, 2, {"block_n": 16, "clamped_walk": 1, "int32_offsets": 1}, False),
+    ([80, 9, 61], [8, 7, 3], 4, 2, 16, 1, 40, 3, {"block_n": 16, "clamped_walk": 0}, False),
+    ([50, 8, 20], [8, 8, 1], 4, 1, 16, 4, 3, None, {"block_n": 16, "clamped_walk": 0, "edge_in_walk": 1,
+                                                    "edge_prefetch": 0}, True),
+    ([40, 70], [8, 5], 8, 1, 16, 16, 9, 2, {"block_n": 16, "clamped_walk": 1, "int32_offsets": 0, "edge_in_walk": 1,
+                                            "edge_prefetch": 0}, False),
 ]
 
 
@@ -247,6 +256,17 @@ def test_a_verify_addresses_k_and_v_in_32_bits_where_the_buffers_allow(kit_trito
     assert plan.int32_offsets and not kit_triton.plan_batch(_batch(), 4).int32_offsets
 
 
+def test_a_verify_walks_whole_tiles_unmasked_and_a_decode_masked(kit_triton) -> None:
+    """The policy (v13): a verify's walk loads unmasked, a decode's masked, and an explicit choice is taken as given
+    (the interpreter cases above check both ways against the reference, with NaN outside every window)."""
+    assert kit_triton.launch_config(128, 4, 8)["clamped_walk"] == 1
+    assert kit_triton.launch_config(128, 4, 1)["clamped_walk"] == 0
+    assert kit_triton.plan_batch(_batch(q_lens=(3, 1)), 4).clamped_walk
+    assert not kit_triton.plan_batch(_batch(), 4).clamped_walk
+    assert kit_triton.plan_batch(_batch(), 4, clamped_walk=1).clamped_walk
+    assert not kit_triton.plan_batch(_batch(q_lens=(3, 1)), 4, clamped_walk=0).clamped_walk
+
+
 def test_a_strided_buffer_is_judged_by_how_far_its_offsets_reach(kit_triton) -> None:
     """K as one half of a fused K/V buffer holds half its elements but is addressed across all of it: the 32-bit
     decision must count the reach, not the elements, or a large enough view would wrap silently."""
@@ -289,7 +309,7 @@ def test_refuses_what_it_cannot_compute(kit_triton) -> None:
             kit_triton.plan_batch(_batch(), 4, **{name: bad})
     for name, bad in (("edge_prefetch", 2), ("fused_merge", -1), ("fused_merge", True), ("whole_wave", 2),
                       ("edge_split", 3), ("deep_pipeline", 2), ("deep_pipeline", -1), ("edge_in_walk", 2),
-                      ("int32_offsets", 2)):
+                      ("int32_offsets", 2), ("clamped_walk", 2), ("clamped_walk", -1)):
         with pytest.raises(ValueError, match=f"launch override {name}={bad!r}: give an int in 0..1"):
             kit_triton.plan_batch(_batch(), 4, **{name: bad})
     for switch in ("edge_split", "edge_in_walk"):  # _batch() is decode: it has no edge tile to place
@@ -368,7 +388,7 @@ def test_the_constexpr_list_is_the_kernels(kit_triton) -> None:
     """``kernel_constexprs`` (what a plan launches with and kernel_resources compiles) sets every compile-time
     argument of the kernel and nothing else."""
     flags = dict.fromkeys(("verify", "edge_prefetch", "edge_split", "fused_merge", "sinks", "edge_in_walk",
-                           "int32_offsets"), True)
+                           "int32_offsets", "clamped_walk"), True)
     constants = kit_triton.kernel_constexprs(group=4, head_dim=128, rows=32, page_size=16, block_n=64, splits=3,
                                              **flags)
     assert set(constants) == {p.name for p in kit_triton._swa_attend_kernel.params if p.is_constexpr}

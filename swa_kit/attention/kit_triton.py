@@ -115,6 +115,14 @@ EDGE_PREFETCH_MAX_HEAD_DIM = 64
 # took 0.975-1.051x in the same A/B. Decode keeps 64-bit offsets: with 32-bit ones 32/8/128's one-buffer decode takes
 # 96 registers against 106-121, a fifth program joins each SM at B 128, and those launches took 1.04-1.05x (v12).
 INT32_OFFSETS_LIMIT = 2**31  # elements of a K or V buffer that 32-bit offsets can address
+# A verify's walk loads whole tiles unmasked: a tile past its chunk's end reads the chunk's last key again (masked in
+# the scores), and a slot's page and offset in it come from unsigned arithmetic (a shift and an AND at a power-of-two
+# page, where signed division and remainder take four instructions). Each masked 16-byte copy cost a warp three to
+# four predicate instructions more: with both, 32/8/128's verify walk issues 546 instructions a tile against 623 (page
+# size 16, sm_90), and took 0.948-1.020x v12's time at 32/8/128 (median 0.972x at B 128), 0.95-1.02x elsewhere.
+# Decode keeps v12's masked walk: there the change moved registers both ways (Gemma's 126 to 148 at page size 16, a
+# program fewer per SM: 1.15-1.33x at B 32; 32/8/128's 106 to 84 at page size 1, a fifth program per SM: 1.04-1.06x
+# at B 128), and its time at B 1-8 by 0.91-1.05x (v13).
 
 
 def block_n_for(head_dim: int, itemsize: int = 2, rows: int = 16) -> int:
@@ -151,6 +159,7 @@ def launch_config(head_dim: int, group: int, max_q_len: int, itemsize: int = 2,
         "edge_split": int(max_q_len > 1 and latency_bound),
         "edge_in_walk": int(max_q_len > 1 and head_dim > EDGE_PREFETCH_MAX_HEAD_DIM and deep),
         "int32_offsets": int(max_q_len > 1),
+        "clamped_walk": int(max_q_len > 1),
         "fused_merge": int(not latency_bound),
         "rows": rows,
         "block_n": block_n,
@@ -186,39 +195,50 @@ def is_latency_bound(pairs: int, num_sms: int) -> bool:
 
 def kernel_constexprs(*, group: int, head_dim: int, rows: int, page_size: int, block_n: int, splits: int,
                       verify: bool, edge_prefetch: bool, edge_split: bool, fused_merge: bool, sinks: bool,
-                      edge_in_walk: bool = False, int32_offsets: bool = False) -> dict[str, Any]:
+                      edge_in_walk: bool = False, int32_offsets: bool = False,
+                      clamped_walk: bool = False) -> dict[str, Any]:
     """The attend kernel's compile-time arguments: what :meth:`DecodePlan.run` launches with, and what
     ``benchmarks/kernel_resources.py`` compiles (one list, so the two cannot drift apart)."""
     merged_here = fused_merge and splits > 1
     return {"GROUP": group, "ROWS": rows, "HEAD_DIM": head_dim, "PAGE": page_size, "BLOCK_N": block_n,
             "SPLIT": splits > 1, "VERIFY": verify, "EDGE": MAX_QUERIES, "EDGE_PREFETCH": edge_prefetch,
             "EDGE_SPLIT": edge_split, "EDGE_IN_WALK": verify and edge_in_walk, "FUSED_MERGE": merged_here,
-            "USE_SINKS": sinks, "INT32_OFFSETS": int32_offsets,
+            "USE_SINKS": sinks, "INT32_OFFSETS": int32_offsets, "CLAMPED_WALK": clamped_walk,
             "MERGE_SPLITS": 1 << (splits - 1).bit_length() if merged_here else 1}
 
 
 if triton is not None:
 
     @triton.jit
-    def _kv_slots(table_ptr, row, pos, valid, PAGE: tl.constexpr, INT32_OFFSETS: tl.constexpr):
+    def _kv_slots(table_ptr, row, pos, valid, PAGE: tl.constexpr, INT32_OFFSETS: tl.constexpr,
+                  UNMASKED: tl.constexpr):
         """Buffer slot of each key position: its page from the table, then the offset inside the page (int32 where
-        every offset into the K and V buffers fits, int64 otherwise)."""
-        page = tl.load(table_ptr + row + pos // PAGE, mask=valid, other=0)
-        if INT32_OFFSETS:
-            return page * PAGE + pos % PAGE
+        every offset into the K and V buffers fits, int64 otherwise). ``UNMASKED``: every position is a key, read
+        without a mask, its page and offset from unsigned arithmetic (positions are never negative)."""
+        if UNMASKED:
+            upos = pos.to(tl.uint32)
+            page = tl.load(table_ptr + row + (upos // PAGE).to(tl.int32))
+            in_page = (upos % PAGE).to(tl.int32)
         else:
-            return page.to(tl.int64) * PAGE + pos % PAGE
+            page = tl.load(table_ptr + row + pos // PAGE, mask=valid, other=0)
+            in_page = pos % PAGE
+        if INT32_OFFSETS:
+            return page * PAGE + in_page
+        else:
+            return page.to(tl.int64) * PAGE + in_page
 
     @triton.jit
     def _load_kv(k_ptr, v_ptr, table_ptr, row, kv_head, dims, pos, valid, stride_ks, stride_kh, stride_vs, stride_vh,
-                 PAGE: tl.constexpr, INT32_OFFSETS: tl.constexpr):
-        """K and V of the keys at ``pos`` (zero where not ``valid``: nothing is read there)."""
-        slot = _kv_slots(table_ptr, row, pos, valid, PAGE, INT32_OFFSETS)
-        k = tl.load(k_ptr + slot[:, None] * stride_ks + kv_head * stride_kh + dims[None, :], mask=valid[:, None],
-                    other=0.0)
-        v = tl.load(v_ptr + slot[:, None] * stride_vs + kv_head * stride_vh + dims[None, :], mask=valid[:, None],
-                    other=0.0)
-        return k, v
+                 PAGE: tl.constexpr, INT32_OFFSETS: tl.constexpr, UNMASKED: tl.constexpr = False):
+        """K and V of the keys at ``pos`` (zero where not ``valid``: nothing is read there). ``UNMASKED``: every
+        position is a key to read (``valid`` is not looked at)."""
+        slot = _kv_slots(table_ptr, row, pos, valid, PAGE, INT32_OFFSETS, UNMASKED)
+        k_ptrs = k_ptr + slot[:, None] * stride_ks + kv_head * stride_kh + dims[None, :]
+        v_ptrs = v_ptr + slot[:, None] * stride_vs + kv_head * stride_vh + dims[None, :]
+        if UNMASKED:
+            return tl.load(k_ptrs), tl.load(v_ptrs)
+        else:
+            return tl.load(k_ptrs, mask=valid[:, None], other=0.0), tl.load(v_ptrs, mask=valid[:, None], other=0.0)
 
     @triton.jit
     def _fold_tile(s, scale_log2, v, m_i, l_i, acc, SAFE_MAX: tl.constexpr):
@@ -265,13 +285,15 @@ if triton is not None:
     @triton.jit
     def _walk(q, k_ptr, v_ptr, table_ptr, row, kv_head, dims, lo, hi, sm_scale_log2, m_i, l_i, acc, stride_ks,
               stride_kh, stride_vs, stride_vh, PAGE: tl.constexpr, BLOCK_N: tl.constexpr,
-              INT32_OFFSETS: tl.constexpr):
-        """The chunk ``[lo, hi)`` of the middle, with no mask but the chunk's end: every row sees every key."""
+              INT32_OFFSETS: tl.constexpr, CLAMPED_WALK: tl.constexpr):
+        """The chunk ``[lo, hi)`` of the middle, with no mask but the chunk's end: every row sees every key.
+        ``CLAMPED_WALK``: a tile reads past the chunk's end its last key again, unmasked (the scores mask it)."""
         for start in range(lo, hi, BLOCK_N):
             pos = start + tl.arange(0, BLOCK_N)
             valid = pos < hi
-            k, v = _load_kv(k_ptr, v_ptr, table_ptr, row, kv_head, dims, pos, valid, stride_ks, stride_kh, stride_vs,
-                            stride_vh, PAGE, INT32_OFFSETS)
+            k, v = _load_kv(k_ptr, v_ptr, table_ptr, row, kv_head, dims,
+                            tl.minimum(pos, hi - 1) if CLAMPED_WALK else pos, valid, stride_ks, stride_kh, stride_vs,
+                            stride_vh, PAGE, INT32_OFFSETS, CLAMPED_WALK)
             s = tl.where(valid[None, :], tl.dot(q, tl.trans(k)), float("-inf"))
             m_i, l_i, acc = _fold_tile(s, sm_scale_log2, v, m_i, l_i, acc, False)  # each tile has a key every row sees
         return m_i, l_i, acc
@@ -280,9 +302,11 @@ if triton is not None:
     def _walk_then_edge(q, q_pos, k_ptr, v_ptr, table_ptr, row, kv_head, dims, lo, hi, first, mid_lo, mid_hi, seq_len,
                         on, window, sm_scale_log2, m_i, l_i, acc, stride_ks, stride_kh, stride_vs, stride_vh,
                         PAGE: tl.constexpr, BLOCK_N: tl.constexpr, EDGE: tl.constexpr, ROWS: tl.constexpr,
-                        INT32_OFFSETS: tl.constexpr):
+                        INT32_OFFSETS: tl.constexpr, CLAMPED_WALK: tl.constexpr):
         """The chunk ``[lo, hi)`` of the middle, then (if ``on``) the edge tile as one more iteration of the same loop,
-        so that the pipeliner loads it ahead like any tile. Only that iteration is masked per query."""
+        so that the pipeliner loads it ahead like any tile. Only that iteration is masked per query. ``CLAMPED_WALK``:
+        as in :func:`_walk`, with the edge iteration's positions clamped to the request's last key (every position
+        from ``first`` on is in some query's window)."""
         j = tl.arange(0, BLOCK_N)
         in_front = j < EDGE
         e_pos = tl.where(in_front, first + j, mid_hi + j - EDGE)  # both edges, as in _edge_tile, then nothing
@@ -292,8 +316,10 @@ if triton is not None:
             is_edge = it == n_mid
             pos = tl.where(is_edge, e_pos, lo + it * BLOCK_N + j)
             valid = tl.where(is_edge, e_ok, pos < hi)
-            k, v = _load_kv(k_ptr, v_ptr, table_ptr, row, kv_head, dims, pos, valid, stride_ks, stride_kh, stride_vs,
-                            stride_vh, PAGE, INT32_OFFSETS)
+            last = tl.where(is_edge, seq_len, hi) - 1
+            k, v = _load_kv(k_ptr, v_ptr, table_ptr, row, kv_head, dims,
+                            tl.minimum(pos, last) if CLAMPED_WALK else pos, valid, stride_ks, stride_kh, stride_vs,
+                            stride_vh, PAGE, INT32_OFFSETS, CLAMPED_WALK)
             qk = tl.dot(q, tl.trans(k))
             if is_edge:
                 keep = valid[None, :] & (pos[None, :] <= q_pos[:, None]) & (pos[None, :] > q_pos[:, None] - window)
@@ -360,6 +386,7 @@ if triton is not None:
         USE_SINKS: tl.constexpr,
         MERGE_SPLITS: tl.constexpr,  # FUSED_MERGE: the split count rounded up to a power of two (1 otherwise)
         INT32_OFFSETS: tl.constexpr,  # every offset into K and V fits in 32 bits: cheaper address arithmetic
+        CLAMPED_WALK: tl.constexpr,  # the walk's tiles load unmasked, past the chunk's end its last key again
     ):
         b = tl.program_id(0)
         kv_head = tl.program_id(1)
@@ -415,10 +442,11 @@ if triton is not None:
             m_i, l_i, acc = _walk_then_edge(q, q_pos, k_ptr, v_ptr, table_ptr, row, kv_head, dims, lo, hi, first,
                                             mid_lo, mid_hi, seq_len, edge_on, window, sm_scale_log2, m_i, l_i, acc,
                                             stride_ks, stride_kh, stride_vs, stride_vh, PAGE, BLOCK_N, EDGE, ROWS,
-                                            INT32_OFFSETS)
+                                            INT32_OFFSETS, CLAMPED_WALK)
         else:
             m_i, l_i, acc = _walk(q, k_ptr, v_ptr, table_ptr, row, kv_head, dims, lo, hi, sm_scale_log2, m_i, l_i, acc,
-                                  stride_ks, stride_kh, stride_vs, stride_vh, PAGE, BLOCK_N, INT32_OFFSETS)
+                                  stride_ks, stride_kh, stride_vs, stride_vh, PAGE, BLOCK_N, INT32_OFFSETS,
+                                  CLAMPED_WALK)
         if VERIFY and not EDGE_IN_WALK:
             if EDGE_PREFETCH:
                 if edge_on:
@@ -572,6 +600,7 @@ class DecodePlan:
     edge_split: bool = False  # a chain's edge tile in a program of its own, the last split
     edge_in_walk: bool = False  # a chain's edge tile as the walk's last iteration
     int32_offsets: bool = False  # K and V addressed with 32-bit offsets (:func:`addresses_in_int32`)
+    clamped_walk: bool = False  # the walk's tiles loaded unmasked (:data:`launch_config`'s ``clamped_walk``)
 
     def run(self, q: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """Attention of ``q`` ``[T, Hq, D]`` (the batch's queries back to back) over each query's window."""
@@ -595,7 +624,8 @@ class DecodePlan:
                                 block_n=self.block_n, splits=self.splits, verify=self.max_q_len > 1,
                                 edge_prefetch=self.edge_prefetch, edge_split=self.edge_split,
                                 fused_merge=self.locks is not None, sinks=self.sinks is not None,
-                                edge_in_walk=self.edge_in_walk, int32_offsets=self.int32_offsets),
+                                edge_in_walk=self.edge_in_walk, int32_offsets=self.int32_offsets,
+                                clamped_walk=self.clamped_walk),
             num_warps=self.num_warps, num_stages=self.num_stages,
             **self._register_cap(),
         )
@@ -689,11 +719,12 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
         edge_split=launch.edge_split, edge_in_walk=launch.edge_in_walk,
         int32_offsets=addresses_in_int32(config, max(addressed_elements(k_buffer), addressed_elements(v_buffer)),
                                          overrides),
+        clamped_walk=bool(config["clamped_walk"]),
     )
 
 
-SWITCHES = {name: (0, 1) for name in ("deep_pipeline", "edge_in_walk", "edge_prefetch", "edge_split", "fused_merge",
-                                      "int32_offsets", "whole_wave")}  # on (1) or off (0)
+SWITCHES = {name: (0, 1) for name in ("clamped_walk", "deep_pipeline", "edge_in_walk", "edge_prefetch", "edge_split",
+                                      "fused_merge", "int32_offsets", "whole_wave")}  # on (1) or off (0)
 
 
 def addressed_elements(buffer: torch.Tensor) -> int:

@@ -189,7 +189,7 @@ class DecodeInputs:
         facts = {"splits": plan.splits, "chunk": plan.chunk, "rows": plan.rows, "block_n": plan.block_n,
                  "num_warps": plan.num_warps, "num_stages": plan.num_stages, "max_registers": plan.max_registers,
                  "edge_prefetch": plan.edge_prefetch, "edge_in_walk": plan.edge_in_walk,
-                 "int32_offsets": plan.int32_offsets,
+                 "int32_offsets": plan.int32_offsets, "clamped_walk": plan.clamped_walk,
                  "fused_merge": plan.locks is not None}
         return (lambda: plan.run(q, out)), out, facts
 
