@@ -18,7 +18,7 @@ from swa_kit.bench import load_recorded
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 PROSE = " ".join(README.split())  # sentences as one line, wherever the README wraps them
-RECORDED = "h200_2026-12-01_v12.json"
+RECORDED = "h200_2026-12-01_v13.json"
 TABLE_ROW = re.compile(r"^\| (?:([^|:]+): )?W (\d+), B (\d+), (\d+)/(\d+)/(\d+) \| ([\d.]+) us \| (\d+)% \| "
                        r"([\d.]+)x \| ([\d.]+)x \| ([\d.]+)x \|$", re.M)
 
@@ -49,14 +49,22 @@ def test_performance_table(run):
                                             ("sdpa_window", "flex_attention", "aiter_triton_unified@p16")), case
 
 
+def disturbed(row: dict) -> bool:
+    """The two kit cells the README calls disturbed: GPT-OSS decode at B 1, W 128, 8k (both page sizes)."""
+    case = row["case"]
+    return (case["head_dim"], case["batch"], case["window"], case["context"], case["drafts"]) == (64, 1, 128, 8192, 0)
+
+
 def test_context_flatness(run):
-    limit = re.search(r"the kit at 128k within ([\d.]+)% of 8k in every cell, either way", PROSE).group(1)
+    limit = re.search(r"the kit at 128k within ([\d.]+)% of 8k in every cell, either way, but the two whose 8k "
+                      r"replays were disturbed", PROSE).group(1)
     deviations = []
     for long in kit_rows(run, page_size=None, context=128 * 1024):
         case = {**long["case"], "context": 8192}
         (short,) = kit_rows(run, page_size=long["page_size"], **case)
-        deviations.append(abs(long["time_ms"] / short["time_ms"] - 1))
-    assert len(deviations) == 72 and limit == f"{100 * max(deviations):.1f}"
+        if not disturbed(short):
+            deviations.append(abs(long["time_ms"] / short["time_ms"] - 1))
+    assert len(deviations) == 70 and limit == f"{100 * max(deviations):.1f}"
 
 
 def test_conditions_of_the_run(run):
@@ -71,21 +79,21 @@ def test_conditions_of_the_run(run):
 
 def test_grid_ranges(run):
     found = re.search(r"reaches (\d+)-(\d+)% of copy from 512 MiB of window up, so the 90% target holds in every cell "
-                      r"there, and in three more: GPT-OSS at B 32, W 4096 \(256 MiB\), (\d+)-(\d+)% at page size 16 "
-                      r"and ([\d.]+)% at page size 1 and 8k \(([\d.]+)% at 128k\)", PROSE)
+                      r"there. Below 512 MiB GPT-OSS at B 32, W 4096 \(256 MiB\) comes closest, ([\d.]+)-([\d.]+)% "
+                      r"\(([\d.]+)-(\d+)% in the run before, with the same decode code", PROSE)
     assert found, "the README's bandwidth sentence changed: update this test with it"
     big = [r["copy_fraction"] for r in kit_rows(run, page_size=None) if r["window_bytes"] >= 512 * 2**20]
     assert tuple(map(int, found.groups()[:2])) == (round(100 * min(big)), round(100 * max(big))) and min(big) >= 0.9
-    more = [r for r in kit_rows(run, page_size=None) if r["window_bytes"] < 512 * 2**20 and r["copy_fraction"] >= 0.9]
-    assert sorted((r["case"]["head_dim"], r["case"]["batch"], r["case"]["window"], r["window_bytes"], r["page_size"],
-                   r["case"]["context"]) for r in more) == [(64, 32, 4096, 256 * 2**20, 1, 8192),
-                                                            (64, 32, 4096, 256 * 2**20, 16, 8192),
-                                                            (64, 32, 4096, 256 * 2**20, 16, 128 * 1024)]
-    page_16 = [r["copy_fraction"] for r in more if r["page_size"] == 16]
-    assert tuple(map(int, found.groups()[2:4])) == (round(100 * min(page_16)), round(100 * max(page_16)))
-    (short,) = kit_rows(run, page_size=1, head_dim=64, batch=32, window=4096, context=8192)
-    (long,) = kit_rows(run, page_size=1, head_dim=64, batch=32, window=4096, context=128 * 1024)
-    assert found.groups()[4:] == (f"{100 * short['copy_fraction']:.1f}", f"{100 * long['copy_fraction']:.1f}")
+    small = [r for r in kit_rows(run, page_size=None) if r["window_bytes"] < 512 * 2**20]
+    closest = max(small, key=lambda r: r["copy_fraction"])
+    assert (closest["case"]["head_dim"], closest["case"]["batch"], closest["case"]["window"]) == (64, 32, 4096)
+    gpt_oss = [r["copy_fraction"] for r in small if (r["case"]["head_dim"], r["case"]["batch"], r["case"]["window"])
+               == (64, 32, 4096)]
+    assert len(gpt_oss) == 4 and found.groups()[2:4] == (f"{100 * min(gpt_oss):.1f}", f"{100 * max(gpt_oss):.1f}")
+    before = load_recorded(Path(__file__).resolve().parent.parent / "data" / "bench" / "tuning"
+                           / "h200_2026-12-01_v12_grid.json")
+    earlier = [r["copy_fraction"] for r in kit_rows(before, page_size=None, head_dim=64, batch=32, window=4096)]
+    assert len(earlier) == 4 and found.groups()[4:] == (f"{100 * min(earlier):.1f}", f"{round(100 * max(earlier))}")
     text = re.search(r"Over the decode cells of B 8-128 \(B 1 is judged on its own\) it is ([\d.]+)-([\d.]+)x SDPA "
                      r"\(median ([\d.]+)x\), ([\d.]+)-([\d.]+)x FlexAttention, ([\d.]+)-([\d.]+)x aiter", PROSE)
     assert text, "the README's range sentence changed: update this test with it"
@@ -116,8 +124,8 @@ def test_figure_caption(run):
 def test_fixed_cost_and_verify_sentences(run):
     reads = {c["bytes"]: c["tbs"] / run["copy_tbs"] for c in run["read_same_bytes"]}
     copies = {c["bytes"]: c["tbs"] / run["copy_tbs"] for c in run["copy_same_bytes"]}
-    found = re.search(r"In every other cell below 512 MiB no path reaches 90% of copy, nor does one read of the same "
-                      r"bytes \(a sum: [^)]*\), timed in the same run: ([\d.]+)% of the ceiling at (\d+) MiB and "
+    found = re.search(r"In no cell below 512 MiB does any path reach 90% of copy, nor does one read of the same bytes "
+                      r"\(a sum: [^)]*\), timed in the same run: ([\d.]+)% of the ceiling at (\d+) MiB and "
                       r"([\d.]+)% at (\d+) MiB", PROSE)
     assert found, "the README's sentence on the cells below 512 MiB changed: update this test with it"
     for share, mib in (found.groups()[:2], found.groups()[2:]):
@@ -127,10 +135,8 @@ def test_fixed_cost_and_verify_sentences(run):
     assert (low, high) == (round(100 * min(kit)), round(100 * max(kit)))
     copy = int(re.search(r"A plain copy of the same bytes reached (\d+)% at 256 MiB", PROSE).group(1))
     assert copy == round(100 * copies[256 * 2**20])
-    gpt_oss_b32_w4096 = {"head_dim": 64, "batch": 32, "window": 4096}  # the cells the sentence before names
-    others = [r["copy_fraction"] for r in run["decode"] if r.get("copy_fraction") and r["window_bytes"] < 512 * 2**20
-              and any(r["case"][k] != v for k, v in gpt_oss_b32_w4096.items())]
-    assert others and max(others) < 0.9
+    small = [r["copy_fraction"] for r in run["decode"] if r.get("copy_fraction") and r["window_bytes"] < 512 * 2**20]
+    assert small and max(small) < 0.9
     assert max(share for nbytes, share in reads.items() if nbytes < 512 * 2**20) < 0.9
     met, cells = map(int, re.search(r"within 1.15x of decode over the same KV in (\d+) of (\d+) cells", PROSE).groups())
     (verify,) = [t for t in run["targets"] if t["target"] == "verify_over_decode"]
@@ -143,36 +149,44 @@ def test_fixed_cost_and_verify_sentences(run):
 
 def test_b1_and_verify_miss_sentences(run):
     targets = {t["target"]: t for t in run["targets"]}
-    assert "At B 1 it is within 1.2x of the fastest path in every cell" in PROSE
-    assert targets["b1_vs_fastest"]["missed"] == 0 and targets["b1_vs_fastest"]["cells"] == 36
-    found = re.search(r"it misses at W 128, for GPT-OSS \(64 query rows per tile\), with 32/8/128 at B 8 \(W 1024 "
-                      r"and 4096\), and in one cell of Gemma at B 128 \(W 1024, page size 1, 8k: ([\d.]+)x, where its "
-                      r"128k twin took ([\d.]+)x, and the same launch ([\d.]+)x in an A/B after the grid in the same "
-                      r"call, `data/bench/tuning/([\w.-]+)`; the same cell missed in v11's recorded run too\)", PROSE)
+    b1 = targets["b1_vs_fastest"]
+    met, cells = map(int, re.search(r"At B 1 it is within 1.2x of the fastest path in (\d+) of (\d+) cells",
+                                    PROSE).groups())
+    assert (met, cells) == (b1["cells"] - b1["missed"], b1["cells"])
+    found = re.search(r"The 36th, GPT-OSS at W 128, page size 16, 8k, took ([\d.]+) us, its 50 replays spread over "
+                      r"([\d.]+)-([\d.]+) us \(p10-p90\) where every other kit launch timed in the run kept its p90 "
+                      r"within ([\d.]+)x of its p10: a disturbed measurement, like its page-size-1 twin's "
+                      r"\(([\d.]+) us, ([\d.]+)-([\d.]+) us\)\. Their 128k twins took ([\d.]+) and ([\d.]+) us, and "
+                      r"the same launches ([\d.]+) and ([\d.]+) us in a later call \(`data/bench/tuning/([\w.-]+)`\)",
+                      PROSE)
+    assert found, "the README's B 1 sentence changed: update this test with it"
+    (miss,) = b1["misses"]
+    assert (miss["head_dim"], miss["window"], miss["page_size"], miss["context"]) == (64, 128, 16, 8192)
+    kit = [r for r in run["decode"] if r["path"] == "kit_triton_swa" and r.get("time_ms")]
+    cells = {r["page_size"]: r for r in kit if disturbed(r)}
+    assert sorted(cells) == [1, 16]
+    for row, (us, p10, p90) in ((cells[16], found.groups()[:3]), (cells[1], found.groups()[4:7])):
+        assert (us, p10, p90) == (f"{row['time_ms'] * 1e3:.1f}", f"{row['p10_us']:.1f}", f"{row['p90_us']:.1f}")
+    spread = max(r["p90_us"] / r["p10_us"] for r in kit if not disturbed(r))
+    assert found.group(4) == f"{spread:.2f}" and min(r["p90_us"] / r["p10_us"] for r in cells.values()) > 2 * spread
+    for ps, text in ((16, found.group(8)), (1, found.group(9))):
+        (twin,) = kit_rows(run, page_size=ps, head_dim=64, batch=1, window=128, context=128 * 1024)
+        assert text == f"{twin['time_ms'] * 1e3:.1f}"
+    recheck = json.loads((Path(__file__).resolve().parent.parent / "data" / "bench" / "tuning"
+                          / found.group(12)).read_text())
+    assert RECORDED in recheck["note"]
+    later = {r["page_size"]: r["us"] for r in recheck["rows"] if r["variant"] == "current" and r["drafts"] == 0
+             and (r["head_dim"], r["batch"], r["window"]) == (64, 1, 128)}
+    assert (found.group(10), found.group(11)) == (f"{later[16]:.2f}", f"{later[1]:.2f}")
+    found = re.search(r"it misses at W 128 \((\d+) cells: 32/8/128 at B 8-128, Gemma and GPT-OSS at B 128\) and with "
+                      r"32/8/128 at B 8, W 1024 \((\d+) cells\)", PROSE)
     assert found, "the README's verify-miss sentence changed: update this test with it"
     misses = targets["verify_over_decode"]["misses"]
-    wide_32_8_128 = [m for m in misses if m["head_dim"] == 128 and m["window"] > 128]
-    assert {m["batch"] for m in wide_32_8_128} == {8} and {m["window"] for m in wide_32_8_128} == {1024, 4096}
-    (gemma,) = [m for m in misses if m["head_dim"] == 256 and m["window"] > 128]
-    assert (gemma["batch"], gemma["window"], gemma["page_size"], gemma["context"]) == (128, 1024, 1, 8192)
-    assert found.group(1) == f"{gemma['value']:.3f}"
-    (twin,) = [g for g in bench.grid_rows(run) if g["page_size"] == 1 and (g["case"]["head_dim"], g["case"]["batch"],
-               g["case"]["window"], g["case"]["context"]) == (256, 128, 1024, 131072)]
-    assert found.group(2) == f"{twin['verify_over_decode']:.2f}"
-    tuning = Path(__file__).resolve().parent.parent / "data" / "bench" / "tuning"
-    ab = json.loads((tuning / found.group(4)).read_text())
-    assert RECORDED in ab["note"] and "same device call" in ab["note"]
-    times = {r["drafts"]: r["us"] for r in ab["rows"] if r["variant"] == "current" and r["page_size"] == 1
-             and (r["head_dim"], r["batch"], r["window"]) == (256, 128, 1024)}
-    assert found.group(3) == f"{times[8] / times[0]:.2f}"
-    earlier = load_recorded(tuning / "h200_2026-12-01_v11_grid.json")
-    (before,) = [t for t in earlier["targets"] if t["target"] == "verify_over_decode"]
-    assert any((m["head_dim"], m["batch"], m["window"], m["page_size"], m["context"]) == (256, 128, 1024, 1, 8192)
-               for m in before["misses"])
-    named = {"W 128": lambda m: m["window"] == 128, "GPT-OSS": lambda m: m["head_dim"] == 64,
-             "32/8/128 at B 8": lambda m: m in wide_32_8_128, "Gemma's one": lambda m: m is gemma}
-    assert all(any(test(m) for test in named.values()) for m in misses)
-    assert all(any(test(m) for m in misses) for test in named.values())  # each named cause has a miss
+    narrow = [m for m in misses if m["window"] == 128]
+    assert int(found.group(1)) == len(narrow) and int(found.group(2)) == len(misses) - len(narrow)
+    assert {m["batch"] for m in narrow if m["head_dim"] == 128} == {8, 32, 128}
+    assert {m["batch"] for m in narrow if m["head_dim"] != 128} == {128}
+    assert all((m["head_dim"], m["batch"], m["window"]) == (128, 8, 1024) for m in misses if m["window"] > 128)
 
 
 def test_verify_keys_and_tile_sentence(run):
@@ -181,18 +195,14 @@ def test_verify_keys_and_tile_sentence(run):
                       r"\(queries x query heads per KV head\); the kit's decode over that many keys in that tile, "
                       r"timed beside each verify, takes over 1.15x decode's time in (\d+) of the (\d+) misses too, "
                       r"and over the cells of B 8-128 the verify takes ([\d.]+)-([\d.]+)x its time \(median "
-                      r"([\d.]+)x\), the Gemma cell above aside \(([\d.]+)x\)", PROSE)
+                      r"([\d.]+)x\): a verify costs what", PROSE)
     assert found, "the README's keys-and-tile sentence changed: update this test with it"
     assert (int(found.group(1)), int(found.group(2))) == (bench.DRAFTS, bench.DRAFTS - 1)
     (verify,) = [t for t in run["targets"] if t["target"] == "verify_over_decode"]
     assert (int(found.group(3)), int(found.group(4))) == (verify["verify_keys_tile_misses_too"], verify["missed"])
-    ratios = {(g["case"]["head_dim"], g["case"]["batch"], g["case"]["window"], g["case"]["context"], g["page_size"]):
-              g["verify_over_decode"] / g["verify_keys_tile_over_decode"]
-              for g in bench.grid_rows(run) if g["case"]["batch"] > 1}
-    assert len(ratios) == 108
-    gemma = ratios.pop((256, 128, 1024, 8192, 1))  # the cell the sentence before names
-    assert found.group(8) == f"{gemma:.2f}" and max(ratios.values()) < gemma
-    values = list(ratios.values())
+    values = [g["verify_over_decode"] / g["verify_keys_tile_over_decode"] for g in bench.grid_rows(run)
+              if g["case"]["batch"] > 1]
+    assert len(values) == 108
     assert found.groups()[4:7] == (f"{min(values):.2f}", f"{max(values):.2f}", f"{statistics.median(values):.2f}")
 
 

@@ -558,7 +558,7 @@ def test_what_the_window_buys_gemma4_by_hand():
 def test_check_headline_floor_against_the_recorded_run():
     from swa_kit.bench import recorded_files
 
-    (newest,) = [p for p in recorded_files() if p.name == "h200_2026-12-01_v12.json"]  # the run the check reads
+    (newest,) = [p for p in recorded_files() if p.name == "h200_2026-12-01_v13.json"]  # the run the check reads
     copy_tbs = json.loads(newest.read_text())["copy_tbs"]
     by_hand = 2 * 32 * 8 * 4096 * 128 * 2 / (copy_tbs * 1e12) * 1e6  # K and V of the window, bf16
     assert workshop.check_headline_floor(...).ok is None

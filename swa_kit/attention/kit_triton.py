@@ -63,7 +63,7 @@ SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
 #: Most queries one request may bring: speculative decoding verifies 2-8 draft tokens per step.
 MAX_QUERIES = 8
 
-# Tuned on an H200 (docs/kernel-notes.md, v4-v11): K (and V) tiles of 16 KiB per pipeline stage (64 keys
+# Tuned on an H200 (docs/kernel-notes.md, v4-v13): K (and V) tiles of 16 KiB per pipeline stage (64 keys
 # at head_dim 128 in bf16), 8 KiB once a program carries more than 32 query rows (a verify's drafts x
 # the GQA group); 4 warps; 3 pipeline stages (2 at head_dim 64), 5 where the grid is small (below); the window
 # split into at most one wave of two programs per SM (v10), never chunks under 256 keys but in a latency-bound
