@@ -118,8 +118,9 @@ INT32_OFFSETS_LIMIT = 2**31  # elements of a K or V buffer that 32-bit offsets c
 # A verify's walk loads whole tiles unmasked: a tile past its chunk's end reads the chunk's last key again (masked in
 # the scores), and a slot's page and offset in it come from unsigned arithmetic (a shift and an AND at a power-of-two
 # page, where signed division and remainder take four instructions). Each masked 16-byte copy cost a warp three to
-# four predicate instructions more: with both, 32/8/128's verify walk issues 546 instructions a tile against 623 (page
-# size 16, sm_90), and took 0.948-1.020x v12's time at 32/8/128 (median 0.972x at B 128), 0.95-1.02x elsewhere.
+# four predicate instructions more: with both, 32/8/128's capped verify walk's loop holds 546 SASS instructions
+# against 623 (page size 16, sm_90), and took 0.948-1.020x v12's time at 32/8/128 (median 0.972x at B 128),
+# 0.95-1.02x elsewhere.
 # Decode keeps v12's masked walk: there the change moved registers both ways (Gemma's 126 to 148 at page size 16, a
 # program fewer per SM: 1.15-1.33x at B 32; 32/8/128's 106 to 84 at page size 1, a fifth program per SM: 1.04-1.06x
 # at B 128), and its time at B 1-8 by 0.91-1.05x (v13).
