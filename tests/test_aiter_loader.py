@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -84,6 +85,28 @@ def test_interpreter_knob_is_restored_and_stdlib_swap_is_undone():
     with aiter_loader.interpreted_stdlib():
         assert not isinstance(tl.zeros, JITFunction)
     assert isinstance(tl.zeros, JITFunction)
+
+
+@needs_wheel
+def test_a_compile_after_an_interpreted_launch_sees_triton_language_as_it_was(tmp_path):
+    """An interpreted launch of aiter's kernel (the CPU tier), then a compile of the kit's kernel for sm_90 in the same
+    process. Triton's interpreter left triton.language's builtins patched, and that compile failed in the
+    interpreter's builder. A fresh process and an empty Triton cache, so that the compile cannot come from a cache."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from swa_kit.attention import aiter_triton; "
+        "ok, why = aiter_triton.interpreter_status(); print(ok, why); "
+        "from benchmarks import kernel_resources; "
+        "print(kernel_resources.compile_facts(128, 4, 8, 16, False)['walk_loop_sass'] > 0)"
+    )
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path)}
+    child = subprocess.run([sys.executable, "-c", code, root], capture_output=True, text=True, timeout=600, env=env,
+                           check=False)
+    assert child.returncode == 0, child.stderr[-2000:]
+    launched, compiled = child.stdout.strip().splitlines()
+    if not launched.startswith("True"):
+        pytest.skip(f"this Triton's interpreter does not run aiter's kernel: {launched}")
+    assert compiled == "True"
 
 
 @needs_wheel

@@ -23,7 +23,8 @@ compiled mode. An interpreted kernel that calls them fails ("Cannot call @triton
 of the scope of a kernel"). :func:`interpreted_stdlib` swaps them for interpreted twins for
 the duration of one interpreted launch (under a lock) and restores them afterwards, which is
 what setting ``TRITON_INTERPRET=1`` before importing triton would have given for the whole
-process.
+process. It also undoes the patches the interpreter leaves on ``triton.language``, so that a
+compile later in the same process (a GPU launch, or ``benchmarks/kernel_resources.py``) works.
 
 Module paths are pinned: amd-aiter 0.1.10 moved the attention kernels to
 ``aiter.ops.triton.attention.*``; other layouts are refused with the version named.
@@ -210,10 +211,15 @@ _STDLIB_LOCK = threading.Lock()
 
 @contextlib.contextmanager
 def interpreted_stdlib() -> Iterator[None]:
-    """Make ``triton.language``'s jit-decorated helpers interpretable during one interpreted launch.
+    """Make ``triton.language``'s jit-decorated helpers interpretable during one interpreted launch, and leave
+    ``triton.language`` as it found it.
 
     A no-op when triton was imported with ``TRITON_INTERPRET=1`` (they are interpreted already).
-    Holds a lock: a GPU compile in another thread must not see the swapped helpers.
+    Holds a lock: a GPU compile in another thread must not see the swapped helpers. On the way out every
+    attribute of ``triton.language``'s modules and classes gets its value from before the launch back, the
+    interpreter's own patches included: Triton's interpreter (3.6 and 3.9) patches the language's builtins for
+    each helper a kernel calls and never undoes that, and a compile later in the process then fails in the
+    interpreter's builder (``'block_argument' object has no attribute 'get_element_ty'``).
     """
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
@@ -221,23 +227,37 @@ def interpreted_stdlib() -> Iterator[None]:
     with contextlib.suppress(ImportError):  # imported lazily at launch; it must see the originals
         importlib.import_module("triton.experimental.gluon")
     with _STDLIB_LOCK:
-        swapped: list[tuple[object, str, object]] = []
-        owners = [m for n, m in list(sys.modules.items()) if n.startswith("triton.language") and m is not None]
-        import triton.language as tl
-
-        owners.append(tl.tensor)
+        saved = [(owner, dict(vars(owner))) for owner in _language_namespaces()]
         twins: dict[int, InterpretedFunction] = {}
         try:
-            for owner in owners:
-                for name, value in list(vars(owner).items()):
+            for owner, attributes in saved:
+                for name, value in attributes.items():
                     if isinstance(value, JITFunction):
-                        twin = twins.setdefault(id(value), InterpretedFunction(value.fn))
-                        swapped.append((owner, name, value))
-                        setattr(owner, name, twin)
+                        setattr(owner, name, twins.setdefault(id(value), InterpretedFunction(value.fn)))
             yield
         finally:
-            for owner, name, value in reversed(swapped):
-                setattr(owner, name, value)
+            for owner, attributes in saved:
+                _restore_attributes(owner, attributes)
+
+
+def _language_namespaces() -> list[object]:
+    """``triton.language``'s modules and the classes they define: what an interpreted launch patches."""
+    modules = [m for n, m in list(sys.modules.items()) if n.startswith("triton.language") and m is not None]
+    classes = {id(v): v for m in modules for v in vars(m).values()
+               if isinstance(v, type) and v.__module__.startswith("triton.language")}
+    return modules + list(classes.values())
+
+
+def _restore_attributes(owner: object, attributes: dict[str, object]) -> None:
+    """Give ``owner`` back the values its ``attributes`` had. Names added since stay: the interpreter adds the
+    globals its rewritten functions read (``interpreter_semantic``) and keeps those functions cached."""
+    now = vars(owner)
+    for name, value in attributes.items():
+        if now.get(name, _MISSING) is not value:
+            setattr(owner, name, value)
+
+
+_MISSING = object()
 
 
 _CACHE: dict[tuple[str, bool], types.ModuleType] = {}
