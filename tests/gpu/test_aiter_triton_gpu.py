@@ -135,8 +135,10 @@ def _interpreter_child(path: str) -> None:
 
 
 def test_cpu_interpreter_copy_agrees_with_the_gpu(tmp_path):
-    """aiter's kernel in the interpreter runs in a child process: in this one it would break every later
-    compile of a Triton kernel (Triton 3.6: 'block_argument' has no attribute 'get_element_ty')."""
+    """aiter's kernel in the interpreter runs in a child process. Before aiter_loader.interpreted_stdlib restored
+    triton.language after each interpreted launch, running it here broke every later compile of a Triton kernel in
+    this process (Triton 3.6: 'block_argument' has no attribute 'get_element_ty'); the child keeps this suite
+    independent of that repair, which tests/test_aiter_loader.py checks on the CPU."""
     gpu = paged_batch([3], [20], hq=2, hkv=1, d=64, page_size=16, dtype=torch.float32)
     cpu_batch = AttentionBatch(
         gpu.q.cpu(), gpu.k_buffer.cpu(), gpu.v_buffer.cpu(), gpu.qo_indptr.cpu(), gpu.kv_indptr.cpu(),
