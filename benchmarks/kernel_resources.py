@@ -60,8 +60,8 @@ def kernel_constants(config: dict[str, int], dim: int, group: int, q_len: int, p
                                 edge_split=split and bool(config["edge_split"]),
                                 fused_merge=split and bool(config["fused_merge"]), sinks=dim == 64,
                                 edge_in_walk=q_len > 1 and kt.walks_edge(config, deep, overridden),
-                                **({"int32_offsets": True} if config.get("int32_offsets") else {}),
-                                **({"clamped_walk": True} if config.get("clamped_walk") else {}))
+                                # named only where on: a variant from before a switch has no such argument
+                                **{name: True for name in ("int32_offsets", "clamped_walk") if config.get(name)})
 
 
 def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, deep: bool = False,

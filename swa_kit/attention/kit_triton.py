@@ -680,7 +680,9 @@ def plan_decode(k_buffer: torch.Tensor, v_buffer: torch.Tensor, table: torch.Ten
     batch's ``qo_indptr`` (default: one query per request) and ``max_q_len`` its longest
     query run, as a host int (a serving engine knows it without reading the GPU). ``sinks``:
     ``[Hq]`` per-head sink logits, as aiter's ``unified_attention(sinks=...)`` takes them.
-    ``max_seq_len`` (a host int) spares the one read of ``seq_lens`` the plan otherwise makes.
+    ``max_seq_len`` (a host int) spares the one read of ``seq_lens`` the plan otherwise makes. Each request's queries
+    are its last keys (``1 <= q_len <= seq_len``, as :class:`AttentionBatch` checks): the plan reads no other device
+    tensor, so it cannot check that again, and a verify's clamped walk reads the request's last key.
     ``splits`` forces the split count; ``overrides`` replace entries of :func:`launch_config`
     (the tuning sweeps use them; ``rows`` pads the query tile further, ``max_registers=0`` lifts the cap).
     """
