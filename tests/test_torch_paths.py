@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 import torch
@@ -57,3 +58,27 @@ def test_bad_window_argument(name):
     batch = random_paged_batch([1], [4], head_dim=16)
     with pytest.raises(WindowConventionError):
         run_path(name, batch, 0)
+
+
+def test_compiled_flex_names_its_eager_run_past_the_recompile_limit(monkeypatch):
+    """Compiled FlexAttention (forced here on CPU, as on a GPU) under a recompile limit of 1. Two requests of one span
+    shape at different offsets share one compile: the offsets enter the mask as tensors. A shorter span is a new
+    shape: torch would fall back to eager without a word past the limit; the path makes the limit raise, runs
+    eagerly and says so."""
+    from swa_kit.attention import torch_paths
+
+    monkeypatch.setattr(torch_paths, "_compiles_on", lambda device: True)
+    monkeypatch.setattr(torch_paths, "_COMPILED", {})
+    gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    torch._dynamo.reset()
+    try:
+        with torch._dynamo.config.patch(recompile_limit=1):
+            for seq_lens, how in (([30, 90], torch_paths.COMPILED), ([12], torch_paths.EAGER_PAST_LIMIT)):
+                batch = random_paged_batch([1] * len(seq_lens), seq_lens, num_q_heads=4, num_kv_heads=2, head_dim=16,
+                                           page_size=1, window_keys=20, garbage=math.nan, generator=gen)
+                result = run_path("flex_attention", batch, from_keys("flex", 20))
+                assert result.notes[:-1] == [how], seq_lens
+                torch.testing.assert_close(result.out.double(), reference_attention(batch, 20).out, rtol=1e-5,
+                                           atol=1e-5)
+    finally:
+        torch._dynamo.reset()

@@ -15,6 +15,7 @@ on a GPU it is compiled, which is FlexAttention proper. Each result says which.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -119,21 +120,39 @@ def _flex_module() -> Any:
 
 
 _COMPILED: dict[str, Callable[..., torch.Tensor]] = {}
+EAGER_ON_CPU = "eager (unfused) FlexAttention on CPU"
+COMPILED = "torch.compile'd FlexAttention"
+EAGER_PAST_LIMIT = ("eager (unfused) FlexAttention: torch.compile reached dynamo's recompile limit for it "
+                    "(torch._dynamo.reset() lets it compile again)")
 
 
-def _flex_kernel(device: torch.device) -> tuple[Callable[..., torch.Tensor], str]:
-    """FlexAttention compiled on a GPU, eager (unfused) on CPU where compiling costs ~30 s per shape."""
+def _compiles_on(device: torch.device) -> bool:
+    return device.type != "cpu"
+
+
+def _flex_on(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, compiled: bool, **kwargs: Any
+             ) -> tuple[torch.Tensor, str]:
+    """FlexAttention and how it ran: ``compiled`` (on a GPU), or eager (on CPU, where compiling costs ~30 s a shape).
+
+    Each new shape (heads, head dim, lengths) compiles again. Past dynamo's recompile limit torch would run the
+    function eagerly without a word; the limit is made to raise here, so the eager run is one the result names."""
     flex = _flex_module()
-    if device.type == "cpu":
-        return flex.flex_attention, "eager (unfused) FlexAttention on CPU"
-    if "gpu" not in _COMPILED:
-        _COMPILED["gpu"] = torch.compile(flex.flex_attention, dynamic=False)
-    return _COMPILED["gpu"], "torch.compile'd FlexAttention"
+    if not compiled:
+        return flex.flex_attention(q, k, v, **kwargs), EAGER_ON_CPU
+    if "flex" not in _COMPILED:
+        _COMPILED["flex"] = torch.compile(flex.flex_attention, dynamic=False)
+    try:
+        with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+            return _COMPILED["flex"](q, k, v, **kwargs), COMPILED
+    except torch._dynamo.exc.FailOnRecompileLimitHit:
+        return flex.flex_attention(q, k, v, **kwargs), EAGER_PAST_LIMIT
 
 
-def _sliding_mask_mod(span: _Span) -> Callable[..., torch.Tensor]:
-    """``mask_mod(b, h, q_idx, kv_idx)``: the window rule on absolute positions (and the tree, if any)."""
-    window, q_start, k_start, tree = span.window, span.q_start, span.k_start, span.tree
+def _sliding_mask_mod(span: _Span, device: torch.device) -> Callable[..., torch.Tensor]:
+    """``mask_mod(b, h, q_idx, kv_idx)``: the window rule on absolute positions (and the tree, if any). The span's
+    offsets enter as tensors: as ints they would be constants of the compiled kernel, one compile per request."""
+    window, tree = span.window, span.tree
+    q_start, k_start = (torch.tensor(start, device=device) for start in (span.q_start, span.k_start))
 
     def sliding(b: Any, h: Any, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
         return window.attends(q_idx + q_start, kv_idx + k_start)
@@ -144,14 +163,19 @@ def _sliding_mask_mod(span: _Span) -> Callable[..., torch.Tensor]:
     return sliding if tree is None else sliding_tree
 
 
-def _flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, span: _Span, batch: AttentionBatch) -> torch.Tensor:
+def _flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, span: _Span, batch: AttentionBatch,
+          ran: set[str]) -> torch.Tensor:
+    """One request's FlexAttention; adds to ``ran`` how it ran (see :func:`_flex_on`)."""
     flex = _flex_module()
     q_len, kv_len = span.allowed.shape
-    block_mask = flex.create_block_mask(_sliding_mask_mod(span), None, None, q_len, kv_len, device=q.device)
-    kernel, _ = _flex_kernel(q.device)
+    block_mask = flex.create_block_mask(_sliding_mask_mod(span, q.device), None, None, q_len, kv_len,
+                                        device=q.device)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the eager CPU path warns on every call that it is unfused
-        return kernel(q, k, v, block_mask=block_mask, scale=batch.sm_scale, enable_gqa=q.shape[1] != k.shape[1])
+        warnings.simplefilter("ignore")  # the eager path warns on every call that it is unfused
+        out, how = _flex_on(q, k, v, _compiles_on(q.device), block_mask=block_mask, scale=batch.sm_scale,
+                            enable_gqa=q.shape[1] != k.shape[1])
+    ran.add(how)
+    return out
 
 
 def flex_attention(batch: AttentionBatch, window_arg: Any = None) -> AttentionResult:
@@ -164,10 +188,10 @@ def flex_attention(batch: AttentionBatch, window_arg: Any = None) -> AttentionRe
         raise BackendUnavailableError(
             f"flex_attention: head_dim {batch.q.shape[2]} must be a power of two >= 16; use torch_sdpa"
         )
-    out = _run_per_request(batch, keys, _flex)
-    _, how = _flex_kernel(batch.device)
-    return AttentionResult(out, path="flex_attention", tier="torch", device=_device_name(batch.device),
-                           notes=[how, "mask_mod applies the window (and tree) mask over the gathered key span"])
+    ran: set[str] = set()
+    out = _run_per_request(batch, keys, functools.partial(_flex, ran=ran))
+    notes = [*sorted(ran), "mask_mod applies the window (and tree) mask over the gathered key span"]
+    return AttentionResult(out, path="flex_attention", tier="torch", device=_device_name(batch.device), notes=notes)
 
 
 def _flex_available() -> tuple[bool, str]:
