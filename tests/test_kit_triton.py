@@ -8,8 +8,8 @@ saves them, the child runs the kernel on each (output poisoned with NaN first), 
 parent compares with the reference, which never ran in the child.
 
 Every slot no query attends holds NaN: a kernel that reads one key outside the window
-fails loudly. bf16 is checked on the GPU only (tests/gpu): Triton 3.9's interpreter
-computes ``tl.dot`` of bf16 tiles wrongly (errors ~1e10 on a plain 16x16 product).
+fails loudly. bf16 is checked on the GPU only (tests/gpu): Triton's interpreter computes
+``tl.dot`` of bf16 tiles wrongly, so the kit refuses bf16 there (tests/test_interpreted.py).
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ import torch
 from swa_kit.attention import aiter_loader
 from swa_kit.attention.backends import Backend, register
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
+from swa_kit.attention.interpreted import refuse_bfloat16
 from swa_kit.errors import BackendUnavailableError, UsageError
 from swa_kit.window import to_keys
 
@@ -153,7 +154,9 @@ def unified_attention(
             f"aiter_triton: q {q.dtype}, k {k.dtype}, v {v.dtype}; supported: one of {_DTYPES} for all three"
         )
     interpreted = q.device.type == "cpu"
-    if not interpreted and (q.device.type != "cuda" or not torch.cuda.is_available()):
+    if interpreted:
+        refuse_bfloat16("aiter_triton", q.dtype)
+    elif q.device.type != "cuda" or not torch.cuda.is_available():
         raise BackendUnavailableError(f"aiter_triton runs on a CUDA/ROCm GPU or on the CPU, not on {q.device}")
     block_size, num_kv_heads, head_size = k.shape[1], k.shape[2], q.shape[2]
     num_seqs = seqused_k.numel()

@@ -25,6 +25,18 @@ from swa_kit.errors import BackendUnavailableError
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
+def refuse_bfloat16(path: str, dtype: torch.dtype) -> None:
+    """Refuse bfloat16 in Triton's CPU interpreter. It keeps bfloat16 values as their raw 16-bit patterns, and its
+    ``tl.dot`` multiplies those patterns (triton-lang/triton#11584; Triton 3.6 and 3.9 alike): attention outputs near
+    1e9, without an error. ``tests/test_interpreted.py`` checks that this still holds."""
+    if dtype == torch.bfloat16:
+        raise BackendUnavailableError(
+            f"{path}: bfloat16 in Triton's CPU interpreter, whose tl.dot multiplies bfloat16's raw bit patterns "
+            "(triton-lang/triton#11584) and returns garbage without an error; run the batch in float16 on the CPU, "
+            "or in bfloat16 on a GPU"
+        )
+
+
 def run_in_interpreter(batch: AttentionBatch, keys: Any, timeout_s: float = 300) -> AttentionResult:
     """The kit's kernel on ``batch`` with a window of ``keys`` keys, in Triton's CPU interpreter (child process).
 

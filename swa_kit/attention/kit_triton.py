@@ -46,6 +46,7 @@ import torch
 
 from swa_kit.attention.backends import Backend, register
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
+from swa_kit.attention.interpreted import refuse_bfloat16
 from swa_kit.errors import BackendUnavailableError
 from swa_kit.window import Window
 
@@ -655,6 +656,8 @@ def _check_supported(k_buffer: torch.Tensor, v_buffer: torch.Tensor, page_size: 
     dim, hkv = k_buffer.shape[2], k_buffer.shape[1]
     if k_buffer.dtype not in SUPPORTED_DTYPES or v_buffer.dtype != k_buffer.dtype:
         raise _unsupported(f"KV dtype {k_buffer.dtype}/{v_buffer.dtype} (supported: float16, bfloat16, both alike)")
+    if k_buffer.device.type == "cpu":  # the CPU runs the kernel in Triton's interpreter
+        refuse_bfloat16("kit_triton_swa", k_buffer.dtype)
     if dim < 16 or dim & (dim - 1) or v_buffer.shape[2] != dim:
         raise _unsupported(f"head_dim {dim} (K) / {v_buffer.shape[2]} (V): needs one power of two >= 16")
     if k_buffer.stride(2) != 1 or v_buffer.stride(2) != 1:
