@@ -108,3 +108,13 @@ def test_a_verify_walks_more_instructions_per_tile_than_decode(kernel_resources)
     decode = kernel_resources.compile_facts(128, 4, 1, 16, False)["walk_loop_sass"]
     verify = kernel_resources.compile_facts(128, 4, 8, 16, False)["walk_loop_sass"]
     assert 0 < decode < verify
+
+
+def test_a_verify_whose_accumulator_outgrows_the_cap_runs_uncapped_and_compiles(kernel_resources) -> None:
+    """GQA 8 with 8 drafts at head_dim 256: 64 query rows, whose accumulator alone takes 128 registers a thread.
+    Under the verify's cap of 128 ptxas refuses it (on an H200 the kit's verify failed so); the policy lifts the cap."""
+    facts = kernel_resources.compile_facts(256, 8, 8, 16, False)
+    assert (facts["rows"], facts["max_registers"], facts["spill_stack_bytes"]) == (64, 0, 0)
+    assert facts["registers"] > 128
+    with pytest.raises(Exception, match="Insufficient registers"):  # noqa: B017 - Triton's compile error type
+        kernel_resources.compile_facts(256, 8, 8, 16, False, max_registers=128)

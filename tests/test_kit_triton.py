@@ -168,6 +168,19 @@ def test_chunks_cover_the_window_exactly_once(kit_triton) -> None:
                     assert splits == 1 or pairs * splits <= per_sm * 132
 
 
+def test_a_verify_keeps_its_register_cap_only_where_it_was_measured(kit_triton) -> None:
+    """The grid's head shapes, whose accumulator takes 32 registers a thread, keep a verify's cap; a taller or wider
+    query tile runs uncapped (tests/test_kernel_resources.py compiles one that the cap cannot hold). Decode never
+    has one."""
+    cap = kit_triton.MAX_REGISTERS
+    for dim, group, want in ((128, 4, cap), (256, 2, cap), (64, 8, cap), (64, 4, cap), (256, 8, 0), (256, 4, 0),
+                             (128, 16, 0)):
+        config = kit_triton.launch_config(dim, group, kit_triton.MAX_QUERIES)
+        assert config["max_registers"] == want, (dim, group, config["rows"])
+        assert kit_triton.launch_config(dim, group, 1)["max_registers"] == 0
+    assert kit_triton.accumulator_registers(64, 256) == 128
+
+
 def test_a_batch_splits_into_one_wave_of_two_programs_per_sm_and_small_grids_get_two_buffers(kit_triton,
                                                                                              monkeypatch) -> None:
     """On an H200's 132 SMs (8 KV heads, head_dim 64): decode and verify split their window into at most one wave of

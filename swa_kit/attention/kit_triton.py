@@ -88,6 +88,11 @@ DEEP_PROGRAMS_PER_SM = 2
 # with a quarter fewer programs in flight its walk fell up to 1.47x behind decode's (v5). Decode runs uncapped
 # (the cap cost it 1-2%), and so does a verify with two K/V buffers: two programs an SM leave 256 a thread.
 MAX_REGISTERS = 128
+# The cap was measured where a verify's output accumulator (rows x head_dim fp32 values over the program's 128
+# threads) takes 32 registers a thread: every head shape of the grid (32 rows at head_dim 128, 16 at 256, 64 at 64).
+# A taller or wider tile runs uncapped: at 64 rows and head_dim 256 (GQA 8 with 8 drafts) the accumulator alone takes
+# 128 and ptxas refuses the cap ("Insufficient registers"); at 128 rows and head_dim 128 the cap spills 664 bytes.
+CAPPED_ACCUMULATOR_REGISTERS = 32
 MIN_CHUNK = 256
 # A batch with at most one (request, KV head) pair per 8 SMs (B 1 at 8-16 KV heads on an H200) is
 # latency-bound: its window is cut into chunks as short as one tile (Gemma's B 1 W 128: 10.7 against 14.4 us),
@@ -142,6 +147,11 @@ def rows_for(max_q_len: int, group: int) -> int:
     return max(16, 1 << max(0, max_q_len * group - 1).bit_length())
 
 
+def accumulator_registers(rows: int, head_dim: int, num_warps: int = NUM_WARPS) -> int:
+    """Registers a thread holds for a program's fp32 output accumulator, ``rows`` x ``head_dim``."""
+    return rows * head_dim // (32 * num_warps)
+
+
 def launch_config(head_dim: int, group: int, max_q_len: int, itemsize: int = 2,
                   latency_bound: bool = False, page_size: int = 16) -> dict[str, int]:
     """Tile, warps, pipeline depth, register cap and split policy for one shape (docs/kernel-notes.md);
@@ -167,7 +177,8 @@ def launch_config(head_dim: int, group: int, max_q_len: int, itemsize: int = 2,
         "block_n": block_n,
         "num_warps": NUM_WARPS,
         "num_stages": NUM_STAGES_NARROW if narrow else NUM_STAGES,
-        "max_registers": MAX_REGISTERS if max_q_len > 1 else 0,
+        "max_registers": MAX_REGISTERS if max_q_len > 1 and accumulator_registers(rows, head_dim)
+        <= CAPPED_ACCUMULATOR_REGISTERS else 0,
         "programs_per_sm": PROGRAMS_PER_SM,
         "whole_wave": int(not latency_bound),
         "min_chunk": block_n if latency_bound else MIN_CHUNK,
