@@ -52,7 +52,6 @@ def test_bfloat16_is_refused_where_the_interpreter_runs_the_kernel():
 
 
 _DOT_IN_THE_INTERPRETER = '''
-import sys
 import torch
 import triton
 import triton.language as tl
