@@ -1,6 +1,6 @@
 """Registers, spills and shared memory of the kit's kernel per launch config, compiled for an H100/H200 on any host.
 
-    python benchmarks/kernel_resources.py [--json OUT] [--set NAME=VALUE] [--variant PATH]
+    python benchmarks/kernel_resources.py [--json OUT] [--set NAME=VALUE] [--variant PATH] [--sweep]
 
 No GPU is needed: Triton compiles the kernel for compute capability 9.0 with its own bundled
 ``ptxas``, and ``cuobjdump`` (bundled too) reads the resources back. The arguments are specialised
@@ -45,6 +45,8 @@ SHAPES = [(f"{kind} {name} p{page}{' split' if split else ''}", dim, group, q_le
           for name, dim, group in (("32/8/128", 128, 4), ("32/16/256", 256, 2), ("64/8/64", 64, 8))
           for kind, q_len in (("decode", 1), ("verify", kit_triton.MAX_QUERIES))
           for page in (1, 16) for split in (False, True)]
+# --sweep: beyond the grid, the models' head dims with GQA groups of 1-16 (powers of two), decode and a full verify.
+SWEEP_DIMS, SWEEP_GROUPS = (64, 128, 256), (1, 2, 4, 8, 16)
 
 
 def kernel_constants(config: dict[str, int], dim: int, group: int, q_len: int, page: int, split: bool,
@@ -65,11 +67,12 @@ def kernel_constants(config: dict[str, int], dim: int, group: int, q_len: int, p
 
 
 def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, deep: bool = False,
-                  kt: ModuleType = kit_triton, **overrides: int) -> dict:
+                  kt: ModuleType = kit_triton, latency_bound: bool = False, **overrides: int) -> dict:
     """Compile one launch config of ``kt``'s kernel for sm_90 and read its shared memory, registers, spill stack,
     tensor-core instructions and the SASS instructions of its walk's loop (``deep``: a launch with two K/V buffers,
-    whose overrides say so)."""
-    config = kt.with_overrides(kt.launch_config(dim, group, q_len, page_size=page), overrides)
+    whose overrides say so; ``latency_bound``: the policy's config for a batch too small to fill the GPU)."""
+    config = kt.with_overrides(kt.launch_config(dim, group, q_len, page_size=page, latency_bound=latency_bound),
+                               overrides)
     fn = kt._swa_attend_kernel
     constants = kernel_constants(config, dim, group, q_len, page, split, deep, overrides, kt)
     signature = {name: "constexpr" if name in constants else POINTERS.get(name, "*i32" if name.endswith("_ptr")
@@ -123,11 +126,43 @@ def compile_error(error: Exception) -> str:
     return refused.group(1).strip() if refused else f"{type(error).__name__}: {(text.strip().splitlines() or [''])[0]}"
 
 
+# label, head_dim, GQA group, longest query run, page size, split, two K/V buffers, latency-bound, launch overrides
+Launch = tuple[str, int, int, int, int, bool, bool, bool, dict]
+
+
+def _deep(kt: ModuleType) -> dict[str, int]:
+    return {"num_stages": kt.DEEP_STAGES, "max_registers": 0}  # two K/V buffers, as a small grid launches them
+
+
+def grid_launches(kt: ModuleType) -> list[Launch]:
+    """The grid's head shapes (:data:`SHAPES`): each one-buffer launch, a verify's uncapped too, and two buffers."""
+    launches = []
+    for label, dim, group, q_len, page, split in SHAPES:
+        variants = [("", {}), *([(" uncapped", {"max_registers": 0})] if q_len > 1 else []), (" deep", _deep(kt))]
+        launches += [(label + suffix, dim, group, q_len, page, split, suffix == " deep", False, extra)
+                     for suffix, extra in variants]
+    return launches
+
+
+def sweep_launches(kt: ModuleType) -> list[Launch]:
+    """Every launch the policy makes over :data:`SWEEP_DIMS` x :data:`SWEEP_GROUPS`, decode and an 8-draft verify, page
+    sizes 1 and 16: one buffer, split or not; two buffers; a latency-bound batch's split (with its edge program)."""
+    return [(f"{'verify' if q_len > 1 else 'decode'} d{dim} GQA {group} p{page}{suffix}", dim, group, q_len, page,
+             split, deep, latency_bound, _deep(kt) if deep else {})
+            for dim in SWEEP_DIMS for group in SWEEP_GROUPS for q_len in (1, kt.MAX_QUERIES) for page in (1, 16)
+            for suffix, split, deep, latency_bound in (("", False, False, False), (" split", True, False, False),
+                                                       (" deep", False, True, False),
+                                                       (" latency-bound split", True, False, True))]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="also write the rows here")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a launch override for every config (an A/B candidate), e.g. edge_prefetch=1")
+    parser.add_argument("--sweep", action="store_true",
+                        help="compile every launch the policy makes for head dims 64-256 and GQA groups 1-16 (powers "
+                             "of two) instead of the grid's; print only what spills or does not compile")
     parser.add_argument("--variant", type=Path, metavar="PATH",
                         help="compile this copy of swa_kit/attention/kit_triton.py (a candidate kernel) instead")
     args = parser.parse_args(argv)
@@ -146,25 +181,28 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, BackendUnavailableError) as error:
         parser.error(f"--set: {error}")
     rows = []
-    deep = {"num_stages": kt.DEEP_STAGES, "max_registers": 0}  # two K/V buffers, as a small grid launches them
-    for label, dim, group, q_len, page, split in SHAPES:
-        variants = [("", {}), *([(" uncapped", {"max_registers": 0})] if q_len > 1 else []), (" deep", deep)]
-        for suffix, extra in variants:
-            try:
-                facts = compile_facts(dim, group, q_len, page, split, extra is deep, kt, **{**chosen, **extra})
-            except Exception as error:  # a config that does not compile is a fact too (ptxas out of registers)
-                rows.append({"config": label + suffix, "error": compile_error(error)})
-                print(f"{label + suffix:<34} does not compile: {rows[-1]['error']}")
-                continue
-            rows.append({"config": label + suffix, **facts})
+    for label, dim, group, q_len, page, split, deep, latency_bound, extra in (sweep_launches(kt) if args.sweep
+                                                                              else grid_launches(kt)):
+        try:
+            facts = compile_facts(dim, group, q_len, page, split, deep, kt, latency_bound, **{**chosen, **extra})
+        except Exception as error:  # a config that does not compile is a fact too (ptxas out of registers)
+            rows.append({"config": label, "error": compile_error(error)})
+            print(f"{label:<34} does not compile: {rows[-1]['error']}")
+            continue
+        rows.append({"config": label, **facts})
+        if not args.sweep or facts["spill_stack_bytes"]:
             print(f"{rows[-1]['config']:<34} rows {facts['rows']:>2} tile {facts['block_n']:>3} stages "
                   f"{facts['num_stages']} cap {facts['max_registers'] or '-':>3}: {facts['registers']:>3} registers, "
                   f"{facts['spill_stack_bytes']:>3} B spilled, {facts['shared_bytes'] // 1024:>2} KiB shared, "
                   f"{facts['programs_per_sm_by_registers']} programs/SM by registers; "
                   f"{facts['wgmma']} wgmma, {facts['mma_sync']} mma.sync; walk loop {facts['walk_loop_sass']} SASS")
+    failed = sum("error" in row for row in rows)
+    print(f"{len(rows)} launch configs compiled for sm_90: {failed} refused, "
+          f"{sum(row.get('spill_stack_bytes', 0) > 0 for row in rows)} spilling")
     if args.json:
         args.json.write_text(json.dumps({"triton": triton.__version__, "target": "cuda sm_90",
                                          **({"variant": args.variant.name} if args.variant else {}),
+                                         **({"sweep": True} if args.sweep else {}),
                                          **({"overrides": chosen} if chosen else {}), "rows": rows},
                                         indent=1) + "\n")
     return 0

@@ -5,6 +5,7 @@ SASS counted; a config that does not compile is reported by ptxas's own reason."
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 from pathlib import Path
 
@@ -118,3 +119,33 @@ def test_a_verify_whose_accumulator_outgrows_the_cap_runs_uncapped_and_compiles(
     assert facts["registers"] > 128
     with pytest.raises(Exception, match="Insufficient registers"):  # noqa: B017 - Triton's compile error type
         kernel_resources.compile_facts(256, 8, 8, 16, False, max_registers=128)
+
+
+def test_the_sweep_takes_every_shape_of_the_support_space_once(kernel_resources) -> None:
+    from swa_kit.attention import kit_triton
+
+    launches = kernel_resources.sweep_launches(kit_triton)
+    labels = [launch[0] for launch in launches]
+    assert len(labels) == len(set(labels)) == 3 * 5 * 2 * 2 * 4  # dims x groups x (decode, verify) x pages x launches
+    assert {(dim, group, q_len) for _, dim, group, q_len, *_ in launches} == {
+        (dim, group, q_len) for dim in (64, 128, 256) for group in (1, 2, 4, 8, 16) for q_len in (1, 8)}
+    assert ("verify d256 GQA 8 p16", 256, 8, 8, 16, False, False, False, {}) in launches  # the one the cap broke
+    assert all(launch[8] == kernel_resources._deep(kit_triton) for launch in launches if launch[6])
+
+
+def test_the_sweep_prints_only_what_spills_or_does_not_compile(kernel_resources, monkeypatch, capsys, tmp_path) -> None:
+    """compile_facts stood in for (no compiles): one launch refused, one spilling, the rest clean."""
+    def fake(dim, group, q_len, page, split, deep, kt, latency_bound, **overrides):
+        if (dim, group, q_len, page, split, deep, latency_bound) == (256, 16, 8, 16, True, False, True):
+            raise RuntimeError("ptxas fatal   : (C7602) Insufficient registers (128)")
+        return {"rows": 16, "block_n": 32, "num_stages": 3, "max_registers": 0, "registers": 100, "shared_bytes": 4096,
+                "spill_stack_bytes": 8 if (dim, group, q_len, page) == (64, 1, 1, 1) and not split and not deep
+                else 0, "programs_per_sm_by_registers": 4, "wgmma": 0, "mma_sync": 4, "walk_loop_sass": 300}
+
+    monkeypatch.setattr(kernel_resources, "compile_facts", fake)
+    assert kernel_resources.main(["--sweep", "--json", str(tmp_path / "sweep.json")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("decode d64 GQA 1 p1 ") and "8 B spilled" in lines[0]
+    assert lines[1].startswith("verify d256 GQA 16 p16 latency-bound split") and "Insufficient registers" in lines[1]
+    assert lines[2:] == ["240 launch configs compiled for sm_90: 1 refused, 1 spilling"]
+    assert json.loads((tmp_path / "sweep.json").read_text())["sweep"] is True
