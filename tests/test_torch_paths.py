@@ -63,8 +63,8 @@ def test_bad_window_argument(name):
 def test_compiled_flex_names_its_eager_run_past_the_recompile_limit(monkeypatch):
     """Compiled FlexAttention (forced here on CPU, as on a GPU) under a recompile limit of 1. Two requests of one span
     shape at different offsets share one compile: the offsets enter the mask as tensors. A shorter span is a new
-    shape: torch would fall back to eager without a word past the limit; the path makes the limit raise, runs
-    eagerly and says so."""
+    shape: past the limit torch would fall back to eager with only a warning in the log; the path makes the limit
+    raise, runs eagerly and says so."""
     from swa_kit.attention import torch_paths
 
     monkeypatch.setattr(torch_paths, "_compiles_on", lambda device: True)
