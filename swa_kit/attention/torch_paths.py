@@ -135,7 +135,7 @@ def _flex_on(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, compiled: bool, 
     """FlexAttention and how it ran: ``compiled`` (on a GPU), or eager (on CPU, where compiling costs ~30 s a shape).
 
     Each new shape (heads, head dim, lengths) compiles again. Past dynamo's recompile limit torch would run the
-    function eagerly, with one warning in the log; the limit is made to raise here, so the result names that run."""
+    function eagerly, with a warning in the log; the limit is made to raise here, so the result names that run."""
     flex = _flex_module()
     if not compiled:
         return flex.flex_attention(q, k, v, **kwargs), EAGER_ON_CPU
