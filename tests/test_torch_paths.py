@@ -82,3 +82,46 @@ def test_compiled_flex_names_its_eager_run_past_the_recompile_limit(monkeypatch)
                                            atol=1e-5)
     finally:
         torch._dynamo.reset()
+
+
+class _LimitHit(Exception):
+    pass
+
+
+@pytest.mark.parametrize("setting,error,found", [
+    ("fail_on_recompile_limit_hit", "FailOnRecompileLimitHit", True),  # both renamed
+    ("fail_on_cache_limit_hit", "FailOnRecompileLimitHit", True),  # the exception renamed first
+    ("fail_on_cache_limit_hit", "FailOnCacheLimitHit", True),  # neither
+    ("fail_on_cache_limit_hit", None, False),  # a setting without its exception: nothing to catch
+    (None, "FailOnCacheLimitHit", False),
+])
+def test_recompile_limit_switch_takes_the_spelling_this_torch_has(setting, error, found):
+    from types import SimpleNamespace
+
+    from swa_kit.attention.torch_paths import _recompile_limit_switch
+
+    config = SimpleNamespace(**({setting: False} if setting else {}))
+    exc = SimpleNamespace(**({error: _LimitHit} if error else {}))
+    assert _recompile_limit_switch(config, exc) == ((setting, _LimitHit) if found else None)
+
+
+def test_recompile_limit_switch_of_the_installed_torch_is_dynamos_own():
+    from swa_kit.attention.torch_paths import _recompile_limit_switch
+
+    setting, error = _recompile_limit_switch()
+    assert getattr(torch._dynamo.config, setting) is False  # dynamo's default: fall back to eager
+    assert issubclass(error, Exception) and error.__module__ == "torch._dynamo.exc"
+
+
+def test_compiled_flex_without_the_switch_says_it_cannot_tell(monkeypatch):
+    """A torch that cannot make the recompile limit raise: the result says it may have run eagerly."""
+    from swa_kit.attention import torch_paths
+
+    monkeypatch.setattr(torch_paths, "_compiles_on", lambda device: True)
+    monkeypatch.setattr(torch_paths, "_COMPILED", {"flex": torch_paths._flex_module().flex_attention})
+    monkeypatch.setattr(torch_paths, "_recompile_limit_switch", lambda: None)
+    batch = random_paged_batch([1, 1], [30, 50], num_q_heads=4, num_kv_heads=2, head_dim=16, page_size=1,
+                               window_keys=20, garbage=math.nan)
+    result = run_path("flex_attention", batch, from_keys("flex", 20))
+    assert result.notes[0] == torch_paths.COMPILED_UNCHECKED and torch.__version__ in result.notes[0]
+    torch.testing.assert_close(result.out.double(), reference_attention(batch, 20).out, rtol=1e-5, atol=1e-5)

@@ -130,6 +130,24 @@ def _compiles_on(device: torch.device) -> bool:
     return device.type != "cpu"
 
 
+COMPILED_UNCHECKED = (f"torch.compile'd FlexAttention, unless dynamo's recompile limit was reached (torch "
+                      f"{torch.__version__} cannot make it raise; past it torch runs eagerly, saying so only in "
+                      "its log)")
+
+
+def _recompile_limit_switch(config: Any = None, exc: Any = None) -> tuple[str, type[Exception]] | None:
+    """dynamo's setting that makes its recompile limit raise, and the exception it raises then, by whichever names
+    this torch has: "cache limit" became "recompile limit" in the exception (pytorch/pytorch#141542) and the settings
+    (#143709, the old name kept as an alias) in turn. None where it has neither (``config``, ``exc``: dynamo's)."""
+    config = torch._dynamo.config if config is None else config
+    exc = torch._dynamo.exc if exc is None else exc
+    setting = next((name for name in ("fail_on_recompile_limit_hit", "fail_on_cache_limit_hit")
+                    if hasattr(config, name)), None)
+    error = next((getattr(exc, name) for name in ("FailOnRecompileLimitHit", "FailOnCacheLimitHit")
+                  if isinstance(getattr(exc, name, None), type)), None)
+    return None if setting is None or error is None else (setting, error)
+
+
 def _flex_on(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, compiled: bool, **kwargs: Any
              ) -> tuple[torch.Tensor, str]:
     """FlexAttention and how it ran: ``compiled`` (on a GPU), or eager (on CPU, where compiling costs ~30 s a shape).
@@ -141,10 +159,14 @@ def _flex_on(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, compiled: bool, 
         return flex.flex_attention(q, k, v, **kwargs), EAGER_ON_CPU
     if "flex" not in _COMPILED:
         _COMPILED["flex"] = torch.compile(flex.flex_attention, dynamic=False)
+    switch = _recompile_limit_switch()
+    if switch is None:
+        return _COMPILED["flex"](q, k, v, **kwargs), COMPILED_UNCHECKED
+    setting, limit_hit = switch
     try:
-        with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+        with torch._dynamo.config.patch(**{setting: True}):
             return _COMPILED["flex"](q, k, v, **kwargs), COMPILED
-    except torch._dynamo.exc.FailOnRecompileLimitHit:
+    except limit_hit:
         return flex.flex_attention(q, k, v, **kwargs), EAGER_PAST_LIMIT
 
 
