@@ -61,24 +61,26 @@ def test_bad_window_argument(name):
 
 
 def test_compiled_flex_names_its_eager_run_past_the_recompile_limit(monkeypatch):
-    """Compiled FlexAttention (forced here on CPU, as on a GPU) under a recompile limit of 1. Two requests of one span
-    shape at different offsets share one compile: the offsets enter the mask as tensors. A shorter span is a new
-    shape: past the limit torch would fall back to eager with only a warning in the log; the path makes the limit
-    raise, runs eagerly and says so."""
+    """Compiled FlexAttention (forced here on CPU, as on a GPU) under a recompile limit of 1. Requests whose key spans
+    fall in one bucket of FLEX_KEY_BUCKET keys share one compile, at any offsets: the offsets enter the mask as
+    tensors, the spans are padded. A span in the next bucket is a new shape: past the limit torch would fall back to
+    eager with only a warning in the log; the path makes the limit raise, runs eagerly and says so."""
     from swa_kit.attention import torch_paths
 
     monkeypatch.setattr(torch_paths, "_compiles_on", lambda device: True)
     monkeypatch.setattr(torch_paths, "_COMPILED", {})
     gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    bucket = torch_paths.FLEX_KEY_BUCKET
     torch._dynamo.reset()
     try:
         with torch._dynamo.config.patch(recompile_limit=1):
-            for seq_lens, how in (([30, 90], torch_paths.COMPILED), ([12], torch_paths.EAGER_PAST_LIMIT)):
+            for seq_lens, keys, how in (([30, 90], 20, torch_paths.COMPILED), ([12], 20, torch_paths.COMPILED),
+                                        ([bucket + 50], bucket + 10, torch_paths.EAGER_PAST_LIMIT)):
                 batch = random_paged_batch([1] * len(seq_lens), seq_lens, num_q_heads=4, num_kv_heads=2, head_dim=16,
-                                           page_size=1, window_keys=20, garbage=math.nan, generator=gen)
-                result = run_path("flex_attention", batch, from_keys("flex", 20))
+                                           page_size=1, window_keys=keys, garbage=math.nan, generator=gen)
+                result = run_path("flex_attention", batch, from_keys("flex", keys))
                 assert result.notes[:-1] == [how], seq_lens
-                torch.testing.assert_close(result.out.double(), reference_attention(batch, 20).out, rtol=1e-5,
+                torch.testing.assert_close(result.out.double(), reference_attention(batch, keys).out, rtol=1e-5,
                                            atol=1e-5)
     finally:
         torch._dynamo.reset()
@@ -125,3 +127,21 @@ def test_compiled_flex_without_the_switch_says_it_cannot_tell(monkeypatch):
     result = run_path("flex_attention", batch, from_keys("flex", 20))
     assert result.notes[0] == torch_paths.COMPILED_UNCHECKED and torch.__version__ in result.notes[0]
     torch.testing.assert_close(result.out.double(), reference_attention(batch, 20).out, rtol=1e-5, atol=1e-5)
+
+
+def test_flex_compiles_script_reports_how_each_request_ran(capsys, monkeypatch):
+    """benchmarks/flex_compiles.py on the CPU, where the path runs eagerly: both buckets, every request accounted
+    for, and the outputs checked against the reference (the script sets the module's bucket; monkeypatch restores
+    it)."""
+    from benchmark_scripts import load_script
+
+    from swa_kit.attention import torch_paths
+
+    monkeypatch.setattr(torch_paths, "FLEX_KEY_BUCKET", torch_paths.FLEX_KEY_BUCKET)
+    load_script("flex_compiles").main(["--device", "cpu", "--requests", "3", "--heads", "4", "2", "16",
+                                       "--keys", "20", "200", "--window", "64"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("3 requests on cpu")
+    assert [line.split(":")[0] for line in lines[1:]] == ["bucket 1", f"bucket {torch_paths.FLEX_KEY_BUCKET}"]
+    assert all(line.endswith(f"per request: 3 {torch_paths.EAGER_ON_CPU}") for line in lines[1:])
+    assert all(float(line.split("max error ")[1].split(";")[0]) < 1e-5 for line in lines[1:])
