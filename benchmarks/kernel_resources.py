@@ -79,7 +79,8 @@ def compile_facts(dim: int, group: int, q_len: int, page: int, split: bool, deep
                  else "fp32" if name == "sm_scale_log2" else "i32") for name in fn.arg_names}
     divisible = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(fn.arg_names)
                  if signature[name].startswith("*") or name.startswith("stride") or name in ("chunk", "window")}
-    options = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
+    options = {"num_warps": config["num_warps"], "num_stages": config["num_stages"],
+               "enable_fp_fusion": kt.FP_FUSION}
     if config["max_registers"]:
         options["maxnreg"] = config["max_registers"]
     kernel = triton.compile(ASTSource(fn, signature, constants, divisible), target=GPUTarget("cuda", 90, 32),

@@ -149,3 +149,19 @@ def test_the_sweep_prints_only_what_spills_or_does_not_compile(kernel_resources,
     assert lines[1].startswith("verify d256 GQA 16 p16 latency-bound split") and "Insufficient registers" in lines[1]
     assert lines[2:] == ["240 launch configs compiled for sm_90: 1 refused, 1 spilling"]
     assert json.loads((tmp_path / "sweep.json").read_text())["sweep"] is True
+
+
+def test_the_kernel_fuses_its_multiply_adds_whatever_tritons_default(kernel_resources, monkeypatch) -> None:
+    """The kit asks for floating-point fusion by name (``FP_FUSION``): with Triton's default turned off, as Triton 3.10
+    will turn it, the walk compiles to the same loop; asked not to fuse, to a different one (its score multiply-adds
+    split in two)."""
+    import triton
+
+    from swa_kit.attention import kit_triton
+
+    fused = kernel_resources.compile_facts(128, 4, 1, 16, False)["walk_loop_sass"]
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "0")
+    assert not triton.knobs.language.default_fp_fusion
+    assert kernel_resources.compile_facts(128, 4, 1, 16, False)["walk_loop_sass"] == fused
+    monkeypatch.setattr(kit_triton, "FP_FUSION", False)
+    assert kernel_resources.compile_facts(128, 4, 1, 16, False)["walk_loop_sass"] != fused

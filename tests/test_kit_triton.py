@@ -424,3 +424,24 @@ def test_backend_declares_itself_and_is_unavailable_on_plain_cpu(kit_triton) -> 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     _worker(sys.argv[1])
+
+
+def test_both_kernels_are_launched_asking_for_fp_fusion(kit_triton, monkeypatch) -> None:
+    """The attend kernel and the merge kernel are launched with ``enable_fp_fusion`` given (Triton 3.10 turns its
+    default off; ``tests/test_kernel_resources.py`` shows what it changes in the walk's loop)."""
+    launches = {}
+
+    class Recorder:
+        def __init__(self, name):
+            self.name = name
+
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: launches.__setitem__(self.name, kwargs)
+
+    monkeypatch.setattr(kit_triton, "_swa_attend_kernel", Recorder("attend"))
+    monkeypatch.setattr(kit_triton, "_merge_splits_kernel", Recorder("merge"))
+    batch = random_paged_batch([1, 1], [300, 200], num_q_heads=4, num_kv_heads=2, head_dim=16, page_size=16,
+                               dtype=torch.float16, generator=torch.Generator().manual_seed(0))
+    kit_triton.plan_batch(batch, 64, splits=2, fused_merge=0).run(batch.q)
+    assert set(launches) == {"attend", "merge"}
+    assert all(kwargs.get("enable_fp_fusion") is kit_triton.FP_FUSION is True for kwargs in launches.values())

@@ -121,6 +121,9 @@ EDGE_PREFETCH_MAX_HEAD_DIM = 64
 # took 0.975-1.051x in the same A/B. Decode keeps 64-bit offsets: with 32-bit ones 32/8/128's one-buffer decode takes
 # 96 registers against 106-121, a fifth program joins each SM at B 128, and those launches took 1.04-1.05x (v12).
 INT32_OFFSETS_LIMIT = 2**31  # elements of a K or V buffer that 32-bit offsets can address
+# Each score is scaled inside one fused multiply-add (``_fold_tile``, v9), so the kernels ask for fusion by name:
+# Triton 3.9 fuses by default and warns that from 3.10 on it will not.
+FP_FUSION = True
 # A verify's walk loads whole tiles unmasked: a tile past its chunk's end reads the chunk's last key again (masked in
 # the scores), and a slot's page and offset in it come from unsigned arithmetic (a shift and an AND at a power-of-two
 # page, where signed division and remainder take four instructions). Each masked 16-byte copy cost a warp three to
@@ -639,14 +642,14 @@ class DecodePlan:
                                 fused_merge=self.locks is not None, sinks=self.sinks is not None,
                                 edge_in_walk=self.edge_in_walk, int32_offsets=self.int32_offsets,
                                 clamped_walk=self.clamped_walk),
-            num_warps=self.num_warps, num_stages=self.num_stages,
+            num_warps=self.num_warps, num_stages=self.num_stages, enable_fp_fusion=FP_FUSION,
             **self._register_cap(),
         )
         if self.splits > 1 and self.locks is None:
             _merge_splits_kernel[(tokens, hq)](
                 part_out, part_lse, sinks, out, out.stride(0), out.stride(1), self.splits,
                 SPLITS_PAD=max(2, triton.next_power_of_2(self.splits)), HEAD_DIM=dim,
-                USE_SINKS=self.sinks is not None,
+                USE_SINKS=self.sinks is not None, enable_fp_fusion=FP_FUSION,
             )
         return out
 
