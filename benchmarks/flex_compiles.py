@@ -70,8 +70,12 @@ def main(argv: list[str] | None = None) -> None:
     spans = sorted(min(n, args.window) for n in seq_lens)
     print(f"{args.requests} requests on {args.device} (torch {torch.__version__}), window {args.window}, "
           f"heads {args.heads}: key spans {spans}")
-    for bucket in (1, torch_paths.FLEX_KEY_BUCKET):
-        print(run_requests(seq_lens, args.window, args.device, bucket, tuple(args.heads), args.seed))
+    padded = torch_paths.FLEX_KEY_BUCKET
+    try:
+        for bucket in (1, padded):
+            print(run_requests(seq_lens, args.window, args.device, bucket, tuple(args.heads), args.seed))
+    finally:
+        torch_paths.FLEX_KEY_BUCKET = padded
 
 
 if __name__ == "__main__":

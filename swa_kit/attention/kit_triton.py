@@ -121,9 +121,6 @@ EDGE_PREFETCH_MAX_HEAD_DIM = 64
 # took 0.975-1.051x in the same A/B. Decode keeps 64-bit offsets: with 32-bit ones 32/8/128's one-buffer decode takes
 # 96 registers against 106-121, a fifth program joins each SM at B 128, and those launches took 1.04-1.05x (v12).
 INT32_OFFSETS_LIMIT = 2**31  # elements of a K or V buffer that 32-bit offsets can address
-# Each score is scaled inside one fused multiply-add (``_fold_tile``, v9), so the kernels ask for fusion by name:
-# Triton 3.9 fuses by default and warns that from 3.10 on it will not.
-FP_FUSION = True
 # A verify's walk loads whole tiles unmasked: a tile past its chunk's end reads the chunk's last key again (masked in
 # the scores), and a slot's page and offset in it come from unsigned arithmetic (a shift and an AND at a power-of-two
 # page, where signed division and remainder take four instructions). Each masked 16-byte copy cost a warp three to
@@ -133,6 +130,10 @@ FP_FUSION = True
 # Decode keeps v12's masked walk: there the change moved registers both ways (Gemma's 126 to 148 at page size 16, a
 # program fewer per SM: 1.15-1.33x at B 32; 32/8/128's 106 to 84 at page size 1, a fifth program per SM: 1.04-1.06x
 # at B 128), and its time at B 1-8 by 0.91-1.05x (v13).
+
+# Each score is scaled inside one fused multiply-add (``_fold_tile``, v9), so the kernels ask for fusion by name:
+# Triton 3.9 fuses by default and warns that from 3.10 on it will not.
+FP_FUSION = True
 
 
 def block_n_for(head_dim: int, itemsize: int = 2, rows: int = 16) -> int:

@@ -124,15 +124,13 @@ EAGER_ON_CPU = "eager (unfused) FlexAttention on CPU"
 COMPILED = "torch.compile'd FlexAttention"
 EAGER_PAST_LIMIT = ("eager (unfused) FlexAttention: torch.compile reached dynamo's recompile limit for it "
                     "(torch._dynamo.reset() lets it compile again)")
+COMPILED_UNCHECKED = (f"torch.compile'd FlexAttention, unless dynamo's recompile limit was reached (torch "
+                      f"{torch.__version__} cannot make it raise; past it torch runs eagerly, saying so only in "
+                      "its log)")
 
 
 def _compiles_on(device: torch.device) -> bool:
     return device.type != "cpu"
-
-
-COMPILED_UNCHECKED = (f"torch.compile'd FlexAttention, unless dynamo's recompile limit was reached (torch "
-                      f"{torch.__version__} cannot make it raise; past it torch runs eagerly, saying so only in "
-                      "its log)")
 
 
 def _recompile_limit_switch(config: Any = None, exc: Any = None) -> tuple[str, type[Exception]] | None:
