@@ -74,13 +74,14 @@ def test_compiled_flex_names_its_eager_run_past_the_recompile_limit(monkeypatch)
     torch._dynamo.reset()
     try:
         with torch._dynamo.config.patch(recompile_limit=1):
-            for seq_lens, keys, how in (([30, 90], 20, torch_paths.COMPILED), ([12], 20, torch_paths.COMPILED),
-                                        ([bucket + 50], bucket + 10, torch_paths.EAGER_PAST_LIMIT)):
+            # No window, so each request's span is all of it: lengths 12-90 fill one bucket, bucket + 50 the next
+            for seq_lens, how in (([30, 90], torch_paths.COMPILED), ([12], torch_paths.COMPILED),
+                                  ([bucket + 50], torch_paths.EAGER_PAST_LIMIT)):
                 batch = random_paged_batch([1] * len(seq_lens), seq_lens, num_q_heads=4, num_kv_heads=2, head_dim=16,
-                                           page_size=1, window_keys=keys, garbage=math.nan, generator=gen)
-                result = run_path("flex_attention", batch, from_keys("flex", keys))
+                                           page_size=1, garbage=math.nan, generator=gen)
+                result = run_path("flex_attention", batch, None)
                 assert result.notes[:-1] == [how], seq_lens
-                torch.testing.assert_close(result.out.double(), reference_attention(batch, keys).out, rtol=1e-5,
+                torch.testing.assert_close(result.out.double(), reference_attention(batch, None).out, rtol=1e-5,
                                            atol=1e-5)
     finally:
         torch._dynamo.reset()
