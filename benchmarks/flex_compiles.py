@@ -65,6 +65,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="query heads, KV heads, head dim (default: Gemma's sliding layers)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.requests < 1:
+        parser.error(f"--requests {args.requests}: give at least 1")
+    if not 1 <= args.keys[0] < args.keys[1]:
+        parser.error(f"--keys {args.keys[0]} {args.keys[1]}: lengths are drawn from [MIN, MAX), so 1 <= MIN < MAX")
     gen = torch.Generator().manual_seed(args.seed)
     seq_lens = torch.randint(args.keys[0], args.keys[1], (args.requests,), generator=gen).tolist()
     spans = sorted(min(n, args.window) for n in seq_lens)

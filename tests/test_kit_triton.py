@@ -421,11 +421,6 @@ def test_backend_declares_itself_and_is_unavailable_on_plain_cpu(kit_triton) -> 
             run_path("kit_triton_swa", _batch(), 4)
 
 
-if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    _worker(sys.argv[1])
-
-
 def test_both_kernels_are_launched_asking_for_fp_fusion(kit_triton, monkeypatch) -> None:
     """The attend kernel and the merge kernel are launched with ``enable_fp_fusion`` given (Triton 3.10 turns its
     default off; ``tests/test_kernel_resources.py`` shows what it changes in the walk's loop)."""
@@ -445,3 +440,8 @@ def test_both_kernels_are_launched_asking_for_fp_fusion(kit_triton, monkeypatch)
     kit_triton.plan_batch(batch, 64, splits=2, fused_merge=0).run(batch.q)
     assert set(launches) == {"attend", "merge"}
     assert all(kwargs.get("enable_fp_fusion") is kit_triton.FP_FUSION is True for kwargs in launches.values())
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    _worker(sys.argv[1])

@@ -88,7 +88,7 @@ def test_compiled_flex_names_its_eager_run_past_the_recompile_limit(monkeypatch)
 
 
 class _LimitHit(Exception):
-    pass
+    """Stands in for dynamo's recompile-limit exception, under whichever name a torch gives it."""
 
 
 @pytest.mark.parametrize("setting,error,found", [
@@ -146,3 +146,14 @@ def test_flex_compiles_script_reports_how_each_request_ran(capsys):
     assert all(line.endswith(f"per request: 3 {torch_paths.EAGER_ON_CPU}") for line in lines[1:])
     assert all(float(line.split("max error ")[1].split(";")[0]) < 1e-5 for line in lines[1:])
     assert torch_paths.FLEX_KEY_BUCKET == padded
+
+
+@pytest.mark.parametrize("argv,message", [(["--requests", "0"], "--requests 0: give at least 1"),
+                                          (["--keys", "50", "50"], "--keys 50 50: lengths are drawn from [MIN, MAX)"),
+                                          (["--keys", "0", "9"], "so 1 <= MIN < MAX")])
+def test_flex_compiles_script_refuses_bad_arguments_by_name(capsys, argv, message):
+    from benchmark_scripts import load_script
+
+    with pytest.raises(SystemExit):
+        load_script("flex_compiles").main(["--device", "cpu", *argv])
+    assert message in capsys.readouterr().err
