@@ -66,6 +66,16 @@ def check_keys(keys: Any) -> Keys:
     return int(keys)
 
 
+def attends(q_pos: Any, k_pos: Any, keys: Any) -> Any:
+    """The window rule, :meth:`Window.attends`, for ``keys`` checked already (:func:`check_keys`) or held in a tensor:
+    a compiled mask (FlexAttention's ``mask_mod``) reads a tensor as an input, where an int would be a constant of
+    the compile, one compile per window."""
+    causal = k_pos <= q_pos
+    if keys is None:
+        return causal
+    return causal & (q_pos - k_pos < keys)
+
+
 @dataclass(frozen=True)
 class Window:
     """A sliding window in the kit's one unit: keys attended per query, counting itself."""
@@ -89,10 +99,7 @@ class Window:
 
         Works elementwise on ints, numpy arrays and torch tensors (broadcasting).
         """
-        causal = k_pos <= q_pos
-        if self.keys is None:
-            return causal
-        return causal & (q_pos - k_pos < self.keys)
+        return attends(q_pos, k_pos, self.keys)
 
     def first_key(self, q_pos: int) -> int:
         """The oldest key position a query at ``q_pos`` still sees."""

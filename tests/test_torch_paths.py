@@ -87,6 +87,29 @@ def test_compiled_flex_names_its_eager_run_past_the_recompile_limit(monkeypatch)
         torch._dynamo.reset()
 
 
+def test_compiled_flex_shares_one_compile_across_windows(monkeypatch):
+    """Compiled FlexAttention (forced on CPU) under a recompile limit of 1: requests in one bucket of keys share one
+    compile at every window, no window included, because the window enters the mask as a tensor. As an int it was a
+    constant of the compile, and the second window ran eagerly."""
+    from swa_kit.attention import torch_paths
+
+    monkeypatch.setattr(torch_paths, "_compiles_on", lambda device: True)
+    monkeypatch.setattr(torch_paths, "_COMPILED", {})
+    gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    torch._dynamo.reset()
+    try:
+        with torch._dynamo.config.patch(recompile_limit=1):
+            for keys in (3, 40, None, 1):
+                batch = random_paged_batch([1, 1], [60, 90], num_q_heads=4, num_kv_heads=2, head_dim=16, page_size=1,
+                                           window_keys=keys, garbage=math.nan, generator=gen)
+                result = run_path("flex_attention", batch, from_keys("flex", keys))
+                assert result.notes[:-1] == [torch_paths.COMPILED], keys
+                torch.testing.assert_close(result.out.double(), reference_attention(batch, keys).out, rtol=1e-5,
+                                           atol=1e-5)
+    finally:
+        torch._dynamo.reset()
+
+
 class _LimitHit(Exception):
     """Stands in for dynamo's recompile-limit exception, under whichever name a torch gives it."""
 

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from swa_kit.attention.backends import Backend, register
 from swa_kit.attention.batch import FORWARD_MODES, AttentionBatch, AttentionResult
 from swa_kit.errors import BackendUnavailableError
-from swa_kit.window import Window, to_keys
+from swa_kit.window import MAX_KEYS, Window, attends, to_keys
 
 
 def _device_name(device: torch.device) -> str:
@@ -150,9 +150,9 @@ def _flex_on(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, compiled: bool, 
              ) -> tuple[torch.Tensor, str]:
     """FlexAttention and how it ran: ``compiled`` (on a GPU), or eager (on CPU, where compiling costs ~30 s a shape).
 
-    Each new shape (heads, head dim, queries, padded keys) or window compiles again. Past dynamo's recompile limit
-    torch would run the function eagerly, with a warning in the log; the limit is made to raise here, so the result
-    names that run."""
+    Each new shape (heads, head dim, queries, padded keys) compiles again; a new window does not. Past dynamo's
+    recompile limit torch would run the function eagerly, with a warning in the log; the limit is made to raise here,
+    so the result names that run."""
     flex = _flex_module()
     if not compiled:
         return flex.flex_attention(q, k, v, **kwargs), EAGER_ON_CPU
@@ -172,12 +172,13 @@ def _flex_on(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, compiled: bool, 
 def _sliding_mask_mod(span: _Span, device: torch.device, keys: int) -> Callable[..., torch.Tensor]:
     """``mask_mod(b, h, q_idx, kv_idx)`` over ``keys`` gathered keys (the span, padded): the window rule on absolute
     positions (and the tree, if any). Padded keys lie after the last query, so causality masks them. The span's
-    offsets enter as tensors: as ints they would be constants of the compiled kernel, one compile per request."""
-    window = span.window
-    q_start, k_start = (torch.tensor(start, device=device) for start in (span.q_start, span.k_start))
+    offsets and its window enter as tensors: as ints they would be constants of the compiled kernel, one compile per
+    request and per window. No window is a limit no span reaches, so that it shares the compile too."""
+    window = span.window.keys if span.window.keys is not None else MAX_KEYS
+    q_start, k_start, limit = (torch.tensor(value, device=device) for value in (span.q_start, span.k_start, window))
 
     def sliding(b: Any, h: Any, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
-        return window.attends(q_idx + q_start, kv_idx + k_start)
+        return attends(q_idx + q_start, kv_idx + k_start, limit)
 
     if span.tree is None:
         return sliding
