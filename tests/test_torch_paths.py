@@ -60,54 +60,51 @@ def test_bad_window_argument(name):
         run_path(name, batch, 0)
 
 
-def test_compiled_flex_names_its_eager_run_past_the_recompile_limit(monkeypatch):
-    """Compiled FlexAttention (forced here on CPU, as on a GPU) under a recompile limit of 1. Requests whose key spans
-    fall in one bucket of FLEX_KEY_BUCKET keys share one compile, at any offsets: the offsets enter the mask as
-    tensors, the spans are padded. A span in the next bucket is a new shape: past the limit torch would fall back to
-    eager with only a warning in the log; the path makes the limit raise, runs eagerly and says so."""
+@pytest.fixture
+def compiled_flex(monkeypatch):
+    """torch_paths with FlexAttention compiled (forced here on CPU, as on a GPU), dynamo fresh and its recompile limit
+    1: a second compile of the path is past the limit."""
     from swa_kit.attention import torch_paths
 
     monkeypatch.setattr(torch_paths, "_compiles_on", lambda device: True)
     monkeypatch.setattr(torch_paths, "_COMPILED", {})
-    gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
-    bucket = torch_paths.FLEX_KEY_BUCKET
     torch._dynamo.reset()
     try:
         with torch._dynamo.config.patch(recompile_limit=1):
-            # No window, so each request's span is all of it: lengths 12-90 fill one bucket, bucket + 50 the next
-            for seq_lens, how in (([30, 90], torch_paths.COMPILED), ([12], torch_paths.COMPILED),
-                                  ([bucket + 50], torch_paths.EAGER_PAST_LIMIT)):
-                batch = random_paged_batch([1] * len(seq_lens), seq_lens, num_q_heads=4, num_kv_heads=2, head_dim=16,
-                                           page_size=1, garbage=math.nan, generator=gen)
-                result = run_path("flex_attention", batch, None)
-                assert result.notes[:-1] == [how], seq_lens
-                torch.testing.assert_close(result.out.double(), reference_attention(batch, None).out, rtol=1e-5,
-                                           atol=1e-5)
+            yield torch_paths
     finally:
         torch._dynamo.reset()
 
 
-def test_compiled_flex_shares_one_compile_across_windows(monkeypatch):
-    """Compiled FlexAttention (forced on CPU) under a recompile limit of 1: requests in one bucket of keys share one
-    compile at every window, no window included, because the window enters the mask as a tensor. As an int it was a
-    constant of the compile, and the second window ran eagerly."""
-    from swa_kit.attention import torch_paths
+def _flex_runs_as(how: str, batch, keys) -> None:
+    result = run_path("flex_attention", batch, from_keys("flex", keys))
+    assert result.notes[:-1] == [how], (batch.seq_lens.tolist(), keys)
+    torch.testing.assert_close(result.out.double(), reference_attention(batch, keys).out, rtol=1e-5, atol=1e-5)
 
-    monkeypatch.setattr(torch_paths, "_compiles_on", lambda device: True)
-    monkeypatch.setattr(torch_paths, "_COMPILED", {})
+
+def test_compiled_flex_names_its_eager_run_past_the_recompile_limit(compiled_flex):
+    """Requests whose key spans fall in one bucket of FLEX_KEY_BUCKET keys share one compile, at any offsets: the
+    offsets enter the mask as tensors, the spans are padded. A span in the next bucket is a new shape: past the limit
+    torch would fall back to eager with only a warning in the log; the path makes the limit raise, runs eagerly and
+    says so."""
     gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
-    torch._dynamo.reset()
-    try:
-        with torch._dynamo.config.patch(recompile_limit=1):
-            for keys in (3, 40, None, 1):
-                batch = random_paged_batch([1, 1], [60, 90], num_q_heads=4, num_kv_heads=2, head_dim=16, page_size=1,
-                                           window_keys=keys, garbage=math.nan, generator=gen)
-                result = run_path("flex_attention", batch, from_keys("flex", keys))
-                assert result.notes[:-1] == [torch_paths.COMPILED], keys
-                torch.testing.assert_close(result.out.double(), reference_attention(batch, keys).out, rtol=1e-5,
-                                           atol=1e-5)
-    finally:
-        torch._dynamo.reset()
+    bucket = compiled_flex.FLEX_KEY_BUCKET
+    # No window, so each request's span is all of it: lengths 12-90 fill one bucket, bucket + 50 the next
+    for seq_lens, how in (([30, 90], compiled_flex.COMPILED), ([12], compiled_flex.COMPILED),
+                          ([bucket + 50], compiled_flex.EAGER_PAST_LIMIT)):
+        batch = random_paged_batch([1] * len(seq_lens), seq_lens, num_q_heads=4, num_kv_heads=2, head_dim=16,
+                                   page_size=1, garbage=math.nan, generator=gen)
+        _flex_runs_as(how, batch, None)
+
+
+def test_compiled_flex_shares_one_compile_across_windows(compiled_flex):
+    """Requests in one bucket of keys share one compile at every window, no window included, because the window
+    enters the mask as a tensor. As an int it was a constant of the compile, and the second window ran eagerly."""
+    gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    for keys in (3, 40, None, 1):
+        batch = random_paged_batch([1, 1], [60, 90], num_q_heads=4, num_kv_heads=2, head_dim=16, page_size=1,
+                                   window_keys=keys, garbage=math.nan, generator=gen)
+        _flex_runs_as(compiled_flex.COMPILED, batch, keys)
 
 
 class _LimitHit(Exception):

@@ -174,8 +174,9 @@ def _sliding_mask_mod(span: _Span, device: torch.device, keys: int) -> Callable[
     positions (and the tree, if any). Padded keys lie after the last query, so causality masks them. The span's
     offsets and its window enter as tensors: as ints they would be constants of the compiled kernel, one compile per
     request and per window. No window is a limit no span reaches, so that it shares the compile too."""
-    window = span.window.keys if span.window.keys is not None else MAX_KEYS
-    q_start, k_start, limit = (torch.tensor(value, device=device) for value in (span.q_start, span.k_start, window))
+    window_keys = span.window.keys if span.window.keys is not None else MAX_KEYS
+    q_start, k_start, limit = (torch.tensor(value, device=device)
+                               for value in (span.q_start, span.k_start, window_keys))
 
     def sliding(b: Any, h: Any, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
         return attends(q_idx + q_start, kv_idx + k_start, limit)
