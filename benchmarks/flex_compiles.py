@@ -23,7 +23,8 @@ from swa_kit.attention import torch_paths  # noqa: E402
 from swa_kit.attention.backends import run_path  # noqa: E402
 from swa_kit.attention.batch import random_paged_batch  # noqa: E402
 from swa_kit.attention.reference import reference_attention  # noqa: E402
-from swa_kit.window import from_keys  # noqa: E402
+from swa_kit.errors import WindowConventionError  # noqa: E402
+from swa_kit.window import check_keys, from_keys  # noqa: E402
 
 
 def run_requests(seq_lens: list[int], window: int, device: str, bucket: int, heads: tuple[int, int, int],
@@ -67,6 +68,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.requests < 1:
         parser.error(f"--requests {args.requests}: give at least 1")
+    try:
+        check_keys(args.window)
+    except WindowConventionError as error:
+        parser.error(f"--window {args.window}: {error}")
     if not 1 <= args.keys[0] < args.keys[1]:
         parser.error(f"--keys {args.keys[0]} {args.keys[1]}: lengths are drawn from [MIN, MAX), so 1 <= MIN < MAX")
     gen = torch.Generator().manual_seed(args.seed)

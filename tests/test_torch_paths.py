@@ -170,7 +170,8 @@ def test_flex_compiles_script_reports_how_each_request_ran(capsys):
 
 @pytest.mark.parametrize("argv,message", [(["--requests", "0"], "--requests 0: give at least 1"),
                                           (["--keys", "50", "50"], "--keys 50 50: lengths are drawn from [MIN, MAX)"),
-                                          (["--keys", "0", "9"], "so 1 <= MIN < MAX")])
+                                          (["--keys", "0", "9"], "so 1 <= MIN < MAX"),
+                                          (["--window", "0"], "--window 0: keys: invalid window value 0")])
 def test_flex_compiles_script_refuses_bad_arguments_by_name(capsys, argv, message):
     from benchmark_scripts import load_script
 

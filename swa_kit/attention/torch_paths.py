@@ -169,9 +169,9 @@ def _flex_on(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, compiled: bool, 
         return flex.flex_attention(q, k, v, **kwargs), EAGER_PAST_LIMIT
 
 
-def _sliding_mask_mod(span: _Span, device: torch.device, keys: int) -> Callable[..., torch.Tensor]:
-    """``mask_mod(b, h, q_idx, kv_idx)`` over ``keys`` gathered keys (the span, padded): the window rule on absolute
-    positions (and the tree, if any). Padded keys lie after the last query, so causality masks them. The span's
+def _sliding_mask_mod(span: _Span, device: torch.device, padded_keys: int) -> Callable[..., torch.Tensor]:
+    """``mask_mod(b, h, q_idx, kv_idx)`` over the span's gathered keys, padded to ``padded_keys``: the window rule on
+    absolute positions (and the tree, if any). Padded keys lie after the last query, so causality masks them. The span's
     offsets and its window enter as tensors: as ints they would be constants of the compiled kernel, one compile per
     request and per window. No window is a limit no span reaches, so that it shares the compile too."""
     window_keys = span.window.keys if span.window.keys is not None else MAX_KEYS
@@ -183,7 +183,7 @@ def _sliding_mask_mod(span: _Span, device: torch.device, keys: int) -> Callable[
 
     if span.tree is None:
         return sliding
-    tree = F.pad(span.tree, (0, keys - span.tree.shape[1]))  # False over the padding
+    tree = F.pad(span.tree, (0, padded_keys - span.tree.shape[1]))  # False over the padding
 
     def sliding_tree(b: Any, h: Any, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
         return sliding(b, h, q_idx, kv_idx) & tree[q_idx, kv_idx]
@@ -204,10 +204,10 @@ def _flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, span: _Span, batch:
     """One request's FlexAttention; adds to ``ran`` how it ran (see :func:`_flex_on`)."""
     flex = _flex_module()
     q_len, kv_len = span.allowed.shape
-    keys = -(-kv_len // FLEX_KEY_BUCKET) * FLEX_KEY_BUCKET
-    k, v = (F.pad(t, (0, 0, 0, keys - kv_len)) for t in (k, v))
-    block_mask = flex.create_block_mask(_sliding_mask_mod(span, q.device, keys), None, None, q_len, keys,
-                                        device=q.device)
+    padded_keys = -(-kv_len // FLEX_KEY_BUCKET) * FLEX_KEY_BUCKET
+    k, v = (F.pad(t, (0, 0, 0, padded_keys - kv_len)) for t in (k, v))
+    block_mask = flex.create_block_mask(_sliding_mask_mod(span, q.device, padded_keys), None, None, q_len,
+                                        padded_keys, device=q.device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the eager path warns on every call that it is unfused
         out, how = _flex_on(q, k, v, _compiles_on(q.device), block_mask=block_mask, scale=batch.sm_scale,
