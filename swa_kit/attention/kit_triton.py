@@ -115,11 +115,12 @@ EDGE_PREFETCH_MAX_HEAD_DIM = 64
 # folded in after it), its K went to shared memory for the dot, and was waited for, before the walk's first load.
 # 0.90-0.98x the time at 32/8/128 B 8-32, 0.93-1.01x at Gemma's B 8; with one buffer it cost up to 8% (32/8/128
 # B 128), and at GPT-OSS's 64 query rows a whole 64-key tile for 14 keys cost 4-22% (v11).
-# A verify addresses K and V with 32-bit offsets where the buffers allow (offsets below 2**31 elements): where a
-# batch leaves each scheduler one or two warps, a launch takes as long as its warps take to issue their instructions,
-# and 32-bit address arithmetic takes fewer. 0.943-1.013x v11's time (median 0.987x), where decode's unchanged code
-# took 0.975-1.051x in the same A/B. Decode keeps 64-bit offsets: with 32-bit ones 32/8/128's one-buffer decode takes
-# 96 registers against 106-121, a fifth program joins each SM at B 128, and those launches took 1.04-1.05x (v12).
+# A verify addresses K and V with 32-bit offsets where the buffers allow (offsets below 2**31 elements): 32-bit
+# address arithmetic takes fewer instructions and registers. 0.943-1.013x v11's time (median 0.987x), where decode's
+# unchanged code took 0.975-1.051x in the same A/B. Decode keeps 64-bit offsets: with 32-bit ones 32/8/128's
+# one-buffer decode takes 96 registers against 106-121, a fifth program joins each SM at B 128, and those launches
+# took 1.04-1.05x (v12). (A small batch waits on the latencies along each tile's dependent chain, not on its
+# instruction count: v13's counters.)
 INT32_OFFSETS_LIMIT = 2**31  # elements of a K or V buffer that 32-bit offsets can address
 # A verify's walk loads whole tiles unmasked: a tile past its chunk's end reads the chunk's last key again (masked in
 # the scores), and a slot's page and offset in it come from unsigned arithmetic (a shift and an AND at a power-of-two
