@@ -337,10 +337,75 @@ def test_decode_inputs_reference_is_the_kits_reference_over_the_same_slots() -> 
         assert torch.allclose(short.reference(1, keys=keys), whole, atol=1e-10), keys
     with pytest.raises(ValueError, match="keys=0: "):
         short.reference(1, keys=0)
-        sdpa = data.sdpa_window()[0]
-        if not sinks:  # SDPA has no sinks; over the pre-sliced window it is the same attention
-            got = sdpa().reshape(3, 8, 16).double()
-            assert float((got - data.reference(16)).norm() / data.reference(16).norm()) < 1e-5
+
+
+def _torch_path_error(inputs, path: str) -> float:
+    """A torch path's relative error against the float64 reference without sinks (the torch paths take none)."""
+    from swa_kit.bench.paths import as_tokens
+    from swa_kit.bench.run import relative_error
+
+    fn, _, facts = getattr(inputs, path)()
+    return relative_error(as_tokens(fn(), facts["q_len"]), inputs.reference(16, with_sinks=False))
+
+
+def test_sdpa_over_the_keys_some_query_attends_is_the_reference_in_decode_and_verify() -> None:
+    """SDPA over the pre-sliced keys (masked per query row in a verify of one q_len per request) against the float64
+    reference, with windows shorter and longer than the drafts; a ragged verify, and a verify on the decode-only
+    paths, refused by name."""
+    from swa_kit.bench.paths import DecodeInputs
+    from swa_kit.errors import BackendUnavailableError
+
+    gen = torch.Generator().manual_seed(rng.randrange(2**31))
+    for window in (rng.randint(1, 7), rng.randint(9, 60)):
+        for sinks in (False, True):
+            case = bench.DecodeCase(batch=3, hq=8, hkv=2, head_dim=16, context=96, window=window, dtype="float32",
+                                    sinks=sinks)
+            data = DecodeInputs(case, torch.device("cpu"), gen)
+            verify = data.with_queries(bench.verify_twin(case, ragged=False))
+            assert verify.q_lens == [bench.DRAFTS] * 3
+            for inputs in (data, verify):
+                assert _torch_path_error(inputs, "sdpa_window") < 1e-5, (window, inputs.q_lens)
+    ragged = data.with_queries(bench.verify_twin(case))
+    for path in ("sdpa_window", "flex", "sdpa_dense_mask", "sdpa_full"):
+        with pytest.raises(BackendUnavailableError, match=r"one q_len per batch, not a ragged one \(\[2, 3, 4\]\)"):
+            getattr(ragged, path)()
+    for path in ("sdpa_dense_mask", "sdpa_full"):
+        with pytest.raises(BackendUnavailableError, match=f"{path} is timed for decode only"):
+            getattr(verify, path)()
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # inductor's import
+def test_flex_attention_over_the_whole_context_is_the_reference_in_decode_and_verify() -> None:
+    """FlexAttention (compiled on the CPU) over the whole contiguous context: its keys before the pool's span are
+    random, so a mask that let a verify's first query see one key too many, or decode's window one key too far, would
+    miss the reference."""
+    from swa_kit.bench.paths import DecodeInputs
+
+    gen = torch.Generator().manual_seed(rng.randrange(2**31))
+    case = bench.DecodeCase(batch=2, hq=8, hkv=2, head_dim=16, context=256, window=rng.randint(9, 60),
+                            dtype="float32")
+    data = DecodeInputs(case, torch.device("cpu"), gen)
+    for inputs in (data, data.with_queries(bench.verify_twin(case, ragged=False))):
+        assert _torch_path_error(inputs, "flex") < 1e-5, (case.window, inputs.q_lens)
+
+
+def test_torch_path_outputs_map_back_to_the_kits_token_rows() -> None:
+    """``as_tokens`` undoes the torch paths' query layout (row ``i * G + g`` of ``[B, Hkv, q_len x G, D]``)."""
+    from swa_kit.bench.paths import as_tokens
+
+    b, hkv, g, d, n = 3, 2, 4, 5, rng.randint(3, 8)
+    tokens = torch.randn(b * n, hkv * g, d)
+    grouped = tokens.view(b, n, hkv, g, d).transpose(1, 2).reshape(b, hkv, n * g, d)
+    assert torch.equal(as_tokens(grouped, n), tokens)
+    assert grouped[1, 1, 2 * g + 3].equal(tokens[1 * n + 2, 1 * g + 3])  # request 1, KV head 1, query 2, head 3
+    decode = torch.randn(b, hkv, g, d)  # one query a request: the KV heads' groups side by side
+    assert torch.equal(as_tokens(decode), decode.reshape(b, hkv * g, d))
+
+
+def test_a_case_refuses_a_verify_of_one_query() -> None:
+    for drafts in (1, -2):
+        with pytest.raises(ValueError, match=f"drafts={drafts}: give 0 \\(decode\\) or 2 and more"):
+            bench.DecodeCase(8, 32, 8, 128, 8192, 128, drafts=drafts)
 
 
 def test_verify_cases_are_ragged_and_read_the_decode_kv() -> None:

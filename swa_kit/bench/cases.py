@@ -25,7 +25,9 @@ HEAD_SHAPES = {
 
 @dataclass(frozen=True)
 class DecodeCase:
-    """One decode shape; ``drafts`` > 0 makes it a chain verify of 2..``drafts`` queries per request (ragged)."""
+    """One decode shape; ``drafts`` > 0 makes it a chain verify of 2..``drafts`` queries per request (ragged), or of
+    ``drafts`` queries in every request with ``ragged=False`` (as SGLang's target verify runs: each request brings
+    ``speculative_num_draft_tokens``)."""
 
     batch: int
     hq: int
@@ -36,6 +38,11 @@ class DecodeCase:
     dtype: str = "bfloat16"
     sinks: bool = False
     drafts: int = 0
+    ragged: bool = True
+
+    def __post_init__(self) -> None:
+        if self.drafts == 1 or self.drafts < 0:
+            raise ValueError(f"drafts={self.drafts}: give 0 (decode) or 2 and more (a verify's longest chain)")
 
     @property
     def itemsize(self) -> int:
@@ -51,9 +58,12 @@ class DecodeCase:
         return self.kv_bytes(self.window)
 
     def q_lens(self) -> list[int]:
-        """Queries per request: 1 in decode; in verify 2..drafts, cycling, so every batch is ragged."""
+        """Queries per request: 1 in decode; in verify 2..drafts, cycling, so every batch is ragged (or ``drafts``
+        in every request, not ragged)."""
         if not self.drafts:
             return [1] * self.batch
+        if not self.ragged:
+            return [self.drafts] * self.batch
         return [2 + b % (self.drafts - 1) for b in range(self.batch)]
 
     def keys_attended(self, q_len: int) -> int:
@@ -110,10 +120,11 @@ def decode_grid(quick: bool) -> list[DecodeCase]:
     ]
 
 
-def verify_twin(case: DecodeCase) -> DecodeCase:
-    """The chain-verify case of a decode case: the same KV, 2..DRAFTS queries per request."""
+def verify_twin(case: DecodeCase, ragged: bool = True) -> DecodeCase:
+    """The chain-verify case of a decode case: the same KV, 2..DRAFTS queries per request (DRAFTS in each, not
+    ``ragged``)."""
     return DecodeCase(case.batch, case.hq, case.hkv, case.head_dim, case.context, case.window, case.dtype,
-                      case.sinks, DRAFTS)
+                      case.sinks, DRAFTS, ragged)
 
 
 def prefill_grid(quick: bool) -> list[PrefillCase]:

@@ -126,7 +126,8 @@ class DecodeInputs:
         return self._window_kv
 
     def full_kv(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The whole context contiguous: random keys, then the window's (Flex and the dense SDPA paths)."""
+        """The whole context contiguous: random keys, then the last ``span`` keys of the pool (the window's, and those
+        a verify's first queries see before it) (Flex and the dense SDPA paths)."""
         c = self.case
         if self._full_kv is not None:
             return self._full_kv
@@ -135,7 +136,7 @@ class DecodeInputs:
         dtype = getattr(torch, c.dtype)
         kc = torch.randn(c.batch, c.hkv, c.context, c.head_dim, device=self.device, dtype=dtype)
         vc = torch.randn_like(kc)
-        k, v = self.window_kv()
+        k, v = self.span_kv(PAGE)
         kc[:, :, -k.shape[2]:] = k
         vc[:, :, -v.shape[2]:] = v
         self._full_kv = (kc, vc)
@@ -209,51 +210,92 @@ class DecodeInputs:
 
         return run, out, {}
 
+    def queries_per_request(self) -> int:
+        """The one q_len of every request, which the torch paths need (their queries are one dense tensor); a ragged
+        verify is refused by name."""
+        q_len = self.q_lens[0]
+        if any(n != q_len for n in self.q_lens):
+            raise BackendUnavailableError(f"the torch paths take one q_len per batch, not a ragged one ({self.q_lens});"
+                                          " time a verify twin with ragged=False on them")
+        return q_len
+
     def _grouped_q(self) -> torch.Tensor:
-        c = self.case
-        return self.q.view(c.batch, c.hkv, c.hq // c.hkv, c.head_dim)
+        """The queries as ``[B, Hkv, q_len x G, D]``, row ``i * G + g`` for query ``i`` and head ``g`` of the group
+        (a copy where q_len > 1, made before anything is timed)."""
+        c, n = self.case, self.queries_per_request()
+        g = c.hq // c.hkv
+        return self.q.view(c.batch, n, c.hkv, g, c.head_dim).transpose(1, 2).reshape(c.batch, c.hkv, n * g, c.head_dim)
+
+    def _chain_mask(self, keys: int, first_key: int) -> torch.Tensor | None:
+        """``[q_len x G, keys]``: which of ``keys`` contiguous keys from position ``first_key`` on each query row
+        attends (None in decode, where every row attends all of the window's)."""
+        c, n = self.case, self.queries_per_request()
+        if n == 1:
+            return None
+        q_pos = torch.arange(c.context - n, c.context, device=self.device).repeat_interleave(c.hq // c.hkv)
+        key_pos = torch.arange(first_key, first_key + keys, device=self.device)
+        return Window(c.window).attends(q_pos[:, None], key_pos[None, :])
 
     def sdpa_window(self) -> Made:
+        """SDPA over the keys some query attends, pre-sliced contiguous: the window in decode, the window and the
+        drafts before the last query in a verify, masked per query row (and so run by a kernel that takes a mask)."""
         import torch.nn.functional as F
 
-        k, v = self.window_kv()
+        c, n = self.case, self.queries_per_request()
+        k, v = self.window_kv() if n == 1 else (kv[:, :, -c.keys_attended(n):] for kv in self.span_kv(PAGE))
+        k, v = k.contiguous(), v.contiguous()
+        mask = self._chain_mask(k.shape[2], c.context - k.shape[2])
         qg, scale = self._grouped_q(), self.sm_scale
-        return (lambda: F.scaled_dot_product_attention(qg, k, v, scale=scale)), None, {}
+        return (lambda: F.scaled_dot_product_attention(qg, k, v, attn_mask=mask, scale=scale)), None, {"q_len": n}
 
     def flex(self) -> Made:
+        """FlexAttention over the whole contiguous context through a sliding (in a verify: sliding and causal, per
+        query row) BlockMask."""
+        c, n = self.case, self.queries_per_request()
         flex_attention, create_block_mask = flex_functions(fresh=True)
-        c = self.case
         kc, vc = self.full_kv()
-        first = torch.tensor(max(0, c.context - c.window), device=self.device)  # a tensor: no recompile per window
+        # tensors, not ints, in the mask: a new window or context is not a new compile
+        last_query = torch.tensor(c.context - n, device=self.device)
+        window = torch.tensor(c.window, device=self.device)
+        group = c.hq // c.hkv
 
         def sliding(b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
-            return kv_idx >= first  # every query sits at position L - 1: the window is [L - W, L)
+            q_pos = last_query + q_idx // group  # row i * G + g is query i, at position L - q_len + i
+            return (kv_idx <= q_pos) & (kv_idx > q_pos - window)
 
         qg, scale = self._grouped_q(), self.sm_scale
         mask = create_block_mask(sliding, B=None, H=None, Q_LEN=qg.shape[2], KV_LEN=c.context, device=self.device)
-        return (lambda: flex_attention(qg, kc, vc, block_mask=mask, scale=scale)), None, {}
+        return (lambda: flex_attention(qg, kc, vc, block_mask=mask, scale=scale)), None, {"q_len": n}
+
+    def _decode_q(self, path: str) -> torch.Tensor:
+        """The grouped queries of a decode batch; a verify is refused by name (the path's mask is decode's)."""
+        if self.queries_per_request() != 1:
+            raise BackendUnavailableError(f"{path} is timed for decode only (one query per request)")
+        return self._grouped_q()
 
     def sdpa_dense_mask(self) -> Made:
         import torch.nn.functional as F
 
         c = self.case
+        qg = self._decode_q("sdpa_dense_mask")
         kc, vc = self.full_kv()
         mask = torch.zeros(1, 1, 1, c.context, dtype=torch.bool, device=self.device)
         mask[..., max(0, c.context - c.window):] = True
-        qg, scale = self._grouped_q(), self.sm_scale
+        scale = self.sm_scale
         return (lambda: F.scaled_dot_product_attention(qg, kc, vc, attn_mask=mask, scale=scale)), None, {}
 
     def sdpa_full(self) -> Made:
         import torch.nn.functional as F
 
+        qg, scale = self._decode_q("sdpa_full"), self.sm_scale
         kc, vc = self.full_kv()
-        qg, scale = self._grouped_q(), self.sm_scale
         return (lambda: F.scaled_dot_product_attention(qg, kc, vc, scale=scale)), None, {}
 
 
-def as_tokens(out: torch.Tensor) -> torch.Tensor:
-    """Torch-path decode output ``[B, Hkv, G, D]`` as the kit's ``[B, Hq, D]``."""
-    return out.reshape(out.shape[0], -1, out.shape[-1])
+def as_tokens(out: torch.Tensor, q_len: int = 1) -> torch.Tensor:
+    """Torch-path output ``[B, Hkv, q_len x G, D]`` (row ``i * G + g``) as the kit's ``[B x q_len, Hq, D]``."""
+    b, hkv, rows, d = out.shape
+    return out.view(b, hkv, q_len, rows // q_len, d).transpose(1, 2).reshape(b * q_len, -1, d)
 
 
 # -- prefill ----------------------------------------------------------------------------------

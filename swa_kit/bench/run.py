@@ -92,7 +92,8 @@ def measure_ceilings(result: dict[str, Any], device: torch.device, flush: timing
         torch.cuda.empty_cache()
 
 
-def _relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """Relative L2 error of ``out`` against the float64 ``ref``; NaN where ``out`` holds anything not finite."""
     out = out.double()
     if not torch.isfinite(out).all():
         return float("nan")
@@ -114,8 +115,8 @@ def time_and_check(make: Callable[[], Made], ref: torch.Tensor | None, flush: ti
         if out is not None:
             out.fill_(float("nan"))
         produced = fn()
-        produced = out if out is not None else as_tokens(produced)
-        error = _relative_error(produced, ref) if ref is not None else None
+        produced = out if out is not None else as_tokens(produced, facts.get("q_len", 1))
+        error = relative_error(produced, ref) if ref is not None else None
         measured["rel_error"] = error
         return measured, (None if error is None else error < TOLERANCE), ""
     except Exception as exc:  # a path that cannot run here is reported, not fatal
@@ -200,7 +201,7 @@ def check_prefill_paths(device: torch.device) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"mode": "prefill", "path": path, "page_size": None, "label": row_label(path, None)}
         try:
             out = fn()
-            error = _relative_error(out if path == "aiter_triton_unified" else tokens(out),
+            error = relative_error(out if path == "aiter_triton_unified" else tokens(out),
                                     full if path == "sdpa_full" else ref)
             row.update(rel_error=error, correct=bool(error < TOLERANCE))
         except Exception as exc:
