@@ -508,6 +508,72 @@ def stage_verify_span() -> None:
             SUMMARY.append(f"span D={d} B={b} W={w} p{ps}: decode {base:.1f}us {ratios}")
 
 
+VERIFY_PATHS = (("kit_triton_swa", 1), ("kit_triton_swa", 16), ("aiter_triton_unified", 16), ("sdpa_window", None),
+                ("flex_attention", None))
+
+
+def stage_verify_paths() -> None:
+    """Each path's chain verify over its own decode, on the same KV (B ``AB_BATCHES``, default 1-128; every head shape
+    and window; 8k): the kit at page sizes 1 and 16, aiter's ``unified_attention`` at 16, SDPA over the pre-sliced keys
+    some query attends (masked per query in a verify), FlexAttention over the whole context. The verify brings DRAFTS
+    queries in every request (the torch paths take one q_len per batch; SGLang's target verify brings as many in each),
+    and the kit's ragged verify of the grid is timed beside it. Every output is checked against its float64 reference
+    (the torch paths' without sinks: they take none). aiter's kernel loads whole tiles of keys, so a verify's first
+    tile reaches the dummy page's NaN (the hazard ``swa_kit.attention.aiter_triton`` documents): where its output is
+    not finite, it is checked again with the dummy page zeroed (``finite_dummy_rel_error``). SDPA's rows name the GPU
+    kernels one call launches (which backend ran)."""
+    import torch
+
+    from swa_kit.bench import DecodeCase, timing, verify_twin
+    from swa_kit.bench.cases import HEAD_SHAPES
+    from swa_kit.bench.paths import PAGE, DecodeInputs
+    from swa_kit.bench.run import TOLERANCE, relative_error, time_and_check
+
+    device = torch.device("cuda")
+    gen = torch.Generator(device=device).manual_seed(10)
+    flush = timing.L2Flush(device)
+    rows: list[dict] = []
+    for hq, hkv, d, sinks in HEAD_SHAPES.values():
+        for b in map(int, os.environ.get("AB_BATCHES", "1,8,32,128").split(",")):
+            for w in (128, 1024, 4096):
+                data = DecodeInputs(DecodeCase(b, hq, hkv, d, 8192, w, sinks=sinks), device, gen)
+                modes = {"decode": data, "verify": data.with_queries(verify_twin(data.case, ragged=False)),
+                         "verify_ragged": data.with_queries(verify_twin(data.case))}
+                for mode, inputs in modes.items():
+                    paths = VERIFY_PATHS[:2] if mode == "verify_ragged" else VERIFY_PATHS
+                    # the torch paths (page size None) take no sinks: their reference has none either
+                    refs = {ps: inputs.reference(ps or 16, with_sinks=ps is not None) for ps in {p for _, p in paths}}
+                    for path, ps in paths:
+                        make = {"kit_triton_swa": functools.partial(inputs.kit, ps), "sdpa_window": inputs.sdpa_window,
+                                "aiter_triton_unified": inputs.aiter, "flex_attention": inputs.flex}[path]
+                        measured, correct, note = time_and_check(make, refs[ps], flush, 30)
+                        measured = measured or {}
+                        row = {"batch": b, "hq": hq, "hkv": hkv, "head_dim": d, "window": w, "mode": mode,
+                               "path": path, "page_size": ps, "q_lens": sorted(set(inputs.q_lens)), "correct": correct,
+                               "note": "; ".join(filter(None, [measured.get("note"), note])),
+                               **{k: measured.get(k) for k in ("us", "p10_us", "p90_us", "method", "rel_error")}}
+                        if measured and path == "sdpa_window":
+                            row["kernels"] = [name[:120] for name in _kernel_names(make()[0])]
+                        if path == "aiter_triton_unified" and measured and row["rel_error"] != row["rel_error"]:
+                            fn, out, _ = make()
+                            for buffer in (inputs.k, inputs.v):
+                                buffer[:PAGE] = 0.0
+                            error = relative_error(fn(), refs[ps])
+                            for buffer in (inputs.k, inputs.v):
+                                buffer[:PAGE] = float("nan")
+                            row.update(finite_dummy_rel_error=error, finite_dummy_correct=error < TOLERANCE)
+                        rows.append(row)
+                del data, modes
+                torch.cuda.empty_cache()
+        (OUT / "verify_paths.json").write_text(json.dumps({"rows": rows}, indent=1))
+    us = {(r["head_dim"], r["batch"], r["window"], r["path"], r["page_size"], r["mode"]): r.get("us") for r in rows}
+    for (d, b, w, path, ps, mode), t in us.items():
+        base = us.get((d, b, w, path, ps, "decode"))
+        if mode == "verify":
+            ratio = f"{t / base:.3f}" if t and base else "failed"
+            SUMMARY.append(f"verify/decode D={d} B={b} W={w} {path}@{ps}: {ratio} (decode {base} us)")
+
+
 def stage_grid_order_recheck() -> None:
     """One grid case, every window, 8k: all its paths timed twice in the grid's own order (as ``full`` times them,
     FlexAttention and its failures included), each time followed by the kit's launches alone. A cell that reads slow
@@ -659,6 +725,7 @@ STAGES = {"env": stage_env, "ncu": stage_ncu, "ab_flush": stage_ab_flush,
           "tune_verify": stage_tune_verify, "ab_merge": stage_ab_merge, "ab_layout": stage_ab_layout,
           "ab_variants": stage_ab_variants, "ab_kv_layout": stage_ab_kv_layout,
           "ab_window_sweep": stage_ab_window_sweep, "verify_span": stage_verify_span,
+          "verify_paths": stage_verify_paths,
           "grid_order_recheck": stage_grid_order_recheck,
           "tests_one": lambda: _pytest("one_process", ["tests/gpu"]),
           "tests_xdist": lambda: _pytest("xdist4", ["tests/gpu", "-n", "4"]),

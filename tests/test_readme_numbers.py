@@ -229,3 +229,30 @@ def test_flush_sentence(run):
         by.setdefault((r["head_dim"], r["batch"], r["window"]), {})[r["flush"]] = r
     extra = [c["write"]["kit"] - c["read"]["kit"] for c in by.values() if c["write"]["bytes"] >= 64 * 2**20]
     assert len(extra) == 19 and (low, high) == (round(min(extra)), round(max(extra)))
+
+
+def test_verify_across_paths_sentence():
+    """The kit's verify against every other path's, recomputed from the stage's record."""
+    record = "h200_2026-12-02_v13_verify_paths.json"
+    found = re.search(rf"`data/bench/tuning/{record}`\), the kit's verify was the fastest verify in every cell, "
+                      r"B 1-128 at 8k; at B 8-128 the next fastest \(FlexAttention or aiter\) took ([\d.]+)-([\d.]+)x "
+                      r"its time at page size 1", PROSE)
+    assert found, "the README's sentence on every path's verify changed: update this test with it"
+    tuning = Path(__file__).resolve().parent.parent / "data" / "bench" / "tuning"
+    rows = json.loads((tuning / record).read_text())["rows"]
+    verify = {}
+    for r in rows:
+        if r["mode"] == "verify" and r["us"]:
+            verify.setdefault((r["head_dim"], r["batch"], r["window"]), {})[(r["path"], r["page_size"])] = r["us"]
+    assert len(verify) == 36
+    next_fastest = {}
+    for cell, times in verify.items():
+        kit = times.pop(("kit_triton_swa", 1))
+        times.pop(("kit_triton_swa", 16))
+        (best_us, best_path) = min((us, path) for (path, _), us in times.items())
+        assert best_us > kit, cell
+        if cell[1] >= 8:
+            next_fastest[cell] = (best_us / kit, best_path)
+    assert {path for _, path in next_fastest.values()} == {"flex_attention", "aiter_triton_unified"}
+    ratios = [ratio for ratio, _ in next_fastest.values()]
+    assert found.groups() == (f"{min(ratios):.2f}", f"{max(ratios):.2f}")
