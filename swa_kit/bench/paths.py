@@ -259,12 +259,16 @@ class DecodeInputs:
         window = torch.tensor(c.window, device=self.device)
         group = c.hq // c.hkv
 
-        def sliding(b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
+        def chain(b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
             q_pos = last_query + q_idx // group  # row i * G + g is query i, at position L - q_len + i
             return (kv_idx <= q_pos) & (kv_idx > q_pos - window)
 
+        def decode(b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
+            return kv_idx > last_query - window  # the recorded grid's mask: one query at L - 1, keys [L - W, L)
+
         qg, scale = self._grouped_q(), self.sm_scale
-        mask = create_block_mask(sliding, B=None, H=None, Q_LEN=qg.shape[2], KV_LEN=c.context, device=self.device)
+        mask = create_block_mask(decode if n == 1 else chain, B=None, H=None, Q_LEN=qg.shape[2], KV_LEN=c.context,
+                                 device=self.device)
         return (lambda: flex_attention(qg, kc, vc, block_mask=mask, scale=scale)), None, {"q_len": n}
 
     def _decode_q(self, path: str) -> torch.Tensor:
