@@ -202,7 +202,7 @@ def check_prefill_paths(device: torch.device) -> list[dict[str, Any]]:
         try:
             out = fn()
             error = relative_error(out if path == "aiter_triton_unified" else tokens(out),
-                                    full if path == "sdpa_full" else ref)
+                                   full if path == "sdpa_full" else ref)
             row.update(rel_error=error, correct=bool(error < TOLERANCE))
         except Exception as exc:
             row.update(rel_error=None, correct=False, error=error_note(exc))
