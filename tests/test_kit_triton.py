@@ -110,7 +110,7 @@ def _worker(path: str) -> None:
         out = torch.full_like(batch.q, float("nan"))
         plan.run(batch.q, out)
         outputs.append((out, plan.splits, plan.chunk))
-    torch.save(outputs, path + ".out")
+    torch.save({"outputs": outputs, "kernel_file": kt.__file__}, path + ".out")
 
 
 @pytest.fixture(scope="module")
@@ -124,12 +124,20 @@ def interpreted_runs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple]:
         cases.append((batch, keys, splits, overrides, torch.randn(hq, generator=gen) * 3 if sinks else None))
     path = str(tmp_path_factory.mktemp("kit_triton") / "cases.pt")
     torch.save({"cases": cases}, path)
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    import swa_kit
+    from swa_kit.attention import kit_triton as kernel
+
+    # The child imports the kit this process imported (a checkout may differ from the installed kit): its module-level
+    # imports run before anything it could do to sys.path.
+    checkout = str(Path(swa_kit.__file__).resolve().parents[1])
+    env = {**os.environ, "TRITON_INTERPRET": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH")]))}
     child = subprocess.run([sys.executable, __file__, path], env=env, capture_output=True, text=True, timeout=600,
                            check=False)
     assert child.returncode == 0, child.stderr[-3000:]
-    outputs = torch.load(path + ".out")
-    return [(case, out) for case, out in zip(cases, outputs, strict=True)]
+    result = torch.load(path + ".out")
+    assert Path(result["kernel_file"]).resolve() == Path(kernel.__file__).resolve(), "the child ran another kit"
+    return [(case, out) for case, out in zip(cases, result["outputs"], strict=True)]
 
 
 @pytest.mark.parametrize("index", range(len(CASES)))
@@ -443,5 +451,4 @@ def test_both_kernels_are_launched_asking_for_fp_fusion(kit_triton, monkeypatch)
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     _worker(sys.argv[1])
