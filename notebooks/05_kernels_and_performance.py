@@ -268,6 +268,31 @@ viz.prefill_tflops(result)
 print_table(bench.grid_table(result))
 
 # %% [markdown]
+# ### Verify on every path
+# `ver/dec` above holds the kit's verify to the kit's decode. Is a verify that close to its decode on any kernel?
+# A later call on an H200 timed every path's decode and its verify of 8 drafts in every request, on the same KV
+# (`gpu_run.py verify_paths`; RECORDED, printed from its own record). Its conditions: 8k context, B 1-128 (the table
+# counts B 8-128); the torch paths take no sinks (GPT-OSS's cells run without them); aiter's verify, which loads
+# whole 64-key tiles, read the bench's NaN dummy page and was checked again with that page zeroed; FlexAttention does
+# not compile at Gemma's B 128. `verify_ragged` is the kit's verify of 2-8 drafts, the grid's.
+
+# %%
+from swa_kit.bench import verify_paths
+
+record = verify_paths.load_verify_paths()
+print(record["note"].split(". ")[0] + ".")
+print_table(verify_paths.verify_over_decode(record))
+for page_size in (1, 16):
+    versus = verify_paths.next_fastest_verify(record, page_size)
+    print(f"page size {page_size}: the next fastest verify took {versus['least']:.2f}-{versus['most']:.2f}x the "
+          f"kit's, in {versus['cells']} cells ({versus['next_fastest']})")
+
+# %% [markdown]
+# A path whose verify stays near its decode is not always the better verify: where aiter's verify takes *less* than
+# its decode, its decode is the slow one. Compare verify with verify (the last lines), and read `ver/dec` for what
+# a speculative step costs on top of one decode step with the same kernel.
+
+# %% [markdown]
 # ## 5. What the window buys a hybrid model
 # The benchmark times one attention layer. A hybrid model (Gemma-4 31B: 50 sliding layers with a 1024-key
 # window, 10 full layers) runs both kinds in every decode step, and the full layers read the whole context

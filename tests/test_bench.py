@@ -15,6 +15,7 @@ from swa_kit.bench.results import same_bytes_fractions
 from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.cli import main
+from swa_kit.errors import UsageError
 from swa_kit.viz import bench as viz
 from swa_kit.window import Window
 
@@ -421,3 +422,54 @@ def test_copy_bandwidth_refuses_a_byte_count_it_cannot_copy_as_given() -> None:
     for bad in (0, 3, 6, -4):  # a bf16 copy moves multiples of 4 bytes (2 read + 2 written per element)
         with pytest.raises(ValueError, match=f"moved_bytes={bad}: give a positive multiple of 4"):
             timing.copy_bandwidth(torch.device("cpu"), None, bad)
+
+
+def _verify_paths_record(times: dict) -> dict:
+    """A verify_paths record of one cell per batch: ``times[(path, page_size, mode, batch)]`` in us."""
+    return {"note": "test", "rows": [{"head_dim": 128, "batch": b, "window": 128, "path": p, "page_size": ps,
+                                      "mode": m, "us": us, "correct": True} for (p, ps, m, b), us in times.items()]}
+
+
+def test_verify_over_decode_holds_each_path_to_its_own_decode() -> None:
+    from swa_kit.bench.verify_paths import next_fastest_verify, verify_over_decode
+
+    kit, flex = [rng.uniform(5, 50) for _ in range(2)]
+    ratios = {8: rng.uniform(1.0, 1.3), 32: rng.uniform(1.0, 1.3), 1: 9.0}  # B 1 is left out by default
+    times = {}
+    for b, ratio in ratios.items():
+        times.update({("kit_triton_swa", 16, "decode", b): kit, ("kit_triton_swa", 16, "verify", b): kit * ratio,
+                      ("flex_attention", None, "decode", b): flex, ("flex_attention", None, "verify", b): flex * 2})
+    record = _verify_paths_record(times)
+    rows = {(r["path"], r["mode"]): r for r in verify_over_decode(record)}
+    mine = rows[("kit_triton_swa", "verify")]
+    assert (mine["cells"], mine["least"], mine["most"]) == (2, round(min(ratios[8], ratios[32]), 3),
+                                                            round(max(ratios[8], ratios[32]), 3))
+    assert mine["within 1.15x"] == sum(ratios[b] <= 1.15 for b in (8, 32))
+    assert rows[("flex_attention", "verify")]["median"] == 2.0
+    versus = next_fastest_verify(record, 16)
+    assert versus["next_fastest"] == {"flex_attention": 2}
+    assert versus["least"] == pytest.approx(min(flex * 2 / (kit * ratios[b]) for b in (8, 32)))
+    times[("flex_attention", None, "verify", 8)] = None  # a path that did not run is no competitor
+    assert next_fastest_verify(_verify_paths_record(times), 16)["cells"] == 1
+    with pytest.raises(UsageError, match="no cell of batch >= 8 has the kit's verify at page size 1"):
+        next_fastest_verify(record, 1)
+
+
+def test_the_recorded_verify_paths_stage_reads_back() -> None:
+    from swa_kit.bench.verify_paths import load_verify_paths, next_fastest_verify, verify_over_decode
+
+    record = load_verify_paths()
+    cells = {(r["path"], r["page_size"], r["mode"]): r["cells"] for r in verify_over_decode(record)}
+    assert cells[("kit_triton_swa", 1, "verify")] == cells[("sdpa_window", None, "verify")] == 27
+    assert cells[("flex_attention", None, "verify")] == 24  # FlexAttention does not compile at Gemma's B 128
+    assert next_fastest_verify(record, 1, min_batch=1)["cells"] == 36
+
+
+def test_a_file_that_is_not_a_verify_paths_record_is_refused(tmp_path) -> None:
+    from swa_kit.bench.verify_paths import load_verify_paths
+
+    for name, text in (("list.json", "[1]"), ("grid.json", json.dumps({"rows": [{"mode": "decode"}]})),
+                       ("text.json", "not JSON")):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(UsageError, match=f"{name}' is not a verify_paths record"):
+            load_verify_paths(tmp_path / name)

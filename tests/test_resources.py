@@ -11,6 +11,7 @@ import pytest
 
 from swa_kit import resources
 from swa_kit.bench import RECORDED_DIR, recorded_files
+from swa_kit.bench.verify_paths import VERIFY_PATHS_RECORD
 from swa_kit.configs import MODELS_DIR, list_models
 from swa_kit.model import CHECKPOINT, DATA_DIR
 from swa_kit.resources import DATA_PACKAGE, data_path
@@ -29,7 +30,7 @@ def test_readers_take_their_folders_from_the_package() -> None:
 def test_package_data_ships_every_file_the_readers_open() -> None:
     globs = tomllib.loads(PYPROJECT.read_text())["tool"]["setuptools"]["package-data"][DATA_PACKAGE]
     read = [MODELS_DIR / f"{name}.json" for name in list_models()] + recorded_files()
-    read += [DATA_DIR / CHECKPOINT, DATA_DIR / "config.json"]
+    read += [DATA_DIR / CHECKPOINT, DATA_DIR / "config.json", VERIFY_PATHS_RECORD]
     traces = sorted(data_path("traces").glob("*.jsonl"))  # swa-kit audit --trace's recorded example
     assert traces, "no recorded trace under data/traces"
     read += traces

@@ -7,7 +7,8 @@ The package splits along what needs a GPU:
   the pictures, the workshop and notebook 05 read recorded runs through it);
 * :mod:`~swa_kit.bench.timing`: CUDA-graph replay with L2 flushed, profiler kernel time, the ceilings;
 * :mod:`~swa_kit.bench.paths`: one case's inputs on the GPU, every path's callable, the float64 reference;
-* :mod:`~swa_kit.bench.run`: :func:`run_benchmark`, the loop over the grid.
+* :mod:`~swa_kit.bench.run`: :func:`run_benchmark`, the loop over the grid;
+* :mod:`~swa_kit.bench.verify_paths`: every path's verify over its own decode, from a recorded stage (CPU).
 
 Without a GPU nothing is timed: :func:`load_recorded` reads ``data/bench/*.json``.
 """
