@@ -346,13 +346,13 @@ def _torch_path_error(inputs, path: str) -> float:
     from swa_kit.bench.run import relative_error
 
     fn, _, facts = getattr(inputs, path)()
-    return relative_error(as_tokens(fn(), facts["q_len"]), inputs.reference(16, with_sinks=False))
+    return relative_error(as_tokens(fn(), facts.get("q_len", 1)), inputs.reference(16, with_sinks=False))
 
 
 def test_sdpa_over_the_keys_some_query_attends_is_the_reference_in_decode_and_verify() -> None:
-    """SDPA over the pre-sliced keys (masked per query row in a verify of one q_len per request) against the float64
-    reference, with windows shorter and longer than the drafts; a ragged verify, and a verify on the decode-only
-    paths, refused by name."""
+    """SDPA over the pre-sliced keys (masked per query row in a verify of one q_len per request), and in decode over the
+    whole context with a dense mask, against the float64 reference, with windows shorter and longer than the drafts; a
+    ragged verify, and a verify on the decode-only paths, refused by name."""
     from swa_kit.bench.paths import DecodeInputs
     from swa_kit.errors import BackendUnavailableError
 
@@ -366,6 +366,8 @@ def test_sdpa_over_the_keys_some_query_attends_is_the_reference_in_decode_and_ve
             assert verify.q_lens == [bench.DRAFTS] * 3
             for inputs in (data, verify):
                 assert _torch_path_error(inputs, "sdpa_window") < 1e-5, (window, inputs.q_lens)
+            # over the whole context (random keys before the pool's span), masked to decode's window
+            assert _torch_path_error(data, "sdpa_dense_mask") < 1e-5, window
     ragged = data.with_queries(bench.verify_twin(case))
     for path in ("sdpa_window", "flex", "sdpa_dense_mask", "sdpa_full"):
         with pytest.raises(BackendUnavailableError, match=r"one q_len per batch, not a ragged one \(\[2, 3, 4\]\)"):
@@ -453,6 +455,8 @@ def test_verify_over_decode_holds_each_path_to_its_own_decode() -> None:
     assert next_fastest_verify(_verify_paths_record(times), 16)["cells"] == 1
     with pytest.raises(UsageError, match="no cell of batch >= 8 has the kit's verify at page size 1"):
         next_fastest_verify(record, 1)
+    with pytest.raises(UsageError, match="no cell of batch >= 64 has a verify beside its path's decode"):
+        verify_over_decode(record, min_batch=64)
 
 
 def test_the_recorded_verify_paths_stage_reads_back() -> None:

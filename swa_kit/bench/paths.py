@@ -25,7 +25,7 @@ import torch
 
 from swa_kit.bench.cases import DRAFTS, DecodeCase, PrefillCase
 from swa_kit.errors import BackendUnavailableError
-from swa_kit.window import Window, from_keys
+from swa_kit.window import Window, attends, from_keys
 
 PAGE = 16
 #: Contiguous whole-context copies (Flex, dense-mask and full SDPA) are built up to this context.
@@ -254,17 +254,16 @@ class DecodeInputs:
         c, n = self.case, self.queries_per_request()
         flex_attention, create_block_mask = flex_functions(fresh=True)
         kc, vc = self.full_kv()
+        window, group = Window(c.window), c.hq // c.hkv
         # tensors, not ints, in the mask: a new window or context is not a new compile
-        last_query = torch.tensor(c.context - n, device=self.device)
-        window = torch.tensor(c.window, device=self.device)
-        group = c.hq // c.hkv
+        last_query, keys, first = (torch.tensor(value, device=self.device)
+                                   for value in (c.context - n, window.keys, window.first_key(c.context - 1)))
 
         def chain(b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
-            q_pos = last_query + q_idx // group  # row i * G + g is query i, at position L - q_len + i
-            return (kv_idx <= q_pos) & (kv_idx > q_pos - window)
+            return attends(last_query + q_idx // group, kv_idx, keys)  # row i * G + g: query i, at L - q_len + i
 
         def decode(b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
-            return kv_idx > last_query - window  # the recorded grid's mask: one query at L - 1, keys [L - W, L)
+            return kv_idx >= first  # the recorded grid's mask: one query at L - 1 sees every key from its first on
 
         qg, scale = self._grouped_q(), self.sm_scale
         mask = create_block_mask(decode if n == 1 else chain, B=None, H=None, Q_LEN=qg.shape[2], KV_LEN=c.context,
@@ -284,7 +283,7 @@ class DecodeInputs:
         qg = self._decode_q("sdpa_dense_mask")
         kc, vc = self.full_kv()
         mask = torch.zeros(1, 1, 1, c.context, dtype=torch.bool, device=self.device)
-        mask[..., max(0, c.context - c.window):] = True
+        mask[..., Window(c.window).first_key(c.context - 1):] = True
         scale = self.sm_scale
         return (lambda: F.scaled_dot_product_attention(qg, kc, vc, attn_mask=mask, scale=scale)), None, {}
 

@@ -49,6 +49,8 @@ def verify_over_decode(record: dict[str, Any], min_batch: int = 8) -> list[dict[
         decode = times.get((dim, batch, window, path, page, "decode"))
         if mode in VERIFY_MODES and batch >= min_batch and decode:
             ratios.setdefault((path, page, mode), []).append(us / decode)
+    if not ratios:
+        raise UsageError(f"no cell of batch >= {min_batch} has a verify beside its path's decode in this record")
     limit = TARGETS["verify_over_decode"]
     return [{"path": path, "page_size": page, "mode": mode, "cells": len(values), "least": round(min(values), 3),
              "median": round(statistics.median(values), 3), "most": round(max(values), 3),
