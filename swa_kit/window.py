@@ -67,9 +67,11 @@ def check_keys(keys: Any) -> Keys:
 
 
 def attends(q_pos: Any, k_pos: Any, keys: Any) -> Any:
-    """The window rule, :meth:`Window.attends`, for ``keys`` checked already (:func:`check_keys`) or held in a tensor:
-    a compiled mask (FlexAttention's ``mask_mod``) reads a tensor as an input, where an int would be a constant of
-    the compile, one compile per window."""
+    """The window rule, :meth:`Window.attends`, for ``keys`` as a number (checked: :func:`check_keys`) or held in a
+    tensor: a compiled mask (FlexAttention's ``mask_mod``) reads a tensor as an input, where an int would be a
+    constant of the compile, one compile per window."""
+    if isinstance(keys, numbers.Number):  # a tensor's window is checked where it was made
+        keys = check_keys(keys)
     causal = k_pos <= q_pos
     if keys is None:
         return causal

@@ -455,6 +455,11 @@ def test_verify_over_decode_holds_each_path_to_its_own_decode() -> None:
     assert next_fastest_verify(_verify_paths_record(times), 16)["cells"] == 1
     with pytest.raises(UsageError, match="no cell of batch >= 8 has the kit's verify at page size 1"):
         next_fastest_verify(record, 1)
+    # another path timed at two page sizes competes with its faster one, whichever row comes first
+    for order in ((1, 16), (16, 1)):
+        both = {("kit_triton_swa", 16, "verify", 8): kit}
+        both.update({("aiter_triton_unified", ps, "verify", 8): kit * (1.5 if ps == 1 else 3.0) for ps in order})
+        assert next_fastest_verify(_verify_paths_record(both), 16)["least"] == pytest.approx(1.5)
     with pytest.raises(UsageError, match="no cell of batch >= 64 has a verify beside its path's decode"):
         verify_over_decode(record, min_batch=64)
 

@@ -15,6 +15,7 @@ from swa_kit.errors import WindowConventionError
 from swa_kit.window import (
     CONVENTIONS,
     Window,
+    attends,
     check_keys,
     convert,
     from_keys,
@@ -139,6 +140,15 @@ def test_attends_broadcasts_on_numpy_and_torch():
     grid = w.attends(np.arange(5)[:, None], np.arange(5)[None, :])
     assert grid.sum(axis=1).tolist() == [1, 2, 3, 3, 3]
     assert torch.equal(w.attends(torch.arange(5)[:, None], torch.arange(5)[None, :]), torch.from_numpy(grid))
+
+
+def test_the_window_rule_takes_its_window_from_a_tensor_and_checks_a_number():
+    q, k = torch.arange(9)[:, None], torch.arange(9)[None, :]
+    assert torch.equal(attends(q, k, torch.tensor(4)), Window(4).attends(q, k))
+    assert torch.equal(attends(q, k, None), Window(None).attends(q, k))
+    for bad in (0, -3, True, 4.0):
+        with pytest.raises(WindowConventionError, match=f"invalid window value {bad!r}"):
+            attends(q, k, bad)
 
 
 # ---- invalid values: WindowConventionError naming the value and the convention ----

@@ -60,14 +60,16 @@ def verify_over_decode(record: dict[str, Any], min_batch: int = 8) -> list[dict[
 
 def next_fastest_verify(record: dict[str, Any], page_size: int, min_batch: int = 8) -> dict[str, Any]:
     """Against the kit's verify at ``page_size``: the fastest other path's verify time over the kit's, per cell of
-    batch ``min_batch`` and up (least, most, and which path it was)."""
+    batch ``min_batch`` and up (least, most, and which path it was); each other path at its fastest page size."""
     times = _times(record["rows"])
     ratios, by = [], {}
     for (dim, batch, window, path, page, mode), kit in times.items():
         if (path, page, mode) != (KIT, page_size, "verify") or batch < min_batch:
             continue
-        others = {p: us for (d, b, w, p, _, m), us in times.items()
-                  if (d, b, w, m) == (dim, batch, window, "verify") and p != KIT}
+        others: dict[str, float] = {}
+        for (d, b, w, p, _, m), us in times.items():
+            if (d, b, w, m) == (dim, batch, window, "verify") and p != KIT:
+                others[p] = min(us, others.get(p, us))
         if others:
             fastest = min(others, key=others.__getitem__)
             ratios.append(others[fastest] / kit)
