@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from swa_kit.attention import torch_paths  # noqa: E402
-from swa_kit.attention.backends import run_path  # noqa: E402
+from swa_kit.attention.paths import run_path  # noqa: E402
 from swa_kit.attention.batch import random_paged_batch  # noqa: E402
 from swa_kit.attention.reference import reference_attention  # noqa: E402
 from swa_kit.errors import WindowConventionError  # noqa: E402

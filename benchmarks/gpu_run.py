@@ -32,10 +32,10 @@ def stage_env() -> None:
     import torch
     import triton
 
-    from swa_kit.attention import aiter_loader
+    from swa_kit.attention.aiter import loader
 
     SUMMARY.append(f"torch {torch.__version__} triton {triton.__version__} gpu {torch.cuda.get_device_name()}")
-    SUMMARY.append(f"aiter triton: {aiter_loader.aiter_triton_status()}")
+    SUMMARY.append(f"aiter triton: {loader.aiter_triton_status()}")
     smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu",
                           "--format=csv"], capture_output=True, text=True, check=False)
     SUMMARY.append(smi.stdout.strip().replace("\n", " | "))
@@ -66,8 +66,8 @@ def stage_tests() -> None:
 def _tune_point(case, configs, gen, flush, copy_tbs, rows, page_size=16, data=None) -> None:
     import torch
 
-    from swa_kit.bench import timing
-    from swa_kit.bench.paths import DecodeInputs
+    from swa_kit.measure.bench import timing
+    from swa_kit.measure.bench.paths import DecodeInputs
 
     data = data or DecodeInputs(case, torch.device("cuda"), gen)
     for config in configs:
@@ -98,9 +98,9 @@ def stage_tune_verify() -> None:
     the policy's default first, then a few configurations around it; at B 1 decode's split of short windows too."""
     import torch
 
-    from swa_kit.bench import DecodeCase, timing, verify_twin
-    from swa_kit.bench.cases import HEAD_SHAPES
-    from swa_kit.bench.paths import DecodeInputs
+    from swa_kit.measure.bench import DecodeCase, timing, verify_twin
+    from swa_kit.measure.bench.cases import HEAD_SHAPES
+    from swa_kit.measure.bench.paths import DecodeInputs
 
     device = torch.device("cuda")
     gen = torch.Generator(device=device).manual_seed(3)
@@ -141,15 +141,15 @@ def stage_ab_layout() -> None:
     decode cell of B 8-128 (8k): what the paged, scattered layout costs against the ideal one."""
     import torch
 
-    from swa_kit.bench import DecodeCase, timing
-    from swa_kit.bench.paths import DecodeInputs
+    from swa_kit.measure.bench import DecodeCase, timing
+    from swa_kit.measure.bench.paths import DecodeInputs
 
     device = torch.device("cuda")
     gen = torch.Generator(device=device).manual_seed(5)
     flush = timing.L2Flush(device)
     copy = timing.copy_bandwidth(device, flush)["tbs"]
     rows: list[dict] = []
-    from swa_kit.bench.cases import HEAD_SHAPES
+    from swa_kit.measure.bench.cases import HEAD_SHAPES
 
     cells = [(b, *shape, w) for shape in HEAD_SHAPES.values() for b in (8, 32, 128) for w in (128, 1024, 4096)]
     for b, hq, hkv, d, sinks, w in cells:
@@ -197,10 +197,10 @@ def stage_ab_kv_layout() -> None:
 
     import torch
 
-    from swa_kit.attention import kit_triton
-    from swa_kit.bench import DecodeCase, timing, verify_twin
-    from swa_kit.bench.cases import HEAD_SHAPES
-    from swa_kit.bench.paths import DecodeInputs
+    from swa_kit.attention.kit import kernel as kit_triton
+    from swa_kit.measure.bench import DecodeCase, timing, verify_twin
+    from swa_kit.measure.bench.cases import HEAD_SHAPES
+    from swa_kit.measure.bench.paths import DecodeInputs
 
     device = torch.device("cuda")
     gen = torch.Generator(device=device).manual_seed(13)
@@ -265,9 +265,9 @@ def stage_ab_window_sweep() -> None:
     add kit lines at page size 16; every kit output is checked against the float64 reference."""
     import torch
 
-    from swa_kit.attention import kit_triton
-    from swa_kit.bench import DecodeCase, timing
-    from swa_kit.bench.paths import DecodeInputs
+    from swa_kit.attention.kit import kernel as kit_triton
+    from swa_kit.measure.bench import DecodeCase, timing
+    from swa_kit.measure.bench.paths import DecodeInputs
 
     device = torch.device("cuda")
     gen = torch.Generator(device=device).manual_seed(14)
@@ -326,7 +326,7 @@ def _time_plan(module, inputs, page_size: int, config: dict, flush, ref=None) ->
     """Time one kernel module's plan on ``inputs`` (and check it against ``ref``); errors become the result."""
     import torch
 
-    from swa_kit.bench import timing
+    from swa_kit.measure.bench import timing
 
     c = inputs.case
     try:
@@ -359,9 +359,9 @@ def stage_ab_variants() -> None:
     the same KV, each output checked against the float64 reference."""
     import torch
 
-    from swa_kit.attention import kit_triton
-    from swa_kit.bench import DecodeCase, timing, verify_twin
-    from swa_kit.bench.paths import DecodeInputs
+    from swa_kit.attention.kit import kernel as kit_triton
+    from swa_kit.measure.bench import DecodeCase, timing, verify_twin
+    from swa_kit.measure.bench.paths import DecodeInputs
 
     device = torch.device("cuda")
     gen = torch.Generator(device=device).manual_seed(6)
@@ -408,10 +408,10 @@ def stage_ab_merge() -> None:
     kit_triton.py in ``$KIT_VARIANTS`` (an earlier build) run their own policy beside them, in the same cells."""
     import torch
 
-    from swa_kit.attention import kit_triton
-    from swa_kit.bench import DecodeCase, timing, verify_twin
-    from swa_kit.bench.cases import HEAD_SHAPES
-    from swa_kit.bench.paths import DecodeInputs
+    from swa_kit.attention.kit import kernel as kit_triton
+    from swa_kit.measure.bench import DecodeCase, timing, verify_twin
+    from swa_kit.measure.bench.cases import HEAD_SHAPES
+    from swa_kit.measure.bench.paths import DecodeInputs
 
     device = torch.device("cuda")
     gen = torch.Generator(device=device).manual_seed(7)
@@ -470,10 +470,10 @@ def stage_verify_span() -> None:
     checked against its float64 reference (the wider window's, where it is wider)."""
     import torch
 
-    from swa_kit.bench import DecodeCase, timing, verify_twin
-    from swa_kit.bench.cases import HEAD_SHAPES
-    from swa_kit.bench.paths import DecodeInputs
-    from swa_kit.bench.run import time_and_check
+    from swa_kit.measure.bench import DecodeCase, timing, verify_twin
+    from swa_kit.measure.bench.cases import HEAD_SHAPES
+    from swa_kit.measure.bench.paths import DecodeInputs
+    from swa_kit.measure.bench.run import time_and_check
 
     device = torch.device("cuda")
     gen = torch.Generator(device=device).manual_seed(8)
@@ -519,15 +519,15 @@ def stage_verify_paths() -> None:
     queries in every request (the torch paths take one q_len per batch; SGLang's target verify brings as many in each),
     and the kit's ragged verify of the grid is timed beside it. Every output is checked against its float64 reference
     (the torch paths' without sinks: they take none). aiter's kernel loads whole tiles of keys, so a verify's first
-    tile reaches the dummy page's NaN (the hazard ``swa_kit.attention.aiter_triton`` documents): where its output is
+    tile reaches the dummy page's NaN (the hazard ``swa_kit.attention.aiter.triton_kernels`` documents): where its output is
     not finite, it is checked again with the dummy page zeroed (``finite_dummy_rel_error``). SDPA's rows name the GPU
     kernels one call launches (which backend ran)."""
     import torch
 
-    from swa_kit.bench import DecodeCase, timing, verify_twin
-    from swa_kit.bench.cases import HEAD_SHAPES
-    from swa_kit.bench.paths import PAGE, DecodeInputs
-    from swa_kit.bench.run import TOLERANCE, relative_error, time_and_check
+    from swa_kit.measure.bench import DecodeCase, timing, verify_twin
+    from swa_kit.measure.bench.cases import HEAD_SHAPES
+    from swa_kit.measure.bench.paths import PAGE, DecodeInputs
+    from swa_kit.measure.bench.run import TOLERANCE, relative_error, time_and_check
 
     device = torch.device("cuda")
     gen = torch.Generator(device=device).manual_seed(10)
@@ -582,9 +582,9 @@ def stage_grid_order_recheck() -> None:
     in one grid run but not here belonged to that run. ``RECHECK`` = "B,Hq,Hkv,D" (default: Gemma's B 128)."""
     import torch
 
-    from swa_kit.bench import VERIFY_KEYS_TILE, VERIFY_TILE, DecodeCase, run, timing, verify_twin
-    from swa_kit.bench.cases import HEAD_SHAPES
-    from swa_kit.bench.paths import DecodeInputs
+    from swa_kit.measure.bench import VERIFY_KEYS_TILE, VERIFY_TILE, DecodeCase, run, timing, verify_twin
+    from swa_kit.measure.bench.cases import HEAD_SHAPES
+    from swa_kit.measure.bench.paths import DecodeInputs
 
     b, hq, hkv, d = map(int, os.environ.get("RECHECK", "128,32,16,256").split(","))
     (sinks,) = [s for q, k, dim, s in HEAD_SHAPES.values() if (q, k, dim) == (hq, hkv, d)]
@@ -616,8 +616,8 @@ def stage_tune() -> None:
     """Sweep tiles, warps, stages and the split policy by shape (page size 16, context 8k: time is flat in it)."""
     import torch
 
-    from swa_kit.bench import DecodeCase, timing, verify_twin
-    from swa_kit.bench.cases import HEAD_SHAPES
+    from swa_kit.measure.bench import DecodeCase, timing, verify_twin
+    from swa_kit.measure.bench.cases import HEAD_SHAPES
 
     device = torch.device("cuda")
     gen = torch.Generator(device=device).manual_seed(2)
@@ -647,7 +647,7 @@ def stage_tune() -> None:
 
 
 def stage_bench(quick: bool) -> None:
-    from swa_kit import bench
+    from swa_kit.measure import bench
     from swa_kit.tables import print_table
 
     cmd = "PYTHONPATH=$PWD:$PWD/build/gpu/_site python3 benchmarks/gpu_run.py " + " ".join(sys.argv[1:])
@@ -679,9 +679,9 @@ def stage_ab_flush() -> None:
     in L2), summing it (clean lines), or no flush at all; decode cells at 8k, page size 16."""
     import torch
 
-    from swa_kit.bench import DecodeCase, timing
-    from swa_kit.bench.cases import HEAD_SHAPES
-    from swa_kit.bench.paths import DecodeInputs
+    from swa_kit.measure.bench import DecodeCase, timing
+    from swa_kit.measure.bench.cases import HEAD_SHAPES
+    from swa_kit.measure.bench.paths import DecodeInputs
 
     device = torch.device("cuda")
     gen = torch.Generator(device=device).manual_seed(12)

@@ -32,7 +32,7 @@ from triton.compiler import ASTSource
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.kernel_variants import load_variant  # noqa: E402
-from swa_kit.attention import kit_triton  # noqa: E402
+from swa_kit.attention.kit import kernel as kit_triton  # noqa: E402
 from swa_kit.errors import BackendUnavailableError  # noqa: E402
 
 POINTERS = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "out_ptr": "*bf16", "sink_ptr": "*fp32",
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="compile every launch the policy makes for head dims 64-256 and GQA groups 1-16 (powers "
                              "of two) instead of the grid's; print only what spills or does not compile")
     parser.add_argument("--variant", type=Path, metavar="PATH",
-                        help="compile this copy of swa_kit/attention/kit_triton.py (a candidate kernel) instead")
+                        help="compile this copy of swa_kit/attention/kit/kernel.py (a candidate kernel) instead")
     args = parser.parse_args(argv)
     try:
         kt = load_variant(args.variant) if args.variant else kit_triton

@@ -22,7 +22,7 @@ def load_variant(path: Path) -> ModuleType:
     would replace the kit's registered path, and the kit's results would come from the copy under the kit's name."""
     if not path.is_file():
         raise FileNotFoundError(f"kernel variant {str(path)!r} is not a file; give a copy of "
-                                "swa_kit/attention/kit_triton.py")
+                                "swa_kit/attention/kit/kernel.py")
     text = path.read_text()
     if text.count(REGISTRATION) != 1 or text.count("register(") != 1:
         raise ValueError(f"kernel variant {str(path)!r}: expected kit_triton.py's one top-level 'register(' call "

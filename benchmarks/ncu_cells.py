@@ -62,8 +62,8 @@ def child() -> None:
     """Build every cell, compile and warm each kernel, then run them once each inside the profiled region."""
     import torch
 
-    from swa_kit.bench import DecodeCase, verify_twin
-    from swa_kit.bench.paths import DecodeInputs
+    from swa_kit.measure.bench import DecodeCase, verify_twin
+    from swa_kit.measure.bench.paths import DecodeInputs
 
     device = torch.device("cuda")
     gen = torch.Generator(device=device).manual_seed(11)

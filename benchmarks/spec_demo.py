@@ -10,8 +10,8 @@ import time
 
 import torch
 
-from swa_kit.model import load_models
-from swa_kit.speculative import run_demo
+from swa_kit.lessons.tiny_model import load_models
+from swa_kit.lessons.speculative import run_demo
 
 
 def main() -> None:

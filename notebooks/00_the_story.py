@@ -32,7 +32,8 @@
 # %matplotlib inline
 import inspect
 
-from swa_kit import resolver, workshop
+from swa_kit.engine import resolver
+from swa_kit.lessons import workshop
 from swa_kit.tables import print_table
 
 # %% [markdown]
@@ -49,8 +50,8 @@ from swa_kit.tables import print_table
 # **Exercise 0.1 (predict).** With one pool, one token costs every layer's K and V. With SGLang's default
 # sizing, one full-pool token costs the full layers' K and V plus 0.8 tokens' worth of the sliding layers'.
 # What percentage of KV bytes per token does the default sizing save on Gemma-4 31B? Guess first (is it
-# closer to 20 % or to 90 %?), then work it out with `swa_kit.memory` (`full_pool_bytes_per_token`,
-# `swa_pool_bytes_per_token`, `one_pool_bytes_per_token` of `swa_kit.configs.load_model("gemma4-31b")`).
+# closer to 20 % or to 90 %?), then work it out with `swa_kit.models.memory` (`full_pool_bytes_per_token`,
+# `swa_pool_bytes_per_token`, `one_pool_bytes_per_token` of `swa_kit.models.configs.load_model("gemma4-31b")`).
 
 # %%
 my_percent = ...  # your answer, e.g. 42.5
@@ -167,9 +168,9 @@ workshop.check_triage(my_triage)
 # share of tokens equal to plain greedy decoding.
 
 # %% tags=["solution"]
-from swa_kit.model import load_models
-from swa_kit.report import announce_all
-from swa_kit.speculative import DEMO_PROMPTS, greedy_decode, guard_experiment, resolver_rows
+from swa_kit.lessons.tiny_model import load_models
+from swa_kit.lessons.report import announce_all
+from swa_kit.lessons.speculative import DEMO_PROMPTS, greedy_decode, guard_experiment, resolver_rows
 
 models = load_models()
 prompts = [models.cfg.encode(p) for p in DEMO_PROMPTS[:2]]

@@ -46,8 +46,8 @@ import warnings
 import torch
 from IPython.display import display
 
-from swa_kit import workshop
-from swa_kit.configs import load_model
+from swa_kit.lessons import workshop
+from swa_kit.models.configs import load_model
 from swa_kit.masks import forward_mask
 from swa_kit.tables import print_table
 from swa_kit.viz.masks import block_view_figure, conventions_figure, mask_figure
@@ -74,7 +74,7 @@ from swa_kit.window import CONVENTIONS, Window, naive_reads
 # than full ones. Which of the two saves the larger share at SGLang's default sizing, and is it closer to a
 # fifth or to nine tenths? Then run the cell. It gives two savings, labelled: `saved_pct_sglang_default` is what
 # a server launched with SGLang's defaults gets per token; `saved_pct_min_per_request_128k` is the floor one
-# 128k-token request reaches when its sliding layers keep exactly their window (`swa_kit.workshop.memory_rows`;
+# 128k-token request reaches when its sliding layers keep exactly their window (`swa_kit.lessons.workshop.memory_rows`;
 # model figures from `data/models`, with their sources).
 
 # %%

@@ -42,14 +42,14 @@
 # %matplotlib inline
 import torch
 
-from swa_kit import workshop
-from swa_kit.configs import load_all
-from swa_kit.deploy.decide import default_sizing
-from swa_kit.memory import per_token_summary, savings
+from swa_kit.lessons import workshop
+from swa_kit.models.configs import load_all
+from swa_kit.launch.decide import default_sizing
+from swa_kit.models.memory import per_token_summary, savings
 from swa_kit.tables import print_table
 from swa_kit.viz.pools import plot_mapping, plot_pool_occupancy
 from swa_kit.widgets.pools import decode_step_state, decode_stepper
-from swa_kit.workers import MODEL_KINDS, build_workers, run_decode
+from swa_kit.engine.workers import MODEL_KINDS, build_workers, run_decode
 
 # %% [markdown]
 # ## 1. A tiny hybrid model and its pools
@@ -143,7 +143,7 @@ print_table([per_token_summary(s) for s in specs])
 #
 # - **SGLang's default sizing** (what a server gets): the SWA pool is sized once, at start-up, at
 #   `swa_full_tokens_ratio` SWA tokens per full-pool token (default 0.8, `workshop.SGLANG_SWA_FULL_TOKENS_RATIO`);
-#   `swa_kit.deploy.decide.default_sizing` computes the pools as SGLang's pool configurator does.
+#   `swa_kit.launch.decide.default_sizing` computes the pools as SGLang's pool configurator does.
 #   One full-pool token then costs `full_cell + ratio x swa_cell` bytes instead of one pool's
 #   `full_cell + swa_cell`. (With `--max-running-requests` set and the radix cache off SGLang sizes the SWA
 #   pool from the running requests instead; see

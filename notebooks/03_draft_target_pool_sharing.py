@@ -43,12 +43,12 @@
 # %matplotlib inline
 import torch
 
-from swa_kit import workshop
+from swa_kit.lessons import workshop
 from swa_kit.errors import SlotError
-from swa_kit.resolver import RESOLVERS, decision_table, read_keys, slots_read
+from swa_kit.engine.resolver import RESOLVERS, decision_table, read_keys, slots_read
 from swa_kit.tables import print_table
 from swa_kit.viz.pools import plot_slots_read
-from swa_kit.workers import (
+from swa_kit.engine.workers import (
     FROZEN_KV_DUMMY_POOL_SIZE,
     SpeculativeAlgorithm,
     build_workers,
@@ -180,7 +180,7 @@ workshop.check_which_worker(my_workers)
 
 # %% [markdown]
 # ## 7. End to end: speculative decoding on a tiny hybrid-SWA model
-# `swa_kit.model` holds a small character-level decoder (sliding and full layers, GQA, RoPE, window 16 keys)
+# `swa_kit.lessons.tiny_model` holds a small character-level decoder (sliding and full layers, GQA, RoPE, window 16 keys)
 # trained by `scripts/train_tiny_model.py` on a generated story corpus shipped in `data/tiny_model/`, with
 # two trained drafts: an EAGLE-style draft (one sliding layer, its own KV pool) and a FROZEN_KV MTP-style head
 # (query-only, reads the target's last sliding and last full layer caches). Every attention call of the
@@ -200,9 +200,9 @@ workshop.check_which_worker(my_workers)
 # lose acceptance, and which will stop?
 
 # %% tags=["solution"]
-from swa_kit.model import load_models
-from swa_kit.report import announce_all
-from swa_kit.speculative import (
+from swa_kit.lessons.tiny_model import load_models
+from swa_kit.lessons.report import announce_all
+from swa_kit.lessons.speculative import (
     DEMO_PROMPTS,
     greedy_decode,
     guard_experiment,

@@ -45,8 +45,11 @@
 # %matplotlib inline
 from IPython.display import display
 
-from swa_kit import dispatch, probe, workshop
-from swa_kit.report import announce_all
+from swa_kit.engine import routing
+from swa_kit.measure.explain import explain
+from swa_kit.measure import probe
+from swa_kit.lessons import workshop
+from swa_kit.lessons.report import announce_all
 from swa_kit.tables import print_table
 from swa_kit.viz.probe import draw_probe, draw_probe_table
 
@@ -71,7 +74,7 @@ def how_obtained(tier: str) -> str:
 # %%
 for mode, spec in [("prefill", "none"), ("extend", "none"), ("decode", "none"), ("verify", "frozen_kv_mtp"),
                    ("draft_extend", "frozen_kv_mtp"), ("draft_decode", "frozen_kv_mtp")]:
-    print(dispatch.explain(dispatch.plan("gemma4-31b", mode, spec=spec)), end="\n\n")
+    print(explain(routing.plan("gemma4-31b", mode, spec=spec)), end="\n\n")
 
 # %% [markdown]
 # Note the window argument. A layer's `sliding_window_size` (SGLang's
@@ -86,8 +89,8 @@ for mode, spec in [("prefill", "none"), ("extend", "none"), ("decode", "none"), 
 # slot ids: the plan refuses it.
 
 # %%
-refused = dispatch.plan("gemma4-31b", "verify", spec="eagle", topk=4, strict=False)
-print(dispatch.explain(refused))
+refused = routing.plan("gemma4-31b", "verify", spec="eagle", topk=4, strict=False)
+print(explain(refused))
 
 # %% [markdown]
 # ## 2 · The seed's guard: Gemma-3 on the default decode path
@@ -97,7 +100,7 @@ print(dispatch.explain(refused))
 # takes no window. Before PR #38756 that silently attended the whole context; the seed's
 # [guard](../docs/glossary.md#guard) raises instead, and names its ways out.
 #
-# **Exercise 4.1 (predict).** Plan Gemma-3 27B's decode with `dispatch.plan("gemma3-27b", "decode",
+# **Exercise 4.1 (predict).** Plan Gemma-3 27B's decode with `routing.plan("gemma3-27b", "decode",
 # strict=False)`: how many layers does the guard refuse? Then take the way out the message names,
 # `env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"}`: how many keys does a sliding layer now attend (its
 # `effective_keys`), for the 1024 it means?
@@ -109,7 +112,7 @@ workshop.check_guard_way_out(my_refused_layers, my_keys_after)
 
 # %% tags=["solution"]
 try:
-    dispatch.plan("gemma3-27b", "decode")
+    routing.plan("gemma3-27b", "decode")
 except ValueError as error:  # DispatchGuardError subclasses ValueError, like SGLang's guard
     print(type(error).__name__, ":", error)
 
@@ -117,8 +120,8 @@ except ValueError as error:  # DispatchGuardError subclasses ValueError, like SG
 # Setting the environment variable changes the plan; nothing is clamped or dropped. Read `effective_keys`:
 
 # %% tags=["solution"]
-after = dispatch.plan("gemma3-27b", "decode", env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"})
-print(dispatch.explain(after))
+after = routing.plan("gemma3-27b", "decode", env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"})
+print(explain(after))
 way_out = workshop.guard_and_way_out("gemma3-27b")
 workshop.check_guard_way_out(way_out["refused_layers"], way_out["keys_after_way_out"])
 
@@ -141,13 +144,13 @@ workshop.check_guard_way_out(way_out["refused_layers"], way_out["keys_after_way_
 # SGLang passes for a layer meant to attend **W = 5** keys (`sliding_window_size = 4`).
 # Command: `swa-kit probe --sglang-sites --keys 5`.
 #
-# **Exercise 4.2 (predict).** The call sites are the keys of `dispatch.SITES`; each names the kernel and the
-# window expression SGLang passes (`dispatch.SITES[name].window_expr`). Which sites attend **4** keys (one
+# **Exercise 4.2 (predict).** The call sites are the keys of `routing.SITES`; each names the kernel and the
+# window expression SGLang passes (`routing.SITES[name].window_expr`). Which sites attend **4** keys (one
 # short) for this 5-key layer? Predict from the expressions, then measure with `probe.probe_sglang_sites(5)`
 # (its rows' `site` and `attended_keys`).
 
 # %%
-for name, site in dispatch.SITES.items():
+for name, site in routing.SITES.items():
     print(f"{name:22s} {site.kernel:24s} window argument {site.window_expr}")
 my_short_sites = ...  # a list of site names, e.g. ["decode.unified"]
 workshop.check_one_key_short_sites(my_short_sites)

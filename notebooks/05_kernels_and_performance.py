@@ -29,7 +29,7 @@
 # reads all `L`. Decode is memory-bound (a few FLOPs per byte), so its time is bytes over bandwidth.
 #
 # This notebook:
-# 1. reads the kit's Triton kernel (`swa_kit/attention/kit_triton.py`): how the window bounds the walk over
+# 1. reads the kit's Triton kernel (`swa_kit/attention/kit/kernel.py`): how the window bounds the walk over
 #    the [page table](../docs/glossary.md#page), at page size 1 (SGLang's token-level `kv_indices`) and 16
 #    (a block table);
 # 2. runs it (on a GPU, or in Triton's CPU interpreter) against the float64 reference;
@@ -43,12 +43,13 @@ import inspect
 
 import torch
 
-from swa_kit import bench, workshop
-from swa_kit.attention import kit_triton
+from swa_kit.measure import bench
+from swa_kit.lessons import workshop
+from swa_kit.attention.kit import kernel as kit_triton
 from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.errors import BackendUnavailableError
-from swa_kit.report import announce
+from swa_kit.lessons.report import announce
 from swa_kit.tables import print_table
 from swa_kit.viz import bench as viz
 
@@ -110,7 +111,7 @@ print_table(rows)
 # GQA 1-16, head dims 64-256, bf16 and fp16: `tests/gpu/test_kit_triton_gpu.py`; Triton's CPU interpreter
 # on tiny shapes: `tests/test_kit_triton.py`). Here one tiny batch, every slot outside the window poisoned
 # with NaN. On a GPU the compiled kernel runs. On a CPU it runs in **Triton's CPU interpreter**: Triton picks
-# the interpreter when it is first imported, so `swa_kit.attention.interpreted` starts a child Python with
+# the interpreter when it is first imported, so `swa_kit.attention.kit.interpreted` starts a child Python with
 # `TRITON_INTERPRET=1` and hands it the batch (fp16: Triton 3.9's interpreter gets bf16 dot products wrong).
 # It takes a few seconds: the interpreter executes the kernel in Python, one program at a time.
 #
@@ -129,11 +130,11 @@ ref = reference_attention(batch, keys)
 announce(ref)
 try:
     if on_gpu:
-        from swa_kit.attention.backends import run_path
+        from swa_kit.attention.paths import run_path
 
         result = run_path("kit_triton_swa", batch, keys)
     else:
-        from swa_kit.attention.interpreted import run_in_interpreter
+        from swa_kit.attention.kit.interpreted import run_in_interpreter
 
         result = run_in_interpreter(batch, keys)
     announce(result)
@@ -277,7 +278,7 @@ print_table(bench.grid_table(result))
 # not compile at Gemma's B 128. `verify_ragged` is the kit's verify of 2-8 drafts, the grid's.
 
 # %%
-from swa_kit.bench import verify_paths
+from swa_kit.measure.bench import verify_paths
 
 record = verify_paths.load_verify_paths()
 print(record["note"].split(". ")[0] + ".")

@@ -44,9 +44,12 @@ from pathlib import Path
 import torch
 import transformers
 
-from swa_kit import audit, dispatch, trace, workshop
-from swa_kit.deploy.launch import Launch
-from swa_kit.key_gap import compare_window, tiny_model_from_config
+from swa_kit.measure import audit
+from swa_kit.engine import routing
+from swa_kit.measure import trace
+from swa_kit.lessons import workshop
+from swa_kit.launch.inputs import Launch
+from swa_kit.measure.key_gap import compare_window, tiny_model_from_config
 
 # %% [markdown]
 # ## 1 · Audit the launch
@@ -77,7 +80,7 @@ for finding in report.findings:
 # was trained with. The audit ranks it *one-short*: SGLang runs, and nothing is refused.
 
 # %% tags=["solution"]
-sliding = dispatch.plan("gemma4-31b", "decode", strict=False).layer(0)
+sliding = routing.plan("gemma4-31b", "decode", strict=False).layer(0)
 print(f"layer 0: {sliding.kind}, sliding_window_size={sliding.sliding_window_size}, {sliding.kernel} "
       f"window_arg={sliding.window_arg} -> attends {sliding.effective_keys} of {sliding.intended_keys} keys")
 workshop.check_decode_window(tuple(sliding.window_arg), sliding.effective_keys)
@@ -85,7 +88,7 @@ workshop.check_decode_window(tuple(sliding.window_arg), sliding.effective_keys)
 # %% [markdown]
 # ## 2 · What the server passes: a trace
 #
-# In the server process, `import swa_kit.trace; swa_kit.trace.install("/tmp/swa-trace.jsonl")` before the
+# In the server process, `import swa_kit.measure.trace; swa_kit.measure.trace.install("/tmp/swa-trace.jsonl")` before the
 # model loads writes one JSON line per kernel call. The file below was **recorded on a CPU** by the kit's
 # test `tests/test_trace_sglang.py`: SGLang 0.5.23's real `AiterAttnBackend` built over SGLang's own
 # `SWAKVPool`, its real `forward_decode` called for Gemma-4's layer 0 (sliding) and layer 5 (full), and
@@ -93,7 +96,7 @@ workshop.check_decode_window(tuple(sliding.window_arg), sliding.effective_keys)
 # table are SGLang's own; only the arithmetic inside the kernel is the kit's.
 
 # %%
-decode = dispatch.plan("gemma4-31b", "decode", strict=False)
+decode = routing.plan("gemma4-31b", "decode", strict=False)
 records = trace.read_records(Path("..") / "data" / "traces" / "gemma4-31b_decode_aiter_cpu.jsonl")
 for record in records:
     print(json.dumps(record.to_json()))

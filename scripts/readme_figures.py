@@ -11,15 +11,16 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from swa_kit import bench, probe
-from swa_kit.model import load_models
-from swa_kit.speculative import DEMO_PROMPTS, greedy_decode, resolver_rows
+from swa_kit.measure import bench
+from swa_kit.measure import probe
+from swa_kit.lessons.tiny_model import load_models
+from swa_kit.lessons.speculative import DEMO_PROMPTS, greedy_decode, resolver_rows
 from swa_kit.viz.bench import time_vs_context
 from swa_kit.viz.masks import conventions_figure
 from swa_kit.viz.pools import plot_pool_occupancy
 from swa_kit.viz.probe import draw_probe
 from swa_kit.viz.speculative import acceptance_curve
-from swa_kit.workers import build_workers, run_decode
+from swa_kit.engine.workers import build_workers, run_decode
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "img"
 

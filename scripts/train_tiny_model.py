@@ -1,4 +1,4 @@
-"""Make the tiny hybrid-SWA model of ``swa_kit.model``: corpus, target, EAGLE draft, MTP draft.
+"""Make the tiny hybrid-SWA model of ``swa_kit.lessons.tiny_model``: corpus, target, EAGLE draft, MTP draft.
 
     python scripts/train_tiny_model.py             # train on data/tiny_model/corpus.txt
     python scripts/train_tiny_model.py --corpus    # (re)write the corpus first
@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from swa_kit.model import DATA_DIR, TinyConfig, TinyModels, build_models, save_models
+from swa_kit.lessons.tiny_model import DATA_DIR, TinyConfig, TinyModels, build_models, save_models
 
 VOCAB = "\n ,.0123456789abcdefghijklmnopqrstuvwxyz"
 NAMES = ["mara", "tobi", "lena", "odo", "pim", "suri", "kato", "nell", "bram", "ivy", "juno", "rolf"]

@@ -1,8 +1,8 @@
 """How every result names the way it was computed: the tier vocabulary, in one place.
 
-Each attention path declares one (:mod:`swa_kit.attention.backends`), every result carries
+Each attention path declares one (:mod:`swa_kit.attention.paths`), every result carries
 one, and ``swa-kit doctor`` says which of them this machine can run
-(:mod:`swa_kit.environment`). Plain Python, so the doctor can report even where torch does
+(:mod:`swa_kit.machine`). Plain Python, so the doctor can report even where torch does
 not import. An emulation is never presented as the real thing.
 """
 

@@ -18,7 +18,7 @@ REQUIRE_SGLANG = "SWA_KIT_REQUIRE_SGLANG"
 def require_sglang(*modules: str) -> list[Any]:
     """The imported modules; fails the test module under ``SWA_KIT_REQUIRE_SGLANG=1`` when any does not import,
     else skips."""
-    from swa_kit.deploy.sglang_oracle import import_sglang
+    from swa_kit.launch.sglang_oracle import import_sglang
     from swa_kit.errors import BackendUnavailableError
 
     try:

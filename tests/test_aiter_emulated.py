@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from swa_kit.attention import aiter_emulated
-from swa_kit.attention.aiter_native import mha_batch_prefill_args, paged_attention_ragged_args
-from swa_kit.attention.backends import get_backend, run_path
+from swa_kit.attention.aiter import emulated
+from swa_kit.attention.aiter.native import mha_batch_prefill_args, paged_attention_ragged_args
+from swa_kit.attention.paths import get_backend, run_path
 from swa_kit.attention.batch import random_paged_batch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.errors import BackendUnavailableError
@@ -60,15 +60,15 @@ def test_sglang_ck_argument_attends_w_keys(keys):
 def test_mha_batch_prefill_lse_softcap_and_non_causal():
     batch = token_batch([4], [4], hq=2, hkv=2, d=16)
     args, kwargs = mha_batch_prefill_args(batch, (-1, -1))
-    out, lse = aiter_emulated.mha_batch_prefill_func(*args, **{**kwargs, "return_lse": True})
+    out, lse = emulated.mha_batch_prefill_func(*args, **{**kwargs, "return_lse": True})
     s = torch.einsum("qhd,khd->hqk", batch.q.double(), batch.k_buffer[batch.kv_indices].double()) / 4.0
     s = s.masked_fill(~torch.ones(4, 4, dtype=torch.bool).tril(), float("-inf"))
     assert (lse.double() - torch.logsumexp(s, -1).T).abs().max() < 1e-5
-    full = aiter_emulated.mha_batch_prefill_func(*args, **{**kwargs, "causal": False})
+    full = emulated.mha_batch_prefill_func(*args, **{**kwargs, "causal": False})
     k, v = batch.k_buffer[batch.kv_indices].double(), batch.v_buffer[batch.kv_indices].double()
     dense = torch.softmax(torch.einsum("qhd,khd->hqk", batch.q.double(), k) / 4.0, -1)
     assert (full.double() - torch.einsum("hqk,khd->qhd", dense, v)).abs().max() < 1e-5
-    capped = aiter_emulated.mha_batch_prefill_func(*args, **{**kwargs, "logits_soft_cap": 0.5})
+    capped = emulated.mha_batch_prefill_func(*args, **{**kwargs, "logits_soft_cap": 0.5})
     sc = 0.5 * torch.tanh(torch.einsum("qhd,khd->hqk", batch.q.double(), k) / 4.0 / 0.5)
     sc = sc.masked_fill(~torch.ones(4, 4, dtype=torch.bool).tril(), float("-inf"))
     assert (capped.double() - torch.einsum("hqk,khd->qhd", torch.softmax(sc, -1), v)).abs().max() < 1e-5
@@ -82,7 +82,7 @@ def test_paged_ragged_reads_pages_and_last_page_lens():
     indptr, pages, last = torch.tensor([0, 2, 4]), torch.tensor([5, 1, 2, 3]), torch.tensor([3, 1])
     out = torch.empty(2, 2, d)
     one = torch.ones(1)
-    aiter_emulated.paged_attention_ragged(
+    emulated.paged_attention_ragged(
         out, None, query, key_cache, value_cache, 0.25, indptr, pages, last, 4, 1, None, "auto", "NHD", 0.0, one, one
     )
     for b, (p, n) in enumerate([([5, 1], 7), ([2, 3], 5)]):
@@ -99,14 +99,14 @@ def test_bad_inputs_raise():
         bad = list(args)
         bad[index] = value
         with pytest.raises(BackendUnavailableError, match=match):
-            aiter_emulated.paged_attention_ragged(*bad)
+            emulated.paged_attention_ragged(*bad)
     with pytest.raises(BackendUnavailableError, match="one query"):
         run_path("aiter_emulated_paged_ragged", token_batch([2], [5]), None)
     prefill = token_batch([3], [5])
     p_args, p_kwargs = mha_batch_prefill_args(prefill, (-1, -1))
     for extra, match in [({"dropout_p": 0.1}, "dropout"), ({"return_attn_probs": True}, "attn_probs")]:
         with pytest.raises(BackendUnavailableError, match=match):
-            aiter_emulated.mha_batch_prefill_func(*p_args, **{**p_kwargs, **extra})
+            emulated.mha_batch_prefill_func(*p_args, **{**p_kwargs, **extra})
     with pytest.raises(ValueError):
         run_path("aiter_emulated_mha_batch_prefill", prefill, (2, 1))  # right > 0 looks ahead
 

@@ -10,17 +10,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from swa_kit.attention import aiter_loader
+from swa_kit.attention.aiter import loader
 from swa_kit.errors import BackendUnavailableError
 
-needs_wheel = pytest.mark.skipif(aiter_loader.aiter_version() is None, reason="amd-aiter is not installed")
+needs_wheel = pytest.mark.skipif(loader.aiter_version() is None, reason="amd-aiter is not installed")
 
 
 @needs_wheel
 def test_version_and_package_dir_from_metadata():
-    assert aiter_loader.aiter_version() == aiter_loader.PINNED_VERSION
-    root = aiter_loader.aiter_package_dir()
-    assert (root / aiter_loader.KERNEL_FILES["unified_attention"]).is_file()
+    assert loader.aiter_version() == loader.PINNED_VERSION
+    root = loader.aiter_package_dir()
+    assert (root / loader.KERNEL_FILES["unified_attention"]).is_file()
 
 
 @needs_wheel
@@ -28,23 +28,23 @@ def test_both_copies_load_and_differ_in_mode():
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
 
-    interp = aiter_loader.load_unified_attention_kernels(interpreted=True)
-    gpu = aiter_loader.load_unified_attention_kernels(interpreted=False)
-    assert interp is not gpu and interp is aiter_loader.load_unified_attention_kernels(interpreted=True)
+    interp = loader.load_unified_attention_kernels(interpreted=True)
+    gpu = loader.load_unified_attention_kernels(interpreted=False)
+    assert interp is not gpu and interp is loader.load_unified_attention_kernels(interpreted=True)
     for name in ("kernel_unified_attention_2d", "kernel_unified_attention_3d", "reduce_segments"):
         assert isinstance(getattr(interp, name), InterpretedFunction)
         assert isinstance(getattr(gpu, name), JITFunction)
     assert "unified_attention.py" in interp.__swa_kit_source__
-    pa = aiter_loader.load_kernel_module("pa_decode", interpreted=True)
+    pa = loader.load_kernel_module("pa_decode", interpreted=True)
     assert hasattr(pa, "_paged_attn_decode_v1_wo_dot_kernel")
 
 
 @needs_wheel
 def test_placeholders_off_rocm_and_the_status():
-    ok, reason = aiter_loader.aiter_triton_status()
+    ok, reason = loader.aiter_triton_status()
     assert ok, reason
-    assert aiter_loader.PINNED_VERSION in reason and "interpreter" in reason
-    native_ok, native_reason = aiter_loader.native_aiter_status()
+    assert loader.PINNED_VERSION in reason and "interpreter" in reason
+    native_ok, native_reason = loader.native_aiter_status()
     if torch.version.hip is None:
         assert not native_ok and native_reason.startswith("needs ROCm")
         placeholder = sys.modules["aiter"]
@@ -55,22 +55,22 @@ def test_placeholders_off_rocm_and_the_status():
 
 def test_unknown_kernel_module():
     with pytest.raises(BackendUnavailableError, match="unknown aiter kernel module"):
-        aiter_loader.load_kernel_module("flash_attn", interpreted=True)
+        loader.load_kernel_module("flash_attn", interpreted=True)
 
 
 def test_moved_layout_is_refused(monkeypatch):
-    monkeypatch.setattr(aiter_loader, "aiter_version", lambda: "0.1.10")
+    monkeypatch.setattr(loader, "aiter_version", lambda: "0.1.10")
     with pytest.raises(BackendUnavailableError, match=r"aiter\.ops\.triton\.attention.*0\.1\.7\.post2\.dev18"):
-        aiter_loader._check_layout()
-    monkeypatch.setattr(aiter_loader, "aiter_version", lambda: None)
+        loader._check_layout()
+    monkeypatch.setattr(loader, "aiter_version", lambda: None)
     with pytest.raises(BackendUnavailableError, match="pip install"):
-        aiter_loader._check_layout()
+        loader._check_layout()
 
 
 def test_release_parsing():
-    assert aiter_loader._release("0.1.7.post2.dev18") == (0, 1, 7)
-    assert aiter_loader._release("0.1.10") >= aiter_loader.MOVED_IN
-    assert aiter_loader._release("0.1.9+rocm6.4") < aiter_loader.MOVED_IN
+    assert loader._release("0.1.7.post2.dev18") == (0, 1, 7)
+    assert loader._release("0.1.10") >= loader.MOVED_IN
+    assert loader._release("0.1.9+rocm6.4") < loader.MOVED_IN
 
 
 @needs_wheel
@@ -79,10 +79,10 @@ def test_interpreter_knob_is_restored_and_stdlib_swap_is_undone():
     from triton.runtime.jit import JITFunction
 
     before = os.environ.get("TRITON_INTERPRET")
-    aiter_loader._CACHE.pop(("pa_decode", True), None)
-    aiter_loader.load_kernel_module("pa_decode", interpreted=True)
+    loader._CACHE.pop(("pa_decode", True), None)
+    loader.load_kernel_module("pa_decode", interpreted=True)
     assert os.environ.get("TRITON_INTERPRET") == before
-    with aiter_loader.interpreted_stdlib():
+    with loader.interpreted_stdlib():
         assert not isinstance(tl.zeros, JITFunction)
     assert isinstance(tl.zeros, JITFunction)
 
@@ -93,8 +93,8 @@ def test_a_compile_after_an_interpreted_launch_sees_triton_language_as_it_was(tm
     process. Triton's interpreter left triton.language's builtins patched, and that compile failed in the
     interpreter's builder. A fresh process and an empty Triton cache, so that the compile cannot come from a cache."""
     code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); from swa_kit.attention import aiter_triton; "
-        "ok, why = aiter_triton.interpreter_status(); print(ok, why); "
+        "import sys; sys.path.insert(0, sys.argv[1]); from swa_kit.attention.aiter import triton_kernels; "
+        "ok, why = triton_kernels.interpreter_status(); print(ok, why); "
         "from benchmarks import kernel_resources; "
         "print(kernel_resources.compile_facts(128, 4, 8, 16, False)['walk_loop_sass'] > 0)"
     )
@@ -113,7 +113,7 @@ def test_a_compile_after_an_interpreted_launch_sees_triton_language_as_it_was(tm
 def test_fresh_process_never_runs_aiter_init():
     """aiter's __init__ shells out to hipconfig; a fresh process must load kernels without it."""
     code = (
-        "import sys; from swa_kit.attention import aiter_loader as L; "
+        "import sys; from swa_kit.attention.aiter import loader as L; "
         "L.load_unified_attention_kernels(interpreted=True); "
         "print(getattr(sys.modules['aiter'], '__swa_kit_placeholder__', False), 'aiter.jit' in sys.modules)"
     )

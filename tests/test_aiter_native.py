@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from swa_kit.attention import aiter_native
-from swa_kit.attention.aiter_loader import aiter_package_dir
-from swa_kit.attention.backends import get_backend, run_path
+from swa_kit.attention.aiter import native
+from swa_kit.attention.aiter.loader import aiter_package_dir
+from swa_kit.attention.paths import get_backend, run_path
 from swa_kit.attention.batch import random_paged_batch
 from swa_kit.errors import BackendUnavailableError, WindowConventionError
 
@@ -24,7 +24,7 @@ def batch_of(q_lens, seq_lens, *, hq=8, hkv=2, d=64, page_size=1, dtype=torch.bf
 
 def test_unified_args_layout():
     batch = batch_of([3, 1], [40, 17], page_size=16)
-    a = aiter_native.unified_attention_args(batch, (4, 0))
+    a = native.unified_attention_args(batch, (4, 0))
     assert a["k"].shape == (6, 16, 2, 64) and a["v"].shape == (6, 16, 2, 64)
     assert a["k"].data_ptr() == batch.k_buffer.data_ptr()  # a view of the pool, no copy
     pages = [(batch.request_slots(b)[::16] // 16).tolist() for b in range(2)]  # each request's pages, in order
@@ -40,7 +40,7 @@ def test_unified_args_layout():
 
 def test_mha_batch_prefill_args_layout():
     batch = batch_of([5, 2], [5, 9])
-    args, kwargs = aiter_native.mha_batch_prefill_args(batch, (3, -1))
+    args, kwargs = native.mha_batch_prefill_args(batch, (3, -1))
     q, k, v, qo, kv_indptr, indices, max_q, max_k = args
     assert q.shape == (7, 8, 64) and k.shape == (15, 2, 64) and v.shape == (15, 2, 64)
     assert [t.dtype for t in (qo, kv_indptr, indices)] == [torch.int32] * 3
@@ -55,7 +55,7 @@ def test_mha_batch_prefill_args_layout():
 
 def test_paged_ragged_args_layout():
     batch = batch_of([1, 1, 1], [300, 5, 600])
-    args = aiter_native.paged_attention_ragged_args(batch)
+    args = native.paged_attention_ragged_args(batch)
     assert len(args) == 19
     out, workspace, q, k, v, scale, indptr, indices, last, block, parts = args[:11]
     assert out.shape == (3, 8, 64) and out.dtype == torch.bfloat16
@@ -65,24 +65,24 @@ def test_paged_ragged_args_layout():
     assert workspace.dtype == torch.uint8 and workspace.numel() == 3 * 8 * 3 * 64 * 4 + 2 * 3 * 8 * 3 * 4
     assert args[11:15] == (None, "auto", "NHD", 0.0) and args[17:] == (None, 256)
     assert args[15].tolist() == [1.0] and args[16].tolist() == [1.0]
-    assert aiter_native.paged_attention_ragged_args(batch, scale=0.5)[5] == 0.5
+    assert native.paged_attention_ragged_args(batch, scale=0.5)[5] == 0.5
 
 
 def test_builders_refuse_what_sglang_never_passes():
     with pytest.raises(BackendUnavailableError, match="page size 1"):
-        aiter_native.mha_batch_prefill_args(batch_of([2], [20], page_size=16), (-1, -1))
+        native.mha_batch_prefill_args(batch_of([2], [20], page_size=16), (-1, -1))
     with pytest.raises(BackendUnavailableError, match="block_size 1"):
-        aiter_native.paged_attention_ragged_args(batch_of([1], [20], page_size=16))
+        native.paged_attention_ragged_args(batch_of([1], [20], page_size=16))
     with pytest.raises(BackendUnavailableError, match="one query"):
-        aiter_native.paged_attention_ragged_args(batch_of([2], [20]))
+        native.paged_attention_ragged_args(batch_of([2], [20]))
     with pytest.raises(WindowConventionError):
-        aiter_native.unified_attention_args(batch_of([1], [4]), (3, 5))
+        native.unified_attention_args(batch_of([1], [4]), (3, 5))
     with pytest.raises(WindowConventionError):
-        aiter_native.mha_batch_prefill_args(batch_of([1], [4]), 3)
+        native.mha_batch_prefill_args(batch_of([1], [4]), 3)
 
 
 def test_unavailable_here_with_a_reason():
-    ok, reason = aiter_native.available()
+    ok, reason = native.available()
     if torch.version.hip is None:
         assert not ok and reason.startswith("needs ROCm")
     for name in ("aiter_native_unified", "aiter_native_mha_batch_prefill", "aiter_native_paged_ragged"):
@@ -101,9 +101,9 @@ needs_wheel = pytest.mark.skipif(aiter_package_dir() is None, reason="amd-aiter 
 
 def calls():
     """(op, positional count, keywords) for each call the kit makes, built from real batches."""
-    unified = aiter_native.unified_attention_args(batch_of([2], [30], page_size=16), (7, 0))
-    args, kwargs = aiter_native.mha_batch_prefill_args(batch_of([3], [9]), (4, -1))
-    ragged = aiter_native.paged_attention_ragged_args(batch_of([1], [9]))
+    unified = native.unified_attention_args(batch_of([2], [30], page_size=16), (7, 0))
+    args, kwargs = native.mha_batch_prefill_args(batch_of([3], [9]), (4, -1))
+    ragged = native.paged_attention_ragged_args(batch_of([1], [9]))
     return [
         ("unified_attention", 0, list(unified)),
         ("mha_batch_prefill_func", len(args), list(kwargs)),
@@ -114,15 +114,15 @@ def calls():
 @needs_wheel
 @pytest.mark.parametrize("op,n_positional,keywords", calls(), ids=lambda x: x if isinstance(x, str) else "")
 def test_contract_with_installed_wheel(op, n_positional, keywords):
-    problems = aiter_native.signature_problems(aiter_native.op_source(op), op, n_positional, keywords)
+    problems = native.signature_problems(native.op_source(op), op, n_positional, keywords)
     assert problems == []
 
 
 @needs_wheel
 def test_sglang_only_kwargs_really_are_absent_from_the_pinned_wheel():
     """SGLang 0.5.23 passes these to mha_batch_prefill_func; the pinned wheel's function rejects them."""
-    for op, extra in aiter_native.SGLANG_ONLY_KWARGS.items():
-        problems = aiter_native.signature_problems(aiter_native.op_source(op), op, 8, list(extra))
+    for op, extra in native.SGLANG_ONLY_KWARGS.items():
+        problems = native.signature_problems(native.op_source(op), op, 8, list(extra))
         assert len(problems) == len(extra) and all("no parameter" in p for p in problems)
 
 
@@ -139,7 +139,7 @@ def strict(a, b, c=0, *, d, e=1):
 
 
 def test_contract_check_catches_a_wrong_call():
-    check = aiter_native.signature_problems
+    check = native.signature_problems
     assert check(FAKE, "paged_attention_ragged", 3, ["scale"]) == []
     assert "4 positional arguments passed, it takes 3" in check(FAKE, "paged_attention_ragged", 4, [])[0]
     assert "no parameter 'window_size'" in check(FAKE, "paged_attention_ragged", 3, ["window_size"])[0]
@@ -152,7 +152,7 @@ def test_contract_check_catches_a_wrong_call():
 @needs_wheel
 def test_contract_fails_against_a_wheel_without_the_argument():
     """The real sources, with one parameter renamed, must fail the same check."""
-    source = aiter_native.op_source("unified_attention").replace("    window_size,\n", "    window,\n", 1)
+    source = native.op_source("unified_attention").replace("    window_size,\n", "    window,\n", 1)
     assert "window_size" not in source.split("def unified_attention(")[1].split(")")[0]
-    problems = aiter_native.signature_problems(source, "unified_attention", 0, calls()[0][2])
+    problems = native.signature_problems(source, "unified_attention", 0, calls()[0][2])
     assert any("no parameter 'window_size'" in p for p in problems)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from swa_kit.attention import aiter_triton
-from swa_kit.attention.backends import get_backend, run_path
+from swa_kit.attention.aiter import triton_kernels
+from swa_kit.attention.paths import get_backend, run_path
 from swa_kit.attention.batch import random_paged_batch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.errors import BackendUnavailableError, WindowConventionError
 from swa_kit.window import from_keys
 
-_INTERPRETER = aiter_triton.interpreter_status()
+_INTERPRETER = triton_kernels.interpreter_status()
 pytestmark = pytest.mark.skipif(not _INTERPRETER[0], reason=_INTERPRETER[1])
 
 
@@ -57,7 +57,7 @@ def test_forced_3d_split_kv_matches_reference():
     batch = paged_batch([1, 1], [45, 30], hq=4, hkv=2, d=64, page_size=16)
     q, out = batch.q, torch.empty_like(batch.q)
     k, v = batch.paged_kv()
-    plan = aiter_triton.unified_attention(
+    plan = triton_kernels.unified_attention(
         q, k, v, out, batch.qo_indptr.int(), 1, batch.seq_lens.int(), 48, batch.sm_scale, (-1, -1),
         batch.block_table(), kernel="3d",
     )
@@ -121,7 +121,7 @@ def test_bad_inputs_raise():
     with pytest.raises(BackendUnavailableError, match="supported"):
         run_path("aiter_triton_unified", as_double, (-1, -1))
     with pytest.raises(ValueError, match="kernel"):
-        aiter_triton.launch_plan(
+        triton_kernels.launch_plan(
             num_tokens=1, num_seqs=1, num_query_heads=1, num_kv_heads=1, head_size=64, block_size=16,
             max_seqlen_q=1, max_seqlen_k=8, sliding_window=0, num_sms=1, kernel="4d",
         )
@@ -129,15 +129,15 @@ def test_bad_inputs_raise():
 
 def test_launch_plan_follows_aiter_wrapper():
     base = dict(num_seqs=2, num_query_heads=8, num_kv_heads=2, head_size=128, block_size=16, num_sms=132)
-    decode = aiter_triton.launch_plan(num_tokens=2, max_seqlen_q=1, max_seqlen_k=4096, sliding_window=0, **base)
+    decode = triton_kernels.launch_plan(num_tokens=2, max_seqlen_q=1, max_seqlen_k=4096, sliding_window=0, **base)
     assert decode["kernel"] == "3d" and decode["TILE_SIZE"] == 16  # long context, no window: split-KV
-    windowed = aiter_triton.launch_plan(num_tokens=2, max_seqlen_q=1, max_seqlen_k=4096, sliding_window=128, **base)
+    windowed = triton_kernels.launch_plan(num_tokens=2, max_seqlen_q=1, max_seqlen_k=4096, sliding_window=128, **base)
     assert windowed["kernel"] == "2d" and windowed["TILE_SIZE"] == 16 and windowed["num_stages"] == 3
-    prefill = aiter_triton.launch_plan(num_tokens=600, max_seqlen_q=300, max_seqlen_k=300, sliding_window=0, **base)
+    prefill = triton_kernels.launch_plan(num_tokens=600, max_seqlen_q=300, max_seqlen_k=300, sliding_window=0, **base)
     assert prefill["kernel"] == "2d" and prefill["BLOCK_M"] == 128 and prefill["BLOCK_Q"] == 32
     assert prefill["TILE_SIZE"] == 64 and prefill["num_warps"] == 4
     assert "waves_per_eu" not in prefill
-    gqa32 = aiter_triton.launch_plan(
+    gqa32 = triton_kernels.launch_plan(
         num_tokens=3, max_seqlen_q=3, max_seqlen_k=40, sliding_window=0,
         **{**base, "num_query_heads": 64, "num_kv_heads": 2},
     )
@@ -145,7 +145,7 @@ def test_launch_plan_follows_aiter_wrapper():
 
 
 def test_interpreter_status_names_versions():
-    ok, reason = aiter_triton.interpreter_status()
+    ok, reason = triton_kernels.interpreter_status()
     assert ok and "CPU interpreter" in reason and "numpy" in reason
 
 
@@ -159,6 +159,6 @@ def test_interpreter_status_reports_a_broken_interpreter(monkeypatch):
     def broken(*args, **kwargs):
         raise TypeError("only 0-dimensional arrays can be converted to Python scalars")
 
-    monkeypatch.setattr(aiter_triton, "unified_attention", broken)
-    ok, reason = aiter_triton.interpreter_status.__wrapped__()
+    monkeypatch.setattr(triton_kernels, "unified_attention", broken)
+    ok, reason = triton_kernels.interpreter_status.__wrapped__()
     assert not ok and "0-dimensional" in reason and "numpy" in reason and "GPU" in reason

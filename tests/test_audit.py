@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from swa_kit.audit import SEVERITIES, audit
+from swa_kit.measure.audit import SEVERITIES, audit
 from swa_kit.cli import main
-from swa_kit.configs import MODELS_DIR
-from swa_kit.deploy.launch import Launch
+from swa_kit.models.configs import MODELS_DIR
+from swa_kit.launch.inputs import Launch
 from swa_kit.resources import data_path
 
 
@@ -194,7 +194,7 @@ def test_traced_other_kernel_one_key_short_is_one_short(capsys, tmp_path):
 @pytest.mark.parametrize("make,message", [
     (lambda p: p / "missing.jsonl", "no such file"),
     (lambda p: p, "is a directory"),
-    (lambda p: (p / "bad.jsonl").write_text('{"layer": 0\n') and p / "bad.jsonl", "bad.jsonl:1: not a swa_kit.trace"),
+    (lambda p: (p / "bad.jsonl").write_text('{"layer": 0\n') and p / "bad.jsonl", "bad.jsonl:1: not a swa_kit.measure.trace"),
 ])
 def test_bad_trace_files_exit_2_with_one_line(capsys, tmp_path, make, message):
     assert main(["audit", *AITER, "--trace", str(make(tmp_path))]) == 2

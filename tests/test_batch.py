@@ -10,8 +10,8 @@ import torch
 
 from swa_kit.attention.batch import AttentionBatch, indptr, poison_unattended, random_paged_batch
 from swa_kit.errors import SlotError, UsageError
-from swa_kit.pools import KVWriteLoc
-from swa_kit.workers import request_ids_past_swa_buffer
+from swa_kit.engine.pools import KVWriteLoc
+from swa_kit.engine.workers import request_ids_past_swa_buffer
 
 
 def _batch(**change):

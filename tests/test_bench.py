@@ -9,9 +9,9 @@ import random
 import pytest
 import torch
 
-from swa_kit import bench
-from swa_kit.bench import timing
-from swa_kit.bench.results import same_bytes_fractions
+from swa_kit.measure import bench
+from swa_kit.measure.bench import timing
+from swa_kit.measure.bench.results import same_bytes_fractions
 from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.cli import main
@@ -301,7 +301,7 @@ def test_decode_inputs_reference_is_the_kits_reference_over_the_same_slots() -> 
     from swa_kit.attention.batch import AttentionBatch
     from swa_kit.attention.reference import reference_attention
     from swa_kit.attention.sinks import reference_with_sinks
-    from swa_kit.bench.paths import DecodeInputs
+    from swa_kit.measure.bench.paths import DecodeInputs
 
     gen = torch.Generator().manual_seed(rng.randrange(2**31))
     for sinks in (False, True):
@@ -342,8 +342,8 @@ def test_decode_inputs_reference_is_the_kits_reference_over_the_same_slots() -> 
 
 def _torch_path_error(inputs, path: str) -> float:
     """A torch path's relative error against the float64 reference without sinks (the torch paths take none)."""
-    from swa_kit.bench.paths import as_tokens
-    from swa_kit.bench.run import relative_error
+    from swa_kit.measure.bench.paths import as_tokens
+    from swa_kit.measure.bench.run import relative_error
 
     fn, _, facts = getattr(inputs, path)()
     return relative_error(as_tokens(fn(), facts.get("q_len", 1)), inputs.reference(16, with_sinks=False))
@@ -353,7 +353,7 @@ def test_sdpa_over_the_keys_some_query_attends_is_the_reference_in_decode_and_ve
     """SDPA over the pre-sliced keys (masked per query row in a verify of one q_len per request), and in decode over the
     whole context with a dense mask, against the float64 reference, with windows shorter and longer than the drafts; a
     ragged verify, and a verify on the decode-only paths, refused by name."""
-    from swa_kit.bench.paths import DecodeInputs
+    from swa_kit.measure.bench.paths import DecodeInputs
     from swa_kit.errors import BackendUnavailableError
 
     gen = torch.Generator().manual_seed(rng.randrange(2**31))
@@ -382,7 +382,7 @@ def test_flex_attention_over_the_whole_context_is_the_reference_in_decode_and_ve
     """FlexAttention (compiled on the CPU) over the whole contiguous context: its keys before the pool's span are
     random, so a mask that let a verify's first query see one key too many, or decode's window one key too far, would
     miss the reference."""
-    from swa_kit.bench.paths import DecodeInputs
+    from swa_kit.measure.bench.paths import DecodeInputs
 
     gen = torch.Generator().manual_seed(rng.randrange(2**31))
     case = bench.DecodeCase(batch=2, hq=8, hkv=2, head_dim=16, context=256, window=rng.randint(9, 60),
@@ -394,7 +394,7 @@ def test_flex_attention_over_the_whole_context_is_the_reference_in_decode_and_ve
 
 def test_torch_path_outputs_map_back_to_the_kits_token_rows() -> None:
     """``as_tokens`` undoes the torch paths' query layout (row ``i * G + g`` of ``[B, Hkv, q_len x G, D]``)."""
-    from swa_kit.bench.paths import as_tokens
+    from swa_kit.measure.bench.paths import as_tokens
 
     b, hkv, g, d, n = 3, 2, 4, 5, rng.randint(3, 8)
     tokens = torch.randn(b * n, hkv * g, d)
@@ -419,7 +419,7 @@ def test_verify_cases_are_ragged_and_read_the_decode_kv() -> None:
 
 
 def test_copy_bandwidth_refuses_a_byte_count_it_cannot_copy_as_given() -> None:
-    from swa_kit.bench import timing
+    from swa_kit.measure.bench import timing
 
     for bad in (0, 3, 6, -4):  # a bf16 copy moves multiples of 4 bytes (2 read + 2 written per element)
         with pytest.raises(ValueError, match=f"moved_bytes={bad}: give a positive multiple of 4"):
@@ -433,7 +433,7 @@ def _verify_paths_record(times: dict) -> dict:
 
 
 def test_verify_over_decode_holds_each_path_to_its_own_decode() -> None:
-    from swa_kit.bench.verify_paths import next_fastest_verify, verify_over_decode
+    from swa_kit.measure.bench.verify_paths import next_fastest_verify, verify_over_decode
 
     kit, flex = [rng.uniform(5, 50) for _ in range(2)]
     ratios = {8: rng.uniform(1.0, 1.3), 32: rng.uniform(1.0, 1.3), 1: 9.0}  # B 1 is left out by default
@@ -465,7 +465,7 @@ def test_verify_over_decode_holds_each_path_to_its_own_decode() -> None:
 
 
 def test_the_recorded_verify_paths_stage_reads_back() -> None:
-    from swa_kit.bench.verify_paths import load_verify_paths, next_fastest_verify, verify_over_decode
+    from swa_kit.measure.bench.verify_paths import load_verify_paths, next_fastest_verify, verify_over_decode
 
     record = load_verify_paths()
     cells = {(r["path"], r["page_size"], r["mode"]): r["cells"] for r in verify_over_decode(record)}
@@ -475,7 +475,7 @@ def test_the_recorded_verify_paths_stage_reads_back() -> None:
 
 
 def test_a_file_that_is_not_a_verify_paths_record_is_refused(tmp_path) -> None:
-    from swa_kit.bench.verify_paths import load_verify_paths
+    from swa_kit.measure.bench.verify_paths import load_verify_paths
 
     for name, text in (("list.json", "[1]"), ("grid.json", json.dumps({"rows": [{"mode": "decode"}]})),
                        ("text.json", "not JSON")):

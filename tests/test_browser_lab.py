@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from swa_kit.commands.lab import write_kernel_spec
-from swa_kit.tour import find_notebooks_dir
+from swa_kit.lessons.tour import find_notebooks_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

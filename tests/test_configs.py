@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from swa_kit.configs import MODELS_DIR, list_models, load_hf_config, load_model, parse_bundle, parse_hf_config
+from swa_kit.models.configs import MODELS_DIR, list_models, load_hf_config, load_model, parse_bundle, parse_hf_config
 from swa_kit.errors import ModelConfigError
 
 REQUIRED = {"gemma4-31b", "gpt-oss-20b", "gemma3-27b"}

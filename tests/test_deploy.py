@@ -1,4 +1,4 @@
-"""swa_kit.deploy: a launch as SGLang spells it, and SGLang 0.5.23's decisions for it (backend, pools, drafts)."""
+"""swa_kit.launch: a launch as SGLang spells it, and SGLang 0.5.23's decisions for it (backend, pools, drafts)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from swa_kit.configs import MODELS_DIR
-from swa_kit.deploy.backend import choose_backend
-from swa_kit.deploy.decide import MINIMUM_CONTEXT, decide
-from swa_kit.deploy.launch import GIB, Launch, parse_env_pairs, parse_server_args, read_server_args
+from swa_kit.models.configs import MODELS_DIR
+from swa_kit.launch.backend import choose_backend
+from swa_kit.launch.decide import MINIMUM_CONTEXT, decide
+from swa_kit.launch.inputs import GIB, Launch, parse_env_pairs, parse_server_args, read_server_args
 from swa_kit.errors import LaunchRefusedError, ModelConfigError, UsageError
 
 
@@ -189,7 +189,7 @@ def test_draft_pools_per_algorithm(tmp_path):
 
 def test_models_command_shows_sglang_sizing_beside_the_labelled_minimum(capsys):
     from swa_kit.cli import main
-    from swa_kit.deploy.decide import default_sizing
+    from swa_kit.launch.decide import default_sizing
 
     g4 = default_sizing("gemma4-31b")
     assert g4["backend_rocm-gfx942"] == "triton" and g4["sglang_saved_pct"] == 18.2
@@ -242,9 +242,9 @@ def test_sm100_without_a_topk_falls_to_triton():
 
 def test_the_workshop_story_uses_sglangs_sizing():
     """One rule for the default saving: the workshop's story is default_sizing's, hybrid pool or not."""
-    from swa_kit import workshop
-    from swa_kit.configs import list_models
-    from swa_kit.deploy.decide import default_sizing
+    from swa_kit.lessons import workshop
+    from swa_kit.models.configs import list_models
+    from swa_kit.launch.decide import default_sizing
 
     for name in list_models():
         sizing, story = default_sizing(name), workshop.story_memory(name)

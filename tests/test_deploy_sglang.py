@@ -1,7 +1,7 @@
 """The kit's bundled SGLang 0.5.23 tables (deploy.decide) against SGLang's own decisions on many launches.
 
-Each launch is decided twice: by :func:`swa_kit.deploy.decide.decide` (the kit's reading of SGLang) and by
-:func:`swa_kit.deploy.sglang_oracle.decide_with_sglang` (SGLang's own argument resolution, model config and
+Each launch is decided twice: by :func:`swa_kit.launch.decide.decide` (the kit's reading of SGLang) and by
+:func:`swa_kit.launch.sglang_oracle.decide_with_sglang` (SGLang's own argument resolution, model config and
 pool configurator, on the platform the launch names). Every decision the oracle read from SGLang must agree.
 """
 
@@ -16,10 +16,10 @@ from sglang_support import require_sglang
 require_sglang("sglang.srt.server_args", "sglang.srt.arg_groups.pipeline",
                "sglang.srt.model_executor.pool_configurator", "sglang.srt.configs.model_config")
 
-from swa_kit import dispatch
-from swa_kit.deploy.decide import decide
-from swa_kit.deploy.launch import Launch
-from swa_kit.deploy.sglang_oracle import decide_with_sglang, sglang_version, window_expressions
+from swa_kit.engine import routing
+from swa_kit.launch.decide import decide
+from swa_kit.launch.inputs import Launch
+from swa_kit.launch.sglang_oracle import decide_with_sglang, sglang_version, window_expressions
 from swa_kit.errors import LaunchRefusedError, UsageError
 
 pytestmark = pytest.mark.sglang
@@ -118,5 +118,5 @@ def test_every_launch_compared_the_pool_sizes_where_there_is_a_hybrid_pool():
 def test_the_kits_call_site_expressions_are_sglangs():
     """The window expressions the planner copies are exactly those in the installed aiter_backend.py."""
     theirs = {e.expression.replace("layer.sliding_window_size", "sws") for e in window_expressions()}
-    ours = {s.window_expr for s in dispatch.SITES.values() if s.window_expr.startswith("(sws")}
+    ours = {s.window_expr for s in routing.SITES.values() if s.window_expr.startswith("(sws")}
     assert theirs and theirs == ours

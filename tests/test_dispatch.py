@@ -8,27 +8,28 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from swa_kit import dispatch
+from swa_kit.engine import routing
+from swa_kit.measure.explain import explain, layer_ranges
 from swa_kit.attention.batch import random_paged_batch
 from swa_kit.cli import main
-from swa_kit.configs import MODELS_DIR, load_model, parse_hf_config
-from swa_kit.deploy.drafts import assumed_eagle_head, with_window
+from swa_kit.models.configs import MODELS_DIR, load_model, parse_hf_config
+from swa_kit.models.drafts import assumed_eagle_head, with_window
 from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.window import to_keys
-from swa_kit.workers import build_workers
+from swa_kit.engine.workers import build_workers
 
 GEMMA4 = load_model("gemma4-31b")
 SWS = 1023  # Gemma-4: sliding_window 1024 keys -> sliding_window_size 1023
 
 
-def by_kind(p: dispatch.Plan, kind: str) -> list[dispatch.LayerPlan]:
+def by_kind(p: routing.Plan, kind: str) -> list[routing.LayerPlan]:
     return [e for e in p.layers if e.kind == kind]
 
 
 @pytest.mark.parametrize("mode,spec", [("prefill", "none"), ("extend", "none"), ("decode", "none"),
                                        ("verify", "frozen_kv_mtp"), ("verify", "eagle")])
 def test_gemma4_target_routes_everything_through_unified(mode, spec):
-    p = dispatch.plan(GEMMA4, mode, spec=spec)
+    p = routing.plan(GEMMA4, mode, spec=spec)
     assert p.pool.use_sliding_window_kv_pool and p.pool.use_triton_unified_attention
     assert len(p.layers) == 60 and len(by_kind(p, "sliding")) == 50
     for e in by_kind(p, "sliding"):
@@ -41,25 +42,25 @@ def test_gemma4_target_routes_everything_through_unified(mode, spec):
 
 def test_gemma3_default_decode_fires_the_seed_guard():
     with pytest.raises(DispatchGuardError) as info:
-        dispatch.plan("gemma3-27b", "decode")
+        routing.plan("gemma3-27b", "decode")
     message = str(info.value)
     assert isinstance(info.value, ValueError)
     assert "layer 0" in message and "sliding_window_size=1023" in message
     assert "SGLANG_USE_AITER_UNIFIED_ATTN=1" in message and "different attention backend" in message
-    loose = dispatch.plan("gemma3-27b", "decode", strict=False)
+    loose = routing.plan("gemma3-27b", "decode", strict=False)
     assert {e.path for e in loose.layers} == {"aiter_emulated_paged_ragged"}
     assert all(e.guard for e in by_kind(loose, "sliding")) and not any(e.guard for e in by_kind(loose, "full"))
 
 
 def test_gemma3_way_out_unified_env():
-    p = dispatch.plan("gemma3-27b", "decode", env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"})
+    p = routing.plan("gemma3-27b", "decode", env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"})
     assert not p.pool.use_sliding_window_kv_pool and p.pool.use_triton_unified_attention
     for e in by_kind(p, "sliding"):
         assert e.site == "decode.unified" and e.page_table == "full" == e.buffer and e.window_arg == (1022, 0)
 
 
 def test_gemma3_prefill_uses_ck_with_sws_minus_one():
-    p = dispatch.plan("gemma3-27b", "prefill")
+    p = routing.plan("gemma3-27b", "prefill")
     e = by_kind(p, "sliding")[0]
     assert e.kernel == "mha_batch_prefill_func" and e.window_arg == (SWS, -1) and e.effective_keys == 1024
     assert e.note is None
@@ -67,7 +68,7 @@ def test_gemma3_prefill_uses_ck_with_sws_minus_one():
 
 @pytest.mark.parametrize("topk,env", [(4, {}), (1, {"SGLANG_AITER_UNIFIED_VERIFY": "0"})])
 def test_legacy_verify_on_swa_pool_is_refused(topk, env):
-    p = dispatch.plan(GEMMA4, "verify", spec="eagle", topk=topk, env=env, strict=False)
+    p = routing.plan(GEMMA4, "verify", spec="eagle", topk=topk, env=env, strict=False)
     assert not p.pool.use_unified_verify
     for e in by_kind(p, "sliding"):
         assert e.site == "verify.legacy" and e.page_table == "full" and e.buffer == "swa"
@@ -79,12 +80,12 @@ def test_legacy_verify_on_swa_pool_is_refused(topk, env):
 
 
 def test_frozen_kv_draft_resolvers():
-    fixed = dispatch.plan(GEMMA4, "draft_decode", spec="frozen_kv_mtp")
+    fixed = routing.plan(GEMMA4, "draft_decode", spec="frozen_kv_mtp")
     assert [e.layer for e in fixed.layers] == [58, 59] and fixed.pool.use_sliding_window_kv_pool
-    legacy = dispatch.plan(GEMMA4, "draft_decode", spec="frozen_kv_mtp", resolver="legacy", strict=False)
+    legacy = routing.plan(GEMMA4, "draft_decode", spec="frozen_kv_mtp", resolver="legacy", strict=False)
     guard = legacy.layer(58).guard
     assert "paged decode" in guard and "untranslated full-pool slot ids" in guard
-    forced = dispatch.plan(GEMMA4, "draft_decode", spec="frozen_kv_mtp", resolver="legacy", strict=False,
+    forced = routing.plan(GEMMA4, "draft_decode", spec="frozen_kv_mtp", resolver="legacy", strict=False,
                            env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"})
     assert "untranslated" in forced.layer(58).guard and "takes no window" not in forced.layer(58).guard
 
@@ -92,27 +93,27 @@ def test_frozen_kv_draft_resolvers():
 def test_eagle_draft_naive_resolver_is_the_25103_bug():
     # An EAGLE-3 head with --speculative-draft-window-size 1023: one sliding layer in the draft's own full pool.
     head = with_window(assumed_eagle_head(GEMMA4), 1023)
-    naive = dispatch.plan(GEMMA4, "draft_decode", spec="eagle", resolver="naive", strict=False, draft_model=head)
+    naive = routing.plan(GEMMA4, "draft_decode", spec="eagle", resolver="naive", strict=False, draft_model=head)
     assert "#25103" in naive.layer(0).guard and naive.layer(0).buffer == "full"
-    fixed = dispatch.plan(GEMMA4, "draft_decode", spec="eagle", strict=False, draft_model=head)
+    fixed = routing.plan(GEMMA4, "draft_decode", spec="eagle", strict=False, draft_model=head)
     assert fixed.layer(0).sglang_guard and "paged decode" in fixed.layer(0).guard  # SGLang's own guard fires
-    ok = dispatch.plan(GEMMA4, "draft_decode", spec="eagle", env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"},
+    ok = routing.plan(GEMMA4, "draft_decode", spec="eagle", env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"},
                        draft_model=head)
     assert ok.layer(0).page_table == "full" == ok.layer(0).buffer
     # Without a draft config the kit assumes a one-layer EAGLE head without a window, and says so.
-    plain = dispatch.plan(GEMMA4, "draft_decode", spec="eagle")
+    plain = routing.plan(GEMMA4, "draft_decode", spec="eagle")
     assert [(e.kind, e.guard) for e in plain.layers] == [("full", None)]
 
 
 def test_draft_extend_site_and_env():
-    p = dispatch.plan(GEMMA4, "draft_extend", spec="frozen_kv_mtp")
+    p = routing.plan(GEMMA4, "draft_extend", spec="frozen_kv_mtp")
     assert p.layers[0].site == "draft_extend.unified"
-    off = dispatch.plan(GEMMA4, "draft_extend", spec="frozen_kv_mtp", env={"SGLANG_AITER_UNIFIED_DRAFT_EXTEND": "0"})
+    off = routing.plan(GEMMA4, "draft_extend", spec="frozen_kv_mtp", env={"SGLANG_AITER_UNIFIED_DRAFT_EXTEND": "0"})
     assert off.layers[0].site == "extend.unified"
 
 
 def test_chunked_layers_are_refused():
-    p = dispatch.plan("llama4-scout", "decode", strict=False)
+    p = routing.plan("llama4-scout", "decode", strict=False)
     assert all("chunked" in e.guard for e in by_kind(p, "chunked"))
 
 
@@ -122,7 +123,7 @@ def test_window_of_one_key_reaches_sglang_as_no_window():
     raw["text_config"]["sliding_window"] = 1
     one = parse_hf_config(raw)
     assert one.kinds["sliding"].window.keys == 1 and one.kinds["sliding"].sliding_window_size == -1
-    p = dispatch.plan(one, "decode", strict=False)
+    p = routing.plan(one, "decode", strict=False)
     entry = p.layers[0]
     assert entry.window_arg == (-1, -1) and entry.sglang_guard is None
     assert "stores as -1" in entry.judgement and "attends the whole context" in entry.judgement
@@ -141,30 +142,30 @@ def test_window_of_one_key_reaches_sglang_as_no_window():
 ])
 def test_bad_inputs(kwargs, match):
     with pytest.raises(UsageError, match=match):  # a kit error that is also a ValueError
-        dispatch.plan(GEMMA4, **kwargs)
+        routing.plan(GEMMA4, **kwargs)
 
 
 def test_run_layer_uses_sglang_argument_and_refuses_guarded_routes():
-    entry = dispatch.plan(GEMMA4, "decode").layer(0)
+    entry = routing.plan(GEMMA4, "decode").layer(0)
     batch = random_paged_batch([1], [8], num_q_heads=4, num_kv_heads=2, head_dim=16, page_size=16)
-    small = dispatch.LayerPlan(**{**entry.__dict__, "window_arg": (3, 0), "intended_keys": 5})
-    result = dispatch.run_layer(small, batch)
+    small = routing.LayerPlan(**{**entry.__dict__, "window_arg": (3, 0), "intended_keys": 5})
+    result = routing.run_layer(small, batch)
     assert result.path == "aiter_triton_unified" and "window_arg=(3, 0)" in result.notes[-1]
     from swa_kit.attention.reference import reference_attention
     torch.testing.assert_close(result.out.double(), reference_attention(batch, 4).out, rtol=2e-4, atol=2e-4)
-    guarded = dispatch.plan("gemma3-27b", "decode", strict=False).layer(0)
+    guarded = routing.plan("gemma3-27b", "decode", strict=False).layer(0)
     with pytest.raises(DispatchGuardError):
-        dispatch.run_layer(guarded, batch)
+        routing.run_layer(guarded, batch)
 
 
 def test_explain_table_and_json(capsys):
-    p = dispatch.plan("gemma3-27b", "decode", strict=False)
-    text = dispatch.explain(p)
+    p = routing.plan("gemma3-27b", "decode", strict=False)
+    text = explain(p)
     assert "SGLang raises:" in text and "0-4,6-10,12-16" in text and "paged_attention_ragged" in text
     assert "RAISES" in text and "WRONG KEYS" in text
-    data = json.loads(dispatch.explain(p, as_json=True))
+    data = json.loads(explain(p, as_json=True))
     assert data["error"] and len(data["layers"]) == 62
-    assert dispatch.layer_ranges([0, 1, 2, 4]) == "0-2,4 (4 layers)"
+    assert layer_ranges([0, 1, 2, 4]) == "0-2,4 (4 layers)"
 
 
 def test_cli_explain(capsys):
@@ -201,23 +202,23 @@ def _foreign_frozen_draft():
 
 def test_plan_for_the_kits_own_runner_matches_the_built_one():
     runner = build_workers(load_model("gemma4-31b"), "frozen_kv_mtp").draft
-    given = dispatch.plan("gemma4-31b", "draft_decode", model_runner=runner)
-    built = dispatch.plan("gemma4-31b", "draft_decode", spec="frozen_kv_mtp", worker="draft")
+    given = routing.plan("gemma4-31b", "draft_decode", model_runner=runner)
+    built = routing.plan("gemma4-31b", "draft_decode", spec="frozen_kv_mtp", worker="draft")
     assert [(e.layer, e.path, e.window_arg, e.page_table) for e in given.layers] == \
         [(e.layer, e.path, e.window_arg, e.page_table) for e in built.layers]
 
 
 def test_plan_reads_a_foreign_runner_by_duck_typing():
     runner = _foreign_frozen_draft()
-    fixed = dispatch.plan("gemma4-31b", "draft_decode", model_runner=runner)
+    fixed = routing.plan("gemma4-31b", "draft_decode", model_runner=runner)
     assert {e.page_table for e in fixed.layers if e.kind == "sliding"} == {"swa"}
     # The pre-fix resolver looks only at the active (dummy) pool: the guard refuses the route.
     with pytest.raises(DispatchGuardError, match="untranslated full-pool slot ids"):
-        dispatch.plan("gemma4-31b", "draft_decode", model_runner=runner, resolver="legacy")
+        routing.plan("gemma4-31b", "draft_decode", model_runner=runner, resolver="legacy")
 
 
 def test_plan_refuses_a_role_that_contradicts_the_runner():
     with pytest.raises(UsageError, match="worker='target' contradicts the model runner, which is worker 'draft'"):
-        dispatch.plan("gemma4-31b", "decode", model_runner=_foreign_frozen_draft(), worker="target")
+        routing.plan("gemma4-31b", "decode", model_runner=_foreign_frozen_draft(), worker="target")
     with pytest.raises(UsageError, match="spec='eagle' contradicts"):
-        dispatch.plan("gemma4-31b", "draft_decode", model_runner=_foreign_frozen_draft(), spec="eagle")
+        routing.plan("gemma4-31b", "draft_decode", model_runner=_foreign_frozen_draft(), spec="eagle")

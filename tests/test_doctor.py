@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from swa_kit import doctor
+from swa_kit.measure import doctor
 from swa_kit.cli import main
-from swa_kit.doctor import ERROR, MISSING, NOTE, OK, diagnose, exit_code, render_text
-from swa_kit.environment import (
+from swa_kit.measure.doctor import ERROR, MISSING, NOTE, OK, diagnose, exit_code, render_text
+from swa_kit.machine import (
     JUPYTER_PACKAGES,
     LAYOUT_MOVED,
     LAYOUT_PINNED,
@@ -118,7 +118,7 @@ def test_rocm_gpu_with_native_aiter():
 
 
 def test_rocm_with_failing_import_does_not_call_the_loader(monkeypatch):
-    monkeypatch.setattr(doctor, "_LOADER", "swa_kit.attention.aiter_loader")  # would import aiter in-process
+    monkeypatch.setattr(doctor, "_LOADER", "swa_kit.attention.aiter.loader")  # would import aiter in-process
     env = _env(torch_build="rocm 6.4", aiter_native=Probe(False, "timed out"))
     found = _by_name(diagnose(env))["aiter Triton kernels"]
     assert found.status == OK and "not loaded" in found.reason

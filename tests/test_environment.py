@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from swa_kit import environment as envmod
-from swa_kit.environment import (
+from swa_kit import machine as envmod
+from swa_kit.machine import (
     LAYOUT_MOVED,
     LAYOUT_PINNED,
     PINNED_AITER,

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from swa_kit.errors import LayerMappingError, PoolExhaustedError, PoolUsageError, SlotError
-from swa_kit.eviction import RequestTable, swa_keep_from
-from swa_kit.pools import (
+from swa_kit.engine.eviction import RequestTable, swa_keep_from
+from swa_kit.engine.pools import (
     PagedTokenToKVPoolAllocator,
     ReqToTokenPool,
     SWAKVPool,

@@ -7,7 +7,7 @@ import nbformat
 import pytest
 
 from swa_kit.errors import UsageError
-from swa_kit.exercises import (
+from swa_kit.lessons.exercises import (
     PLACEHOLDER,
     SOLUTION_TAG,
     exercise_notebook,
@@ -15,7 +15,7 @@ from swa_kit.exercises import (
     solution_cells,
     write_exercise_notebook,
 )
-from swa_kit.tour import find_notebooks_dir
+from swa_kit.lessons.tour import find_notebooks_dir
 
 SOURCE = """# %% [markdown]
 # # A title
@@ -77,7 +77,7 @@ def test_story_notebook_asks_before_it_reveals():
 @pytest.mark.parametrize("name, checks", [
     ("03_draft_target_pool_sharing", {"check_resolver_breaks(my_breaks)": "decision_table()",
                                       "check_which_worker(my_workers)": "pr_before_after("}),
-    ("04_aiter_dispatch_and_guards", {"check_guard_way_out(my_refused_layers": 'dispatch.plan("gemma3-27b", "decode")',
+    ("04_aiter_dispatch_and_guards", {"check_guard_way_out(my_refused_layers": 'routing.plan("gemma3-27b", "decode")',
                                       "check_one_key_short_sites(my_short_sites)": "probe_sglang_sites(5)"}),
     ("05_kernels_and_performance", {"check_headline_floor(my_floor_us)": "math_floor_us(",
                                     "check_sliding_share(my_sliding_percent)": "what_the_window_buys("}),

@@ -22,7 +22,7 @@ def gpu_run(tmp_path, monkeypatch):
 
 
 def test_variants_load_each_copy_and_refuse_a_missing_folder(gpu_run, tmp_path, monkeypatch) -> None:
-    from swa_kit.attention import kit_triton
+    from swa_kit.attention.kit import kernel as kit_triton
 
     monkeypatch.delenv("KIT_VARIANTS", raising=False)
     assert gpu_run._variants() == {}
@@ -55,8 +55,8 @@ def test_a_copy_that_would_register_itself_is_refused(tmp_path) -> None:
     """A copy whose registration is not kit_triton.py's one top-level call would replace the kit's path on import;
     it is refused by name, and the kit's path stays the kit's."""
     from benchmarks.kernel_variants import load_variant
-    from swa_kit.attention import kit_triton
-    from swa_kit.attention.backends import get_backend
+    from swa_kit.attention.kit import kernel as kit_triton
+    from swa_kit.attention.paths import get_backend
 
     source = (ROOT / "swa_kit" / "attention" / "kit_triton.py").read_text()
     inline = source.replace("\nregister(\n", "\nregister(  # moved\n", 1)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from swa_kit.attention.batch import poison_unattended, random_paged_batch
-from swa_kit.attention.interpreted import run_in_interpreter
+from swa_kit.attention.kit.interpreted import run_in_interpreter
 from swa_kit.attention.reference import reference_attention
 from swa_kit.errors import BackendUnavailableError
 
@@ -39,7 +39,8 @@ def test_refuses_a_batch_it_cannot_run():
 
 
 def test_bfloat16_is_refused_where_the_interpreter_runs_the_kernel():
-    from swa_kit.attention import aiter_triton, kit_triton
+    from swa_kit.attention.aiter import triton_kernels
+    from swa_kit.attention.kit import kernel as kit_triton
 
     batch = random_paged_batch([1, 2], [9, 30], num_q_heads=4, num_kv_heads=2, head_dim=16, page_size=16,
                                dtype=torch.bfloat16, generator=torch.Generator().manual_seed(0))
@@ -47,7 +48,7 @@ def test_bfloat16_is_refused_where_the_interpreter_runs_the_kernel():
         kit_triton.plan_batch(batch, 4)
     k, v = batch.paged_kv()
     with pytest.raises(BackendUnavailableError, match=r"bfloat16 in Triton's CPU interpreter.*triton#11584"):
-        aiter_triton.unified_attention(batch.q, k, v, torch.empty_like(batch.q), batch.qo_indptr.int(), 2,
+        triton_kernels.unified_attention(batch.q, k, v, torch.empty_like(batch.q), batch.qo_indptr.int(), 2,
                                        batch.seq_lens.int(), 30, batch.sm_scale, (3, 0), batch.block_table().int())
 
 

@@ -35,7 +35,7 @@ def test_a_bad_override_is_refused_by_name(kernel_resources, capsys, item, messa
 
 def test_every_compile_time_argument_of_the_kernel_is_passed(kernel_resources) -> None:
     """The resources are those of the kernel a plan launches: each of its constexprs set, none left to run time."""
-    from swa_kit.attention import kit_triton as kt
+    from swa_kit.attention.kit import kernel as kt
 
     for dim, group, q_len, page, split in ((128, 4, 1, 16, False), (64, 8, 8, 1, True), (256, 2, 8, 16, True)):
         config = kt.launch_config(dim, group, q_len, page_size=page, latency_bound=split)
@@ -54,14 +54,14 @@ def test_a_missing_variant_is_refused_by_name(kernel_resources, capsys, tmp_path
     with pytest.raises(SystemExit) as stopped:
         kernel_resources.main(["--variant", str(tmp_path / "no_such_copy.py")])
     assert stopped.value.code == 2
-    assert "no_such_copy.py' is not a file; give a copy of swa_kit/attention/kit_triton.py" in capsys.readouterr().err
+    assert "no_such_copy.py' is not a file; give a copy of swa_kit/attention/kit/kernel.py" in capsys.readouterr().err
 
 
 def test_a_copy_of_the_kernel_compiles_to_what_the_kernel_does(kernel_resources, tmp_path) -> None:
     """The variant path compiles the copy's own kernel (loaded as a module of its own), for sm_90 on any host: the
     same source must give the same registers, shared memory and MMA instructions as the kit's module."""
     from benchmarks.kernel_variants import load_variant
-    from swa_kit.attention import kit_triton
+    from swa_kit.attention.kit import kernel as kit_triton
 
     copy = tmp_path / "candidate.py"
     shutil.copy(Path(kit_triton.__file__), copy)
@@ -122,7 +122,7 @@ def test_a_verify_whose_accumulator_outgrows_the_cap_runs_uncapped_and_compiles(
 
 
 def test_the_sweep_takes_every_shape_of_the_support_space_once(kernel_resources) -> None:
-    from swa_kit.attention import kit_triton
+    from swa_kit.attention.kit import kernel as kit_triton
 
     launches = kernel_resources.sweep_launches(kit_triton)
     labels = [launch[0] for launch in launches]
@@ -157,7 +157,7 @@ def test_the_kernel_fuses_its_multiply_adds_whatever_tritons_default(kernel_reso
     split in two)."""
     import triton
 
-    from swa_kit.attention import kit_triton
+    from swa_kit.attention.kit import kernel as kit_triton
 
     fused = kernel_resources.compile_facts(128, 4, 1, 16, False)["walk_loop_sass"]
     monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "0")

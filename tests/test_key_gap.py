@@ -12,7 +12,7 @@ transformers = pytest.importorskip("transformers")
 
 from swa_kit.cli import main
 from swa_kit.errors import UsageError
-from swa_kit.key_gap import attending, compare_window, tiny_model_from_config
+from swa_kit.measure.key_gap import attending, compare_window, tiny_model_from_config
 
 W = 8
 MODELS = Path(__file__).resolve().parent.parent / "data" / "models"

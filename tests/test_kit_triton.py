@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from swa_kit.attention.backends import get_backend, run_path
+from swa_kit.attention.paths import get_backend, run_path
 from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.attention.sinks import reference_with_sinks
@@ -36,7 +36,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reas
 def kit_triton():
     """The kernel module, imported when a test needs it: importing it registers the path, and the
     CLI's generated help lists paths in registration order, so collection must not change that order."""
-    from swa_kit.attention import kit_triton as module
+    from swa_kit.attention.kit import kernel as module
 
     return module
 
@@ -100,7 +100,7 @@ CASES = [
 
 def _worker(path: str) -> None:
     """Child process: run the kernel on every saved batch; the parent checks the outputs."""
-    from swa_kit.attention import kit_triton as kt
+    from swa_kit.attention.kit import kernel as kt
 
     assert kt.interpreter_active(), "the child must be started with TRITON_INTERPRET=1"
     payload = torch.load(path, weights_only=False)  # our own file: AttentionBatch objects
@@ -125,7 +125,7 @@ def interpreted_runs(tmp_path_factory: pytest.TempPathFactory) -> list[tuple]:
     path = str(tmp_path_factory.mktemp("kit_triton") / "cases.pt")
     torch.save({"cases": cases}, path)
     import swa_kit
-    from swa_kit.attention import kit_triton as kernel
+    from swa_kit.attention.kit import kernel as kernel
 
     # The child imports the kit this process imported (a checkout may differ from the installed kit): its module-level
     # imports run before anything it could do to sys.path.

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from swa_kit.configs import load_model, parse_hf_config
+from swa_kit.models.configs import load_model, parse_hf_config
 from swa_kit.errors import ModelConfigError
-from swa_kit.memory import (
+from swa_kit.models.memory import (
     CONTEXTS,
     full_pool_bytes_per_token,
     one_pool_bytes_per_token,

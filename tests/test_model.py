@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from swa_kit.errors import ModelConfigError
-from swa_kit.model import TinyConfig, load_models
+from swa_kit.lessons.tiny_model import TinyConfig, load_models
 
 VOCAB = "\n ,.0123456789abcdefghijklmnopqrstuvwxyz"
 

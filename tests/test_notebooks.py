@@ -1,7 +1,7 @@
 """Every notebook: its py:percent twin is in sync, and it executes headless on CPU within a time limit.
 
 The drift check itself is tested in test_tour.py on a pair that has drifted. Kernels talk over
-Unix sockets in private folders (swa_kit.tour), so pytest -n runs them in parallel safely.
+Unix sockets in private folders (swa_kit.lessons.tour), so pytest -n runs them in parallel safely.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from swa_kit.tour import find_notebooks_dir, run_notebook, twin_drift
+from swa_kit.lessons.tour import find_notebooks_dir, run_notebook, twin_drift
 
 NOTEBOOKS = sorted(find_notebooks_dir().glob("*.ipynb"))
 #: Seconds one notebook may take, kernel start included. Each takes 5-25 s on an idle 2-core CPU-only machine;

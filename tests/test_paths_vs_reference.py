@@ -16,11 +16,11 @@ import math
 import pytest
 import torch
 
-from swa_kit.attention.backends import Backend, run_path
+from swa_kit.attention.paths import Backend, run_path
 from swa_kit.attention.batch import random_paged_batch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.errors import BackendUnavailableError
-from swa_kit.probe import runnable_paths
+from swa_kit.measure.probe import runnable_paths
 from swa_kit.window import from_keys
 
 # Paths that multiply masked weights by every gathered V row, so NaN (0 x NaN) would poison them:

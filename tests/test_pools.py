@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from swa_kit.errors import LayerMappingError, PoolUsageError, SlotError
-from swa_kit.pools import (
+from swa_kit.engine.pools import (
     KVWriteLoc,
     MHATokenToKVPool,
     PagedTokenToKVPoolAllocator,

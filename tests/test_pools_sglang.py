@@ -12,7 +12,7 @@ torch fallback (``alloc_extend_naive`` / ``alloc_decode_naive``) on CPU tensors.
 Random request traffic (prefill, extend, decode, out-of-window eviction with drafts and
 page slack, finish, and finish through SGLang's own ``free_kv_row_segments``, which hands the
 row, cut into random page-aligned runs, to ``free_full_segments`` / ``free_segments``) is driven through the kit's
-:class:`~swa_kit.eviction.RequestTable`
+:class:`~swa_kit.engine.eviction.RequestTable`
 over both stacks; after every step the returned slots, ``req_to_token``, the full->SWA
 mapping, the free lists and every available size must agree.
 """
@@ -26,9 +26,9 @@ import pytest
 import torch
 from sglang_support import require_sglang
 
-from swa_kit import pools as kit
+from swa_kit.engine import pools as kit
 from swa_kit.errors import PoolExhaustedError
-from swa_kit.eviction import RequestTable
+from swa_kit.engine.eviction import RequestTable
 
 pytestmark = pytest.mark.sglang
 

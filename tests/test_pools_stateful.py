@@ -14,8 +14,8 @@ from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from swa_kit.errors import PoolExhaustedError, SlotError
-from swa_kit.eviction import RequestTable
-from swa_kit.pools import ReqToTokenPool, SWAKVPool, SWATokenToKVPoolAllocator
+from swa_kit.engine.eviction import RequestTable
+from swa_kit.engine.pools import ReqToTokenPool, SWAKVPool, SWATokenToKVPoolAllocator
 from swa_kit.window import Window
 
 F32 = torch.float32

@@ -7,10 +7,10 @@ import json
 import pytest
 import torch
 
-from swa_kit.attention.backends import get_backend
+from swa_kit.attention.paths import get_backend
 from swa_kit.cli import main
 from swa_kit.errors import UsageError
-from swa_kit.probe import PROBE_MODES, measure, probe_path, probe_sglang_sites, runnable_paths
+from swa_kit.measure.probe import PROBE_MODES, measure, probe_path, probe_sglang_sites, runnable_paths
 
 
 def hand_mask(q_len, kv_len, keys):
@@ -92,7 +92,7 @@ def test_cli_probe(capsys, tmp_path):
 
 
 def test_agreement_covers_every_runnable_path_and_is_small():
-    from swa_kit.probe import agreement
+    from swa_kit.measure.probe import agreement
 
     rows = agreement(4, head_dim=16)
     assert {r["path"] for r in rows} == {b.name for b in runnable_paths("cpu")}

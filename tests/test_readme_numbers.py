@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from swa_kit import bench
-from swa_kit.bench import load_recorded
+from swa_kit.measure import bench
+from swa_kit.measure.bench import load_recorded
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 PROSE = " ".join(README.split())  # sentences as one line, wherever the README wraps them

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from swa_kit.cli import main
 from swa_kit.errors import SlotError, UsageError
-from swa_kit.resolver import (
+from swa_kit.engine.resolver import (
     NO_TRANSLATION,
     RESOLVERS,
     WRONG_TRANSLATION,
@@ -27,14 +27,14 @@ from swa_kit.resolver import (
     uses_sliding_window_kv_pool,
     with_hybrid_draft_pool,
 )
-from swa_kit.workers import MODEL_KINDS, SpeculativeAlgorithm, build_workers
+from swa_kit.engine.workers import MODEL_KINDS, SpeculativeAlgorithm, build_workers
 
 A = SpeculativeAlgorithm
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
 
 
 def expected_returns(role: str, algorithm: str, model: str, resolver: str) -> str:
-    """Written from SGLang 0.5.23's ``_resolve_swa_kv_pool`` (PR #38756), independently of swa_kit.resolver."""
+    """Written from SGLang 0.5.23's ``_resolve_swa_kv_pool`` (PR #38756), independently of swa_kit.engine.resolver."""
     if model != "hybrid_swa":
         return "none"  # no SWA pool anywhere
     if role == "target":
@@ -246,7 +246,7 @@ def test_bad_resolver_name():
 
 
 def test_hybrid_swa_draft_owns_its_swa_pool():
-    from swa_kit.resolver import hybrid_draft_table
+    from swa_kit.engine.resolver import hybrid_draft_table
 
     rows = hybrid_draft_table()
     assert len(rows) == 3 * 3  # EAGLE, EAGLE3, STANDALONE x three resolvers

@@ -27,14 +27,14 @@ swa_memory_pool, memory_pool, swa_allocator, spec_info, *backend_modules = requi
     "sglang.srt.mem_cache.swa_memory_pool", "sglang.srt.mem_cache.memory_pool", "sglang.srt.mem_cache.allocator.swa",
     "sglang.srt.speculative.spec_info", *BACKENDS.values())
 
-from swa_kit.resolver import (
+from swa_kit.engine.resolver import (
     RESOLVERS,
     is_swa_pool,
     legacy_resolve_swa_kv_pool,
     naive_resolve_swa_kv_pool,
     resolve_swa_kv_pool,
 )
-from swa_kit.workers import SpeculativeAlgorithm
+from swa_kit.engine.workers import SpeculativeAlgorithm
 
 pytestmark = pytest.mark.sglang
 SG = spec_info.SpeculativeAlgorithm

@@ -10,10 +10,10 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from swa_kit import resources
-from swa_kit.bench import RECORDED_DIR, recorded_files
-from swa_kit.bench.verify_paths import VERIFY_PATHS_RECORD
-from swa_kit.configs import MODELS_DIR, list_models
-from swa_kit.model import CHECKPOINT, DATA_DIR
+from swa_kit.measure.bench import RECORDED_DIR, recorded_files
+from swa_kit.measure.bench.verify_paths import VERIFY_PATHS_RECORD
+from swa_kit.models.configs import MODELS_DIR, list_models
+from swa_kit.lessons.tiny_model import CHECKPOINT, DATA_DIR
 from swa_kit.resources import DATA_PACKAGE, data_path
 
 tomllib = pytest.importorskip("tomllib")  # the standard library's from Python 3.11 on

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from swa_kit.errors import DispatchGuardError, ModelConfigError
-from swa_kit.model import TinyConfig, build_models
-from swa_kit.serving import Server, tiny_model_spec
+from swa_kit.lessons.tiny_model import TinyConfig, build_models
+from swa_kit.lessons.serving import Server, tiny_model_spec
 
 VOCAB = "\n ,.0123456789abcdefghijklmnopqrstuvwxyz"
 

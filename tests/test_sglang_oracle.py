@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from swa_kit.deploy.launch import PLATFORMS, Launch
-from swa_kit.deploy.sglang_oracle import PLATFORM_FACTS, decide_with_sglang, window_expressions
+from swa_kit.launch.inputs import PLATFORMS, Launch
+from swa_kit.launch.sglang_oracle import PLATFORM_FACTS, decide_with_sglang, window_expressions
 from swa_kit.errors import BackendUnavailableError
 
 SOURCE = textwrap.dedent('''

@@ -10,8 +10,8 @@ import pytest
 
 from swa_kit import cli
 from swa_kit.errors import DispatchGuardError, UsageError
-from swa_kit.model import load_models
-from swa_kit.speculative import (
+from swa_kit.lessons.tiny_model import load_models
+from swa_kit.lessons.speculative import (
     agreement,
     first_divergence,
     greedy_decode,
@@ -142,7 +142,7 @@ def test_pr_before_after_side_by_side(setup) -> None:
 
 
 def test_resolver_rows_never_give_a_stopped_run_an_agreement(setup) -> None:
-    from swa_kit.speculative import resolver_rows
+    from swa_kit.lessons.speculative import resolver_rows
 
     models, ids, plain, _ = setup
     rows, runs = resolver_rows(models, ids, 40, greedy_decode(models, ids, 40))

@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from swa_kit.attention.backends import get_backend, run_path
+from swa_kit.attention.paths import get_backend, run_path
 from swa_kit.attention.batch import random_paged_batch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.errors import BackendUnavailableError, WindowConventionError

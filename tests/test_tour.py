@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from swa_kit.cli import main
 from swa_kit.commands import lab
-from swa_kit.report import announce, announce_all, format_announcement, parse_announcements
-from swa_kit.tour import (
+from swa_kit.lessons.report import announce, announce_all, format_announcement, parse_announcements
+from swa_kit.lessons.tour import (
     compute_paths,
     find_notebooks_dir,
     list_notebooks,
@@ -31,7 +31,7 @@ from swa_kit.tour import (
 GOOD = [
     "import os, sys\nprint(sys.executable)\nprint(os.getcwd())",
     "import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figsize=(2, 2))\nax.imshow([[0, 1], [1, 0]])\nplt.show()",
-    ("from swa_kit.report import announce\n"
+    ("from swa_kit.lessons.report import announce\n"
     "announce(path='reference', tier='reference', device='cpu')\n"
     "announce({'path': 'aiter_triton_unified', 'tier': 'aiter-triton-interpreter', 'device': 'cpu'})\n"
     "announce(path='reference', tier='reference', device='cpu')"),
@@ -253,7 +253,7 @@ def test_tour_runs_the_exercise_version_after_its_notebook(tmp_path):
 
 @pytest.mark.notebook
 def test_story_notebook_exercise_version_runs(tmp_path):
-    from swa_kit.exercises import write_exercise_notebook
+    from swa_kit.lessons.exercises import write_exercise_notebook
 
     source = find_notebooks_dir() / "00_the_story.ipynb"
     nb, run = run_notebook(write_exercise_notebook(source, tmp_path), cell_timeout=300, threads=1,
@@ -272,7 +272,7 @@ LESSON_CHECKS = {"01_window_conventions_and_masks": 3, "02_kv_pools_full_vs_swa"
 @pytest.mark.notebook
 @pytest.mark.parametrize("name", list(LESSON_CHECKS))
 def test_lesson_exercise_versions_run(tmp_path, name):
-    from swa_kit.exercises import write_exercise_notebook
+    from swa_kit.lessons.exercises import write_exercise_notebook
 
     source = find_notebooks_dir() / f"{name}.ipynb"
     nb, run = run_notebook(write_exercise_notebook(source, tmp_path), cell_timeout=300, threads=1,

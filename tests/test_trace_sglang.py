@@ -1,4 +1,4 @@
-"""swa_kit.trace on SGLang's own aiter backend, on a CPU.
+"""swa_kit.measure.trace on SGLang's own aiter backend, on a CPU.
 
 SGLang's real ``AiterAttnBackend`` is built (its ``__init__`` runs: resolver, unified switch, buffers) over
 SGLang's own pools, and its real ``forward_decode`` is called. aiter does not import off ROCm, so the
@@ -18,12 +18,13 @@ import pytest
 import torch
 from sglang_support import require_sglang
 
-from swa_kit import dispatch, trace
-from swa_kit.attention.aiter_emulated import paged_attention_ragged
+from swa_kit.engine import routing
+from swa_kit.measure import trace
+from swa_kit.attention.aiter.emulated import paged_attention_ragged
 from swa_kit.attention.batch import AttentionBatch
 from swa_kit.attention.reference import reference_attention
-from swa_kit.deploy import sglang_oracle
-from swa_kit.deploy.launch import Launch
+from swa_kit.launch import sglang_oracle
+from swa_kit.launch.inputs import Launch
 from swa_kit.window import to_keys
 
 backend_mod, memory_pool, swa_pool, swa_alloc, spec_info = require_sglang(
@@ -132,7 +133,7 @@ def test_trace_of_sglangs_unified_decode_matches_the_plan(session, tmp_path):
         ("unified_attention", [W - 2, 0], "swa", [1, seq_len])
     expected = ("unified_attention", [-1, -1], "full", "decode")
     assert (full.kernel, full.window_arg, full.page_table, full.mode) == expected
-    assert trace.compare(records, dispatch.plan("gemma4-31b", "decode", strict=False)) == []
+    assert trace.compare(records, routing.plan("gemma4-31b", "decode", strict=False)) == []
 
     # Independent of the stub: the traced sliding layer attended W - 1 keys of the SWA buffer.
     q, out = outs[SLIDING]
@@ -148,11 +149,11 @@ def test_compare_names_what_differs(session, tmp_path):
     record = trace.TraceRecord(layer=SLIDING, sliding_window_size=W - 1, kernel="unified_attention",
                                window_arg=[W - 1, 0], page_table_shape=[1, W], page_table="full", mode="decode",
                                method="forward_decode", pid=1)
-    findings = trace.compare([record], dispatch.plan("gemma4-31b", "decode", strict=False))
+    findings = trace.compare([record], routing.plan("gemma4-31b", "decode", strict=False))
     assert {(f.field, json.dumps(f.traced)) for f in findings} == {("window_arg", f"[{W - 1}, 0]"),
                                                                    ("page_table", '"full"')}
     stray = trace.compare([trace.TraceRecord(**{**record.to_json(), "mode": "verify"})],
-                          dispatch.plan("gemma4-31b", "decode", strict=False))
+                          routing.plan("gemma4-31b", "decode", strict=False))
     assert [f.field for f in stray] == ["mode"]
 
 
@@ -170,7 +171,7 @@ def test_paged_decode_without_a_hybrid_pool(session, tmp_path):
     (record,) = tracer.records
     assert (record.kernel, record.window_arg, record.page_table, record.page_table_shape) == \
         ("paged_attention_ragged", None, "full", [40])
-    planned = dispatch.plan("gemma3-27b", "decode", strict=False)
+    planned = routing.plan("gemma3-27b", "decode", strict=False)
     assert planned.layer(FULL).kernel == "paged_attention_ragged"
     assert trace.compare([record], planned) == []
 

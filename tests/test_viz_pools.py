@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from swa_kit.errors import ModelConfigError
-from swa_kit.resolver import slots_read
+from swa_kit.engine.resolver import slots_read
 from swa_kit.viz.pools import OUT, RIGHT, WRONG, occupancy_images, plot_mapping, plot_pool_occupancy, plot_slots_read
-from swa_kit.workers import build_workers, request_ids_past_swa_buffer, run_decode
+from swa_kit.engine.workers import build_workers, request_ids_past_swa_buffer, run_decode
 
 
 def test_occupancy_images_follow_the_window():

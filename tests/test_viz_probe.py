@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from swa_kit.probe import probe_path, probe_sglang_sites
+from swa_kit.measure.probe import probe_path, probe_sglang_sites
 from swa_kit.viz.probe import draw_probe, draw_probe_table
 
 

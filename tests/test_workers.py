@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from swa_kit.configs import load_model
+from swa_kit.models.configs import load_model
 from swa_kit.errors import ModelConfigError
-from swa_kit.resolver import is_swa_pool
-from swa_kit.workers import (
+from swa_kit.engine.resolver import is_swa_pool
+from swa_kit.engine.workers import (
     FROZEN_KV_DUMMY_POOL_SIZE, MODEL_KINDS, SpeculativeAlgorithm, WorkerLayout, build_workers,
 )
 

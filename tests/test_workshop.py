@@ -1,4 +1,4 @@
-"""The workshop's reference solutions (swa_kit.workshop) against independent computations.
+"""The workshop's reference solutions (swa_kit.lessons.workshop) against independent computations.
 
 Oracles: hand arithmetic from the config.json of data/models, each API's window value for W keys
 written out literally, masks built from each API's own rule, KV written into real pools and read
@@ -14,15 +14,16 @@ import random
 import pytest
 import torch
 
-from swa_kit import trace, workshop
+from swa_kit.measure import trace
+from swa_kit.lessons import workshop
 from swa_kit.attention.batch import poison_unattended, random_paged_batch
-from swa_kit.configs import MODELS_DIR
-from swa_kit.dispatch import SITES, site_path
+from swa_kit.models.configs import MODELS_DIR
+from swa_kit.engine.call_sites import SITES, site_path
 from swa_kit.errors import SlotError, UsageError
-from swa_kit.pools import KVWriteLoc
-from swa_kit.resolver import RESOLVERS, read_keys, slots_read
+from swa_kit.engine.pools import KVWriteLoc
+from swa_kit.engine.resolver import RESOLVERS, read_keys, slots_read
 from swa_kit.resources import data_path
-from swa_kit.workers import SpeculativeAlgorithm, request_ids_past_swa_buffer
+from swa_kit.engine.workers import SpeculativeAlgorithm, request_ids_past_swa_buffer
 
 # -- independent helpers -------------------------------------------------------------------------
 
@@ -215,7 +216,7 @@ def test_saving_at_random_contexts():
 
 
 def test_slots_held_by_hand_and_by_the_allocators_free_lists():
-    from swa_kit.workers import MODEL_KINDS, build_workers, run_decode
+    from swa_kit.engine.workers import MODEL_KINDS, build_workers, run_decode
 
     window = 4  # the notebook's tiny hybrid model: sliding layers attend 4 keys
     assert MODEL_KINDS["hybrid_swa"].window_keys == window
@@ -454,8 +455,8 @@ def test_check_triage():
 def test_triage_rule_holds_on_the_tiny_model():
     """The oracle: run the tiny model. Draft-side bugs never change the output (or stop the run); target-side
     bugs do."""
-    from swa_kit.model import load_models
-    from swa_kit.speculative import DEMO_PROMPTS, greedy_decode, guard_experiment, resolver_rows
+    from swa_kit.lessons.tiny_model import load_models
+    from swa_kit.lessons.speculative import DEMO_PROMPTS, greedy_decode, guard_experiment, resolver_rows
 
     models = load_models()
     prompts = [models.cfg.encode(p) for p in DEMO_PROMPTS[:2]]
@@ -556,7 +557,7 @@ def test_what_the_window_buys_gemma4_by_hand():
 
 
 def test_check_headline_floor_against_the_recorded_run():
-    from swa_kit.bench import recorded_files
+    from swa_kit.measure.bench import recorded_files
 
     (newest,) = [p for p in recorded_files() if p.name == "h200_2026-12-01_v13.json"]  # the run the check reads
     copy_tbs = json.loads(newest.read_text())["copy_tbs"]
@@ -594,7 +595,7 @@ def test_first_changed_position_is_where_a_query_first_sees_the_whole_window(win
 
 def test_first_changed_position_matches_a_transformers_model():
     transformers = pytest.importorskip("transformers")
-    from swa_kit.key_gap import compare_window, tiny_model_from_config
+    from swa_kit.measure.key_gap import compare_window, tiny_model_from_config
 
     bundled = json.loads(data_path("models", "gemma3-27b.json").read_text())["hf_config"]
     model = tiny_model_from_config(transformers.AutoConfig.for_model(**bundled), window=8, seed=1)

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from swa_kit.attention.backends import Backend, register
+from swa_kit.attention.paths import Backend, register
 from swa_kit.attention.batch import FORWARD_MODES, AttentionBatch, AttentionResult
 from swa_kit.window import Window
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from swa_kit.attention.backends import Backend, register
+from swa_kit.attention.paths import Backend, register
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
 from swa_kit.attention.reference import reference_attention
 

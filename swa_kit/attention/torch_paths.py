@@ -23,7 +23,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from swa_kit.attention.backends import Backend, register
+from swa_kit.attention.paths import Backend, register
 from swa_kit.attention.batch import FORWARD_MODES, AttentionBatch, AttentionResult
 from swa_kit.errors import BackendUnavailableError
 from swa_kit.window import MAX_KEYS, Window, attends, to_keys

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from swa_kit.configs import list_models
-from swa_kit.deploy.launch import ENV_VARS, PLATFORMS, SGLANG_VERSIONS
+from swa_kit.models.configs import list_models
+from swa_kit.engine.environment import ENV_VARS
+from swa_kit.launch.inputs import PLATFORMS, SGLANG_VERSIONS
 from swa_kit.errors import UsageError
 
 NAME = "audit"
@@ -45,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft-hf-config", metavar="PATH", default=None,
                         help="the draft model's config.json (what --speculative-draft-model-path points at)")
     parser.add_argument("--trace", metavar="FILE", default=None,
-                        help="kernel calls recorded by swa_kit.trace in the live server (.jsonl), held against the "
+                        help="kernel calls recorded by swa_kit.measure.trace in the live server (.jsonl), held against the "
                              "plan: each difference is a finding")
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print one JSON object")
@@ -53,17 +54,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _read_trace(path: str) -> list:
-    from swa_kit.trace import read_records
+    from swa_kit.measure.trace import read_records
 
     if not Path(path).is_file():
         why = "is a directory" if Path(path).is_dir() else "no such file"
-        raise UsageError(f"--trace {path!r}: {why}; give the .jsonl file swa_kit.trace.install(PATH) wrote")
+        raise UsageError(f"--trace {path!r}: {why}; give the .jsonl file swa_kit.measure.trace.install(PATH) wrote")
     return read_records(path)
 
 
 def run(args: argparse.Namespace) -> int:
-    from swa_kit.audit import audit, render, render_json  # builds pools and reads transformers: import when asked
-    from swa_kit.deploy.launch import Launch, parse_env_pairs
+    from swa_kit.measure.audit import audit, render, render_json  # builds pools and reads transformers: import when asked
+    from swa_kit.launch.inputs import Launch, parse_env_pairs
 
     launch = Launch.from_inputs(hf_config=args.hf_config, model=args.model, server_args=args.server_args,
                                 env=parse_env_pairs(args.env), platform=args.platform,

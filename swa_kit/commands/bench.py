@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from swa_kit import bench
+from swa_kit.measure import bench
 from swa_kit.commands._args import input_file, output_file
 from swa_kit.commands._output import print_json
 from swa_kit.errors import UsageError

@@ -6,8 +6,8 @@ import argparse
 
 from swa_kit.commands._args import positive_seconds
 from swa_kit.commands._output import print_json
-from swa_kit.doctor import diagnose, exit_code, render_text, report
-from swa_kit.environment import detect
+from swa_kit.measure.doctor import diagnose, exit_code, render_text, report
+from swa_kit.machine import detect
 
 NAME = "doctor"
 HELP = "report what this machine can run (torch, GPUs, Triton, aiter tiers, Jupyter) and what is missing"

@@ -7,7 +7,8 @@ import argparse
 
 from swa_kit.commands._output import print_json
 from swa_kit.commands.audit import add_model_arguments
-from swa_kit.dispatch import BACKENDS, ENV_DEFAULTS, MODES, RESOLVERS, SPEC_ALGOS, VERSIONS, explain, plan
+from swa_kit.engine.routing import BACKENDS, ENV_DEFAULTS, MODES, RESOLVERS, SPEC_ALGOS, VERSIONS, plan
+from swa_kit.measure.explain import explain
 from swa_kit.exit_codes import ExitCode
 
 NAME = "explain"
@@ -47,8 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from swa_kit.deploy.drafts import draft_pool
-    from swa_kit.deploy.launch import Launch, parse_env_pairs
+    from swa_kit.launch.drafts import draft_pool
+    from swa_kit.launch.inputs import Launch, parse_env_pairs
 
     env = parse_env_pairs(args.env)
     algorithm = "" if args.spec == "none" else f"--speculative-algorithm {args.spec.upper()} "

@@ -42,7 +42,7 @@ def _prompt_ids(args: argparse.Namespace, model_dir: Path, vocab: int) -> list[i
 def run(args: argparse.Namespace) -> int:
     from transformers import AutoModelForCausalLM
 
-    from swa_kit.key_gap import compare_window
+    from swa_kit.measure.key_gap import compare_window
 
     model_dir = Path(args.model)
     if not (model_dir / "config.json").is_file():

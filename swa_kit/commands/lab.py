@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from swa_kit.tour import find_notebooks_dir
+from swa_kit.lessons.tour import find_notebooks_dir
 
 NAME = "lab"
 HELP = "start JupyterLab on notebooks/ with a kernel that runs this Python (--dry-run prints the command)"

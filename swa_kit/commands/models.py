@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 
 from swa_kit.commands._output import print_json
-from swa_kit.configs import load_all, load_hf_config, load_model
+from swa_kit.models.configs import load_all, load_hf_config, load_model
 from swa_kit.errors import UsageError
-from swa_kit.memory import per_token_summary, savings
+from swa_kit.models.memory import per_token_summary, savings
 from swa_kit.tables import print_table
 
 NAME = "models"
@@ -32,7 +32,7 @@ def _minimum_rows(layout) -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from swa_kit.deploy.decide import default_sizing  # reads transformers and builds pools: import when asked
+    from swa_kit.launch.decide import default_sizing  # reads transformers and builds pools: import when asked
 
     if args.hf_config and args.name:
         raise UsageError(f"give a bundled model NAME ({args.name!r}) or --hf-config PATH, not both")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from swa_kit.attention.backends import all_backends
+from swa_kit.attention.paths import all_backends
 from swa_kit.commands._args import add_budget_arguments, bounded_int, device, output_file
 from swa_kit.commands._output import print_json
-from swa_kit.probe import PROBE_MODES, probe_path, probe_sglang_sites
+from swa_kit.measure.probe import PROBE_MODES, probe_path, probe_sglang_sites
 from swa_kit.exit_codes import ExitCode
 from swa_kit.tables import print_table
 from swa_kit.window import MAX_KEYS

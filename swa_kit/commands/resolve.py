@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from swa_kit.resolver import decision_table, hybrid_draft_table  # builds real pools: import only when asked
+    from swa_kit.engine.resolver import decision_table, hybrid_draft_table  # builds real pools: import only when asked
 
     table = decision_table() + (hybrid_draft_table() if args.hybrid_drafts else [])
     rows = [r for r in table if not (args.wrong and r["correct"])]

@@ -11,8 +11,8 @@ from tqdm import tqdm
 from swa_kit import budget
 from swa_kit.commands._args import add_budget_arguments, bounded_int
 from swa_kit.commands._output import print_json
-from swa_kit.model import load_models
-from swa_kit.speculative import (
+from swa_kit.lessons.tiny_model import load_models
+from swa_kit.lessons.speculative import (
     ALGORITHMS,
     DEMO_NEW_TOKENS,
     DEMO_PROMPTS,

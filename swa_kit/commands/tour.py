@@ -9,7 +9,7 @@ from swa_kit.commands._args import positive_seconds
 from swa_kit.commands._output import print_json
 from swa_kit.errors import UsageError
 from swa_kit.exit_codes import ExitCode
-from swa_kit.tour import (
+from swa_kit.lessons.tour import (
     DEFAULT_CELL_TIMEOUT,
     DEFAULT_OUT,
     find_notebooks_dir,

@@ -1,7 +1,7 @@
 """Pictures of a benchmark result: time vs context, the bandwidth roofline, ratios, prefill TFLOP/s.
 
-Each function takes a result dict from :func:`swa_kit.bench.run_benchmark` or
-:func:`swa_kit.bench.load_recorded` and returns a ``Figure`` (no pyplot). A recorded
+Each function takes a result dict from :func:`swa_kit.measure.bench.run_benchmark` or
+:func:`swa_kit.measure.bench.load_recorded` and returns a ``Figure`` (no pyplot). A recorded
 result says so in every title, with its GPU and date, so it is never taken for a fresh run.
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from swa_kit.bench.cases import HEADLINE
-from swa_kit.bench.results import headline_rows
+from swa_kit.measure.bench.cases import HEADLINE
+from swa_kit.measure.bench.results import headline_rows
 
 #: One colour and marker per path label, fixed across pictures.
 STYLE = {

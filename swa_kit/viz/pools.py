@@ -1,7 +1,7 @@
 """Pictures of the KV pools: occupancy over a run, the full->SWA mapping, and which slots a layer reads.
 
-Every function takes the kit's own objects (snapshots from :func:`swa_kit.workers.run_decode`,
-workers from :func:`swa_kit.workers.build_workers`) and returns a matplotlib ``Figure`` built without
+Every function takes the kit's own objects (snapshots from :func:`swa_kit.engine.workers.run_decode`,
+workers from :func:`swa_kit.engine.workers.build_workers`) and returns a matplotlib ``Figure`` built without
 pyplot, so it renders headless and leaves no global state.
 """
 
@@ -13,8 +13,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from swa_kit.errors import ModelConfigError
-from swa_kit.resolver import RESOLVERS, slots_read
-from swa_kit.workers import DUMMY, FREE, PoolSnapshot, Workers
+from swa_kit.engine.resolver import RESOLVERS, slots_read
+from swa_kit.engine.workers import DUMMY, FREE, PoolSnapshot, Workers
 
 # image codes: 0 free, 1 dummy slot 0, 2 live for the request shown, 3 live for another request
 STATE_COLORS = ["#f2f2f2", "#404040", "#2b8cbe", "#a6bddb"]

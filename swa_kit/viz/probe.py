@@ -1,6 +1,6 @@
 """Measured attention masks beside the intended ones, disagreeing cells marked.
 
-Each panel is one forward step of a :class:`~swa_kit.probe.ProbeRow`: the left image is
+Each panel is one forward step of a :class:`~swa_kit.measure.probe.ProbeRow`: the left image is
 the mask the layer meant, the right one the weights the kernel really applied (white = not
 attended), and every cell where they disagree is crossed out in red. The title names the
 path, its tier and the device, so an emulation or the CPU interpreter is never mistaken for
@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from swa_kit.errors import UsageError
-from swa_kit.probe import ProbeRow
+from swa_kit.measure.probe import ProbeRow
 from swa_kit.tables import plural
 
 

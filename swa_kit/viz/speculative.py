@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from swa_kit.speculative import Generation
+from swa_kit.lessons.speculative import Generation
 
 
 def acceptance_curve(runs: list[Generation], window_fills_at: float | None = None, bins: int = 8) -> Figure:

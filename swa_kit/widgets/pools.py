@@ -13,7 +13,7 @@ from typing import Any
 from swa_kit.errors import ModelConfigError
 from swa_kit.viz.pools import MappingPlot, OccupancyPlot
 from swa_kit.widgets._panel import BlitFigure, FigurePanel, freeze_layout
-from swa_kit.workers import PoolSnapshot, build_workers, run_decode
+from swa_kit.engine.workers import PoolSnapshot, build_workers, run_decode
 
 
 @functools.lru_cache(maxsize=8)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from swa_kit.attention import aiter_triton
-from swa_kit.attention.backends import get_backend, run_path
+from swa_kit.attention.aiter import triton_kernels
+from swa_kit.attention.paths import get_backend, run_path
 from swa_kit.attention.batch import AttentionBatch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.errors import BackendUnavailableError
@@ -107,7 +107,7 @@ def test_page_size_1_decode_is_refused_on_gpu():
 
 def test_the_refusal_is_needed(monkeypatch):
     """Without the guard, aiter's decode config (TILE_SIZE = block size = 1) does not compile here."""
-    monkeypatch.setattr(aiter_triton, "GPU_MIN_DECODE_BLOCK", 1)
+    monkeypatch.setattr(triton_kernels, "GPU_MIN_DECODE_BLOCK", 1)
     batch = paged_batch([1, 1], [40, 70], hq=4, hkv=2, d=64, page_size=1, dtype=torch.bfloat16)
     with pytest.raises(Exception):  # noqa: B017 - Triton's compile error type varies by version
         run_path("aiter_triton_unified", batch, (-1, -1))
@@ -127,7 +127,7 @@ def test_nan_in_freed_out_of_window_slots_on_gpu():
 def _interpreter_child(path: str) -> None:
     """Child process: aiter's kernel in Triton's CPU interpreter on the saved batch (see the test below)."""
     saved = torch.load(path, weights_only=False)
-    ok, reason = aiter_triton.interpreter_status()
+    ok, reason = triton_kernels.interpreter_status()
     if not ok:
         torch.save({"skip": reason}, path + ".out")
         return
@@ -170,7 +170,7 @@ def test_the_launcher_replays_in_a_cuda_graph():
     for window in ((1023, 0), (-1, -1)):  # the 2D kernel, and the 3D split-KV kernel with its reduce
 
         def launch(window=window):
-            return aiter_triton.unified_attention(batch.q, k, v, out, cu_q, 1, seq_lens, 5000, batch.sm_scale,
+            return triton_kernels.unified_attention(batch.q, k, v, out, cu_q, 1, seq_lens, 5000, batch.sm_scale,
                                                   window, table)
 
         launch()
@@ -192,7 +192,7 @@ def test_sinks_reach_aiters_kernel():
     sinks = torch.randn(64, device="cuda") * 3
     k, v = batch.paged_kv()
     out = torch.full_like(batch.q, float("nan"))
-    aiter_triton.unified_attention(batch.q, k, v, out, batch.qo_indptr.to(torch.int32), 1,
+    triton_kernels.unified_attention(batch.q, k, v, out, batch.qo_indptr.to(torch.int32), 1,
                                    batch.seq_lens.to(device="cuda", dtype=torch.int32), 3000, batch.sm_scale,
                                    (127, 0), batch.block_table().to(torch.int32), sinks=sinks)
     ref = reference_with_sinks(batch, 128, sinks)

@@ -33,7 +33,7 @@ GRID = [*itertools.product(PAGE_SIZES, ((8, 8), (32, 8), (32, 16), (16, 1)), HEA
 @pytest.mark.parametrize("page_size,heads,head_dim,dtype", GRID,
                          ids=[f"p{p}-{h[0]}x{h[1]}-d{d}-{str(t).split('.')[-1]}" for p, h, d, t in GRID])
 def test_kernel_matches_reference(page_size: int, heads: tuple[int, int], head_dim: int, dtype: torch.dtype) -> None:
-    from swa_kit.attention import kit_triton
+    from swa_kit.attention.kit import kernel as kit_triton
 
     gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
     hq, hkv = heads
@@ -51,7 +51,7 @@ def test_kernel_matches_reference(page_size: int, heads: tuple[int, int], head_d
 
 
 def test_backend_runs_through_the_registry() -> None:
-    from swa_kit.attention.backends import run_path
+    from swa_kit.attention.paths import run_path
 
     gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
     batch = random_paged_batch([1, 1], [300, 2000], num_q_heads=32, num_kv_heads=8,
@@ -67,7 +67,7 @@ def _fresh_generator() -> torch.Generator:
 
 
 def _run_and_compare(batch, keys, splits, sinks=None) -> None:
-    from swa_kit.attention import kit_triton
+    from swa_kit.attention.kit import kernel as kit_triton
 
     plan = kit_triton.plan_batch(batch, keys, sinks=sinks, splits=splits)
     out = torch.full_like(batch.q, float("nan"))
@@ -115,7 +115,7 @@ def test_gpt_oss_sinks_match_reference(page_size: int, drafts: int) -> None:
 def test_a_plan_replays_in_a_cuda_graph(fused_merge: int) -> None:
     """No host sync inside a launch: the plan's run captures, and every replay matches the eager run (with the
     fused merge, only if each call leaves its split counters at zero for the next)."""
-    from swa_kit.attention import kit_triton
+    from swa_kit.attention.kit import kernel as kit_triton
 
     gen = _fresh_generator()
     batch = random_paged_batch([3, 8, 2], [4000, 900, 5000], num_q_heads=32, num_kv_heads=8,

@@ -12,11 +12,11 @@ import math
 import pytest
 import torch
 
-from swa_kit.attention.backends import run_path
+from swa_kit.attention.paths import run_path
 from swa_kit.attention.reference import reference_attention
 from swa_kit.errors import BackendUnavailableError
 from swa_kit.attention.batch import random_paged_batch
-from swa_kit.probe import probe_path, probe_sglang_sites, runnable_paths
+from swa_kit.measure.probe import probe_path, probe_sglang_sites, runnable_paths
 from swa_kit.window import from_keys
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA/ROCm GPU")]

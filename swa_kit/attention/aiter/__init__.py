@@ -1,0 +1,1 @@
+"""aiter's attention ops: native on ROCm, its Triton kernels anywhere, emulations of the rest."""

@@ -1,9 +1,0 @@
-"""A real SGLang launch: what it is made of and what SGLang decides for it.
-
-* :mod:`~swa_kit.deploy.launch`: :class:`Launch` (model config, server arguments, environment,
-  platform, SGLang version) read as SGLang spells them;
-* :mod:`~swa_kit.deploy.backend`: the attention backend SGLang picks and whether it builds a hybrid pool;
-* :mod:`~swa_kit.deploy.pool_sizing`: full and SWA pool sizes as SGLang's configurators compute them;
-* :mod:`~swa_kit.deploy.drafts`: the draft worker's layout and pool per speculative algorithm;
-* :mod:`~swa_kit.deploy.decide`: :func:`decide` -> every decision with the SGLang source it mirrors.
-"""

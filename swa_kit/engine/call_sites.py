@@ -1,0 +1,118 @@
+"""The places in SGLang 0.5.23's attention backends that launch a kernel, and the window argument each passes.
+
+:data:`SITES` are ``AiterAttnBackend``'s call sites that a registered attention path runs;
+:data:`DECLARED_SITES` are the ones no path runs here (aiter's SHUFFLE 5D layout, SGLang's own Triton
+backend), whose keys are read from SGLang's code instead. :mod:`swa_kit.engine.routing` picks one per
+(layer, forward mode).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from swa_kit.attention.paths import Backend, all_backends
+from swa_kit.errors import DispatchGuardError
+
+
+# These two copy SGLang's own expressions on purpose (aiter_backend.py, SGLang 0.5.23): they are
+# what the kernels receive, right or wrong. The kit's converters in swa_kit/window.py say what the
+# argument *should* be; the planner reads each argument back through them (effective_keys), which is
+# how the unified sites' one-key-short shows up in the plan.
+def _unified_arg(sws: int) -> tuple[int, int]:
+    return (sws - 1, 0) if sws > -1 else (-1, -1)
+
+
+def _ck_arg(sws: int) -> tuple[int, int]:
+    return (sws, -1) if sws > -1 else (-1, -1)
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """One place in ``AiterAttnBackend`` that launches attention, and what it passes."""
+
+    name: str
+    method: str  # SGLang method that makes the call
+    kernel: str  # the entry point called
+    paths: tuple[str, ...]  # registered paths that run it, preferred first (native before stand-ins)
+    modes: tuple[str, ...]  # kit forward modes the kernel sees at this site
+    window_arg: Callable[[int], Any]  # SGLang's expression of the layer's sliding_window_size
+    window_expr: str
+    swa_page_table: bool  # whether the site swaps in the translated SWA page table for sliding layers
+    # Sites no registered path runs (SGLang's Triton backend, aiter's 5D layout): the keys the call
+    # attends, read from SGLang's code, stand in for a path's declared convention.
+    keys_of: Callable[[Any], int | None] | None = None
+    source: str = "sglang 0.5.23 layers/attention/aiter_backend.py"
+
+
+SITES: dict[str, CallSite] = {
+    s.name: s
+    for s in (
+        CallSite("extend.ck", "forward_extend", "mha_batch_prefill_func",
+                 ("aiter_native_mha_batch_prefill", "aiter_emulated_mha_batch_prefill"), ("prefill", "extend"),
+                 _ck_arg, "(sws, -1)", True),
+        CallSite("extend.unified", "_forward_extend_unified", "unified_attention",
+                 ("aiter_native_unified", "aiter_triton_unified"), ("prefill", "extend"),
+                 _unified_arg, "(sws - 1, 0)", True),
+        CallSite("decode.unified", "forward_decode", "unified_attention",
+                 ("aiter_native_unified", "aiter_triton_unified"), ("decode",),
+                 _unified_arg, "(sws - 1, 0)", True),
+        CallSite("decode.paged", "forward_decode", "paged_attention_ragged",
+                 ("aiter_native_paged_ragged", "aiter_emulated_paged_ragged"), ("decode",),
+                 lambda sws: None, "none (no window parameter)", False),
+        CallSite("verify.unified", "forward_extend (target_verify)", "unified_attention",
+                 ("aiter_native_unified", "aiter_triton_unified"), ("verify",),
+                 _unified_arg, "(sws - 1, 0)", True),
+        CallSite("verify.legacy", "forward_extend (target_verify)", "extend_attention_fwd",
+                 ("sglang_extend_attention",), ("verify", "tree"),
+                 lambda sws: None, "none (not passed)", False),
+        CallSite("draft_extend.unified", "forward_extend (draft_extend_v2)", "unified_attention",
+                 ("aiter_native_unified", "aiter_triton_unified"), ("extend",),
+                 _unified_arg, "(sws - 1, 0)", True),
+    )
+}
+
+
+def _plus_one(sws: Any) -> int | None:
+    return None if sws is None or sws < 0 else sws + 1
+
+
+def _newest(sws: Any) -> int | None:
+    return None if sws is None or sws <= 0 else sws
+
+
+_TRITON = "sglang 0.5.23 layers/attention/triton_backend.py"
+_UTILS = "sglang 0.5.23 layers/attention/aiter_utils.py"
+#: Call sites no registered path runs: aiter's SHUFFLE 5D layout, and SGLang's own Triton backend.
+DECLARED_SITES: dict[str, CallSite] = {
+    s.name: s
+    for s in (
+        CallSite("decode.gluon_5d", "forward_decode_vectorized_5d", "pa_decode_gluon", (), ("decode",),
+                 lambda sws: sws if sws > -1 else 0, "sliding_window=sws (0 on full layers)", True,
+                 _newest, f"{_UTILS} forward_decode_vectorized_5d (inferred: pa_decode_gluon counts sliding_window "
+                          "keys like paged_attention_v1; not in the aiter 0.1.7 wheel to check)"),
+        CallSite("extend.ck_5d", "forward_extend_vectorized_5d", "mha_batch_prefill_func", (), ("prefill", "extend"),
+                 _ck_arg, "(sws, -1)", True, lambda arg: _plus_one(arg[0]), f"{_UTILS} forward_extend_vectorized_5d"),
+        CallSite("triton.decode", "forward_decode", "decode_attention_fwd", (), ("decode",),
+                 lambda sws: sws, "window_kv_indices: newest min(seq_len, sws) keys", True, _newest,
+                 f"{_TRITON} update_sliding_window_buffer (seq_len counts the query)"),
+        CallSite("triton.extend", "forward_extend", "extend_attention_fwd", (), ("prefill", "extend", "verify", "tree"),
+                 lambda sws: sws, "sliding_window_size=sws (mask q <= k + sws)", True, _plus_one,
+                 f"{_TRITON} forward_extend; sglang/kernels/ops/attention/extend_attention.py"),
+    )
+}
+
+
+def site_path(site: CallSite) -> Backend:
+    """The registered path that runs ``site`` here: the first available, else the last registered."""
+    names = {b.name: b for b in all_backends()}
+    registered = [names[p] for p in site.paths if p in names]
+    if not registered:
+        raise DispatchGuardError(
+            f"no registered path runs {site.kernel} ({site.name}); expected one of {', '.join(site.paths)}"
+        )
+    for backend in registered:
+        if backend.available()[0]:
+            return backend
+    return registered[-1]

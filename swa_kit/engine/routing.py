@@ -1,0 +1,547 @@
+"""Which kernel SGLang's aiter backend runs for each layer and forward mode, and where that is unsafe.
+
+:func:`plan` mirrors the routing of ``AiterAttnBackend`` in SGLang 0.5.23
+(``python/sglang/srt/layers/attention/aiter_backend.py``, non-MLA layers, NHD KV layout):
+
+* at construction it resolves the SWA pool (``_resolve_swa_kv_pool``; the decision table is in
+  :mod:`swa_kit.engine.resolver`),
+  sets ``use_sliding_window_kv_pool``, forces Triton ``unified_attention`` when that is true
+  (otherwise ``SGLANG_USE_AITER_UNIFIED_ATTN`` decides), and enables unified verify only with
+  ``topk == 1`` and ``SGLANG_AITER_UNIFIED_VERIFY`` (default on);
+* ``forward_decode``: ``unified_attention`` with ``(sws - 1, 0)``, else ``paged_attention_ragged``
+  behind the seed's guard ``_reject_paged_decode_sliding_window``;
+* ``forward_extend``: target verify through ``unified_attention`` when unified verify is on, else
+  SGLang's own Triton ``extend_attention_fwd`` (custom mask, *no window argument*, untranslated
+  ``req_to_token`` slots); draft extend (v2) through ``unified_attention`` when unified verify and
+  ``SGLANG_AITER_UNIFIED_DRAFT_EXTEND`` are on; otherwise prefill / extend through
+  ``unified_attention`` with ``(sws - 1, 0)`` or CK ``mha_batch_prefill_func`` with ``(sws, -1)``;
+* a sliding layer reads the SWA page table (``translate_loc_from_full_to_swa``) only where the
+  backend built one: on an SWA pool, at the unified and CK call sites;
+* with ``SGLANG_AITER_KV_CACHE_LAYOUT=vectorized_5d`` (and ``SGLANG_USE_AITER=1``) the pool is the
+  SHUFFLE 5D layout: decode goes to ``pa_decode_gluon(sliding_window=sws)`` and extend to
+  ``forward_extend_vectorized_5d`` (CK ``mha_batch_prefill_func`` with ``(sws, -1)``), before any
+  unified route (``layers/attention/aiter_utils.py``).
+
+``backend="triton"`` plans SGLang's own Triton backend instead (``layers/attention/triton_backend.py``,
+Gemma-4's default): every mode honours the window; decode gathers the newest ``min(seq_len, sws)``
+keys (``update_sliding_window_buffer``), which counts the query itself, so it attends ``sws`` keys,
+while extend / verify mask ``q <= k + sws`` and attend ``sws + 1``.
+
+Each call site is one :class:`CallSite`; its window argument is SGLang's expression of the
+layer's ``sliding_window_size`` (sws), read back into keys through the path's declared
+convention (:mod:`swa_kit.window`). The guards read only the chosen path's declaration
+(``honours_window``, ``modes``, ``convention``) and the page table against the buffer the
+layer's KV lives in. Two verdicts are kept apart on every layer:
+
+* ``sglang_guard``: what SGLang itself raises. In 0.5.23 that is ``_reject_paged_decode_sliding_window``
+  (``sliding_window_size > -1`` only, so chunked Llama-4 layers pass); before PR #38756 nothing.
+* ``judgement``: what the kit judges: the route runs but attends the wrong keys (or reads wrong slots).
+
+With ``strict`` a route with either raises :class:`~swa_kit.errors.DispatchGuardError` before any kernel
+runs. The kit judges:
+
+* a windowed layer on a path that declares no window (the seed's paged-decode guard, and the
+  legacy verify route, which SGLang does not guard);
+* a window that reaches SGLang as none (a model file that passes no window, or ``sliding_window_size``
+  0, which RadixAttention stores as -1), or an argument the path reads as "no window";
+* a page table that does not match the buffer (full-pool slots into an SWA buffer, or SWA
+  slots into a full buffer: the EAGLE draft bug, SGLang #25103);
+* chunked local attention, which the aiter backend cannot express at all (inferred from the code:
+  Llama-4's layers keep ``sliding_window_size = -1`` and live in the SWA sub-pool).
+
+Attending one key fewer than meant (the unified paths' ``(sws - 1, 0)``, the Triton backend's decode) is
+*not* a refusal: it is SGLang's behaviour, reported per layer in ``effective_keys`` and ``note``, and
+measured by :mod:`swa_kit.measure.probe`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from swa_kit.attention.paths import Backend, run_path
+from swa_kit.engine.call_sites import DECLARED_SITES, SITES, CallSite, site_path
+from swa_kit.attention.batch import AttentionBatch, AttentionResult
+from swa_kit.models.configs import ModelLayout, load_model
+from swa_kit.models.drafts import default_draft_layout
+from swa_kit.engine.environment import ENV_VARS, check_env, env_flag, env_value
+from swa_kit.errors import DispatchGuardError, UsageError
+from swa_kit.engine.resolver import RESOLVERS, uses_sliding_window_kv_pool, with_hybrid_draft_pool
+from swa_kit.window import to_keys
+from swa_kit.engine.workers import SpeculativeAlgorithm, build_workers
+
+#: Forward modes the planner knows: SGLang's EXTEND (without / with a cached prefix), DECODE,
+#: TARGET_VERIFY, DRAFT_EXTEND_V2 and the draft worker's multi-step DECODE.
+MODES = ("prefill", "extend", "decode", "verify", "draft_extend", "draft_decode")
+#: Speculative algorithms (SGLang's names, lower case); "none" is plain decoding.
+SPEC_ALGOS = ("none", "eagle", "eagle3", "standalone", "frozen_kv_mtp")
+#: Environment variables the launch may set, with SGLang's defaults (routing and SWA pool sizing).
+ENV_DEFAULTS = {name: default for name, (default, _, _) in ENV_VARS.items()}
+#: SGLang attention backends the planner routes.
+BACKENDS = ("aiter", "triton")
+#: SGLang versions: 0.5.23 carries PR #38756 (fixed resolver + paged-decode guard); the release before has neither.
+VERSIONS = ("0.5.23", "before-38756")
+
+
+# -- pools and workers ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """What the backend learns at construction, as ``AiterAttnBackend.__init__`` computes it."""
+
+    worker: str  # "target" or "draft"
+    spec: str
+    resolver: str
+    swa_pool_resolved: bool  # _resolve_swa_kv_pool(...) is an SWA pool with swa_layer_nums > 0
+    reads_target_kv: bool  # the worker's attention reads the target's (possibly hybrid) pool
+    use_triton_unified_attention: bool
+    use_unified_verify: bool
+    unified_draft_extend: bool
+    kv_cache_vectorized_5d: bool = False
+    backend: str = "aiter"
+    own_swa_pool: bool = False  # a hybrid-SWA draft (MiMoV2MTP, Step3p5MTP, ...) owns an SWA pool
+
+    @property
+    def use_sliding_window_kv_pool(self) -> bool:
+        """SGLang's ``use_sliding_window_kv_pool``: by definition, the resolved pool is an SWA pool with SWA layers."""
+        return self.swa_pool_resolved
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "use_sliding_window_kv_pool": self.use_sliding_window_kv_pool}
+
+
+def resolve_runner(model_runner: Any, resolver: str) -> tuple[bool, bool]:
+    """``(swa_pool_resolved, reads_target_kv)`` for one model runner, the kit's or SGLang's own.
+
+    The named resolver of :mod:`swa_kit.engine.resolver` decides which pool the runner translates
+    against (the decision table lives there alone); only an EAGLE-family draft reads a pool of
+    its own, every other runner reads the target's KV.
+    """
+    pool = RESOLVERS[resolver](model_runner)
+    is_draft = bool(getattr(model_runner, "is_draft_worker", False))
+    return uses_sliding_window_kv_pool(pool), not is_draft or model_runner.spec_algorithm.is_frozen_kv_mtp()
+
+
+def resolve_pool(model: ModelLayout, worker: str, spec: str, resolver: str,
+                 draft_model: ModelLayout | None = None) -> tuple[bool, bool]:
+    """:func:`resolve_runner` for the model's ``worker``, built with tiny real pools as SGLang wires them.
+
+    A hybrid-SWA draft (``draft_model`` with its own hybrid pool) gets a real SWA pool of its own
+    (:func:`swa_kit.engine.resolver.with_hybrid_draft_pool`), which the resolver then sees as its active pool.
+    """
+    workers = build_workers(model, SpeculativeAlgorithm.from_string(spec))
+    if worker == "draft" and draft_model is not None and draft_model.sglang_hybrid_swa_pool:
+        workers = with_hybrid_draft_pool(workers, draft_model)
+    return resolve_runner(workers.runner(worker), resolver)
+
+
+def _runner_role(model_runner: Any, worker: str | None, spec: str | None) -> tuple[str, str]:
+    """The worker role and algorithm a model runner declares, checked against any given explicitly."""
+    role = "draft" if getattr(model_runner, "is_draft_worker", False) else "target"
+    algorithm = str(getattr(model_runner.spec_algorithm, "name", model_runner.spec_algorithm)).lower()
+    for given, found, what in ((worker, role, "worker"), (spec, algorithm, "spec")):
+        if given is not None and given != found:
+            raise UsageError(f"{what}={given!r} contradicts the model runner, which is {what} {found!r}: "
+                             f"drop {what}= or pass the matching runner")
+    return role, algorithm
+
+
+@dataclass(frozen=True)
+class WorkerLayer:
+    """A layer a worker runs: its id in its own model, and the layer whose KV and shape it uses.
+
+    For the target both are the same; a FROZEN_KV draft borrows target layers; an EAGLE-family
+    draft's layers belong to the draft model (``source_layer`` then indexes the draft's layout).
+    """
+
+    layer_id: int
+    source_layer: int
+
+
+def worker_layers(model: ModelLayout, worker: str, spec: str,
+                  draft_model: ModelLayout | None = None) -> list[WorkerLayer]:
+    """Layers the worker attends with.
+
+    Target: every layer. FROZEN_KV MTP draft: SGLang's drafter borrows the target's last sliding
+    and last full layer caches. EAGLE / EAGLE3 / standalone / MTP draft: the layers of the draft's
+    own config (``draft_model``); without one, :func:`swa_kit.models.drafts.default_draft_layout`
+    (the MTP rewrite SGLang makes, else an assumed one-layer EAGLE head, labelled as such).
+    """
+    if worker == "target":
+        return [WorkerLayer(i, i) for i in range(model.num_layers)]
+    if spec == "frozen_kv_mtp":
+        ids = range(model.num_layers)
+        picks = [max((i for i in ids if model.layer_kind(i).attention == a), default=None)
+                 for a in ("sliding", "chunked", "full")]
+        return [WorkerLayer(i, i) for i in sorted(p for p in picks if p is not None)]
+    if draft_model is None:
+        draft_model, _ = default_draft_layout(model, spec)
+    return [WorkerLayer(i, i) for i in range(draft_model.num_layers)]
+
+
+# -- the plan ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """One layer's route: what SGLang launches, with what, over which slots; what SGLang raises; what the kit judges."""
+
+    layer: int
+    kind: str  # "sliding" | "full" | "chunked"
+    sliding_window_size: int  # RadixAttention.sliding_window_size (-1: none)
+    intended_keys: int | None
+    site: str
+    kernel: str
+    path: str
+    tier: str
+    window_arg: Any
+    window_expr: str
+    effective_keys: int | None  # the keys the call attends, read through the path's convention
+    buffer: str  # "full" | "swa": the sub-pool the layer's KV lives in
+    page_table: str  # "full" | "swa": the slot ids the kernel indexes with
+    sglang_guard: str | None  # the error SGLang itself raises on this route (None: it runs)
+    judgement: str | None  # the kit's verdict when the route runs but attends wrong keys / slots
+    note: str | None = None
+    target_layer: int | None = None
+
+    @property
+    def guard(self) -> str | None:
+        """Why the kit refuses this route: SGLang's own error and the kit's judgement (None: neither)."""
+        return " | the kit also judges: ".join(m for m in (self.sglang_guard, self.judgement) if m) or None
+
+    def to_json(self) -> dict[str, Any]:
+        row = asdict(self)
+        row["window_arg"] = list(self.window_arg) if isinstance(self.window_arg, tuple) else self.window_arg
+        row["guard"] = self.guard
+        return row
+
+
+@dataclass
+class Plan:
+    """Routes of every layer of one worker in one forward mode, and the backend flags behind them."""
+
+    model: str
+    mode: str
+    spec: str
+    topk: int
+    env: dict[str, str]
+    pool: PoolView
+    layers: list[LayerPlan] = field(default_factory=list)
+    sglang_version: str = "0.5.23"
+
+    @property
+    def guards(self) -> list[str]:
+        return [p.guard for p in self.layers if p.guard]
+
+    @property
+    def error(self) -> str | None:
+        """Why the plan is refused (the first guard, and how many layers are affected), or None."""
+        guards = self.guards
+        if not guards:
+            return None
+        more = f" ({len(guards)} layers refused; first shown)" if len(guards) > 1 else ""
+        return guards[0] + more
+
+    def check(self) -> Plan:
+        """Raise :class:`DispatchGuardError` if any layer is refused; return self otherwise."""
+        if self.error:
+            raise DispatchGuardError(self.error)
+        return self
+
+    def layer(self, layer_id: int) -> LayerPlan:
+        for entry in self.layers:
+            if entry.layer == layer_id:
+                return entry
+        raise DispatchGuardError(f"layer {layer_id} is not in this plan (layers {[p.layer for p in self.layers]})")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model, "mode": self.mode, "spec": self.spec, "topk": self.topk, "env": self.env,
+            "sglang_version": self.sglang_version, "flags": self.pool.to_json(),
+            "layers": [p.to_json() for p in self.layers], "error": self.error,
+        }
+
+
+def _choose_site(pool: PoolView, mode: str) -> CallSite:
+    if pool.backend == "triton":
+        return DECLARED_SITES["triton.decode" if mode in ("decode", "draft_decode") else "triton.extend"]
+    if mode in ("decode", "draft_decode"):
+        if pool.kv_cache_vectorized_5d:
+            return DECLARED_SITES["decode.gluon_5d"]
+        return SITES["decode.unified" if pool.use_triton_unified_attention else "decode.paged"]
+    if mode == "verify":
+        return SITES["verify.unified" if pool.use_unified_verify else "verify.legacy"]
+    if mode == "draft_extend" and pool.use_unified_verify and pool.unified_draft_extend:
+        return SITES["draft_extend.unified"]
+    if pool.kv_cache_vectorized_5d:
+        return DECLARED_SITES["extend.ck_5d"]
+    return SITES["extend.unified" if pool.use_triton_unified_attention else "extend.ck"]
+
+
+def _kernel_mode(mode: str, topk: int) -> str:
+    if mode == "verify":
+        return "verify" if topk == 1 else "tree"
+    return {"draft_decode": "decode", "draft_extend": "extend"}.get(mode, mode)
+
+
+@dataclass(frozen=True)
+class _Route:
+    """Everything both verdicts read about one layer's route."""
+
+    pool: PoolView
+    mode: str
+    topk: int
+    layer: int
+    kind: str
+    sws: int
+    intended: int | None
+    site: CallSite
+    backend: Backend | None  # None for a declared-only site
+    window_arg: Any
+    buffer: str
+    page_table: str
+
+    @property
+    def who(self) -> str:
+        meant = f"chunk {self.intended}" if self.kind == "chunked" else f"meant to attend {self.intended} keys"
+        return f"layer {self.layer} ({self.kind}, sliding_window_size={self.sws}, {meant})"
+
+    @property
+    def honours_window(self) -> bool:
+        return self.backend.honours_window if self.backend else True
+
+    def effective_keys(self) -> int | None:
+        if self.backend is None:
+            return self.site.keys_of(self.window_arg)
+        return to_keys(self.backend.convention, self.window_arg) if self.backend.convention else None
+
+
+def sglang_guard(route: _Route, sglang_version: str = "0.5.23") -> str | None:
+    """What SGLang itself raises on this route (``_reject_paged_decode_sliding_window``), or None.
+
+    It fires only at aiter's paged decode and only for ``sliding_window_size > -1``, so chunked
+    Llama-4 layers (-1) pass; the release before PR #38756 has no guard at all.
+    """
+    if sglang_version != "0.5.23" or route.site.name != "decode.paged" or route.sws <= -1:
+        return None
+    return (f"aiter paged decode cannot honour a sliding window: SGLang raises ValueError for {route.who} at "
+            f"{route.site.name} (_reject_paged_decode_sliding_window). Ways out: {_ways_out(route.pool)}")
+
+
+def _ways_out(pool: PoolView) -> str:
+    if pool.worker == "draft" and pool.reads_target_kv and not pool.swa_pool_resolved:
+        return ("resolve the pool the draft reads (the fixed _resolve_swa_kv_pool returns the allocator's "
+                "SWAKVPool for FROZEN_KV MTP), or select a different attention backend")
+    return ("set SGLANG_USE_AITER_UNIFIED_ATTN=1 (unified_attention takes a window, but SGLang passes it (sws - 1, 0): "
+            "one key short) or select a different attention backend (--attention-backend triton has its own "
+            "one-key-short decode window, SGLang PR #32087); measure either with swa-kit probe")
+
+
+def _verdict(problem: str, way: str | None = None) -> tuple[list[str], list[str]]:
+    return [problem], [way] if way else []
+
+
+_WHOLE_CONTEXT = "so the layer would attend the whole context and return wrong numbers silently"
+_VERIFY_WAY = ("unified verify needs speculative topk=1 (got {topk}) and SGLANG_AITER_UNIFIED_VERIFY=1 (plus "
+               "SGLANG_USE_AITER_UNIFIED_ATTN=1 without a hybrid pool); or select a different attention backend")
+_UNTRANSLATED = ("untranslated full-pool slot ids would index the layer's SWA buffer (other tokens' KV, or out of "
+                 "bounds)")
+_MISTRANSLATED = ("SWA-translated slot ids would index a full-size buffer the SWA mapping does not describe (the EAGLE "
+                  "draft bug, SGLang #25103)")
+
+
+def _window_problems(route: _Route, effective: int | None) -> tuple[list[str], list[str]]:
+    """The kit's verdict on the keys: chunks it cannot express, windows dropped or read as 'none'."""
+    kernel, mode = route.site.kernel, _kernel_mode(route.mode, route.topk)
+    if route.kind == "chunked":
+        return _verdict(f"chunked local attention (chunk {route.intended}) cannot be expressed at this call site: the "
+                        f"layer keeps sliding_window_size=-1, so {kernel} attends the whole context",
+                        "serve the model with a backend that implements chunked attention (e.g. --attention-backend "
+                        "fa3)")
+    if route.backend is not None and mode not in route.backend.modes:
+        return _verdict(f"path {route.backend.name} does not declare forward mode {mode!r} (it declares "
+                        f"{sorted(route.backend.modes)})")
+    if route.intended is None:
+        return [], []
+    if route.sws <= -1:
+        return _verdict(f"the layer reaches SGLang with sliding_window_size=-1 (its model file passes no window, or a "
+                        f"window of 1 key whose sliding_window_size 0 RadixAttention stores as -1), so {kernel} "
+                        f"attends the whole context where the model attends {route.intended} keys",
+                        "serve it with a model file that passes the window, or accept full attention knowingly")
+    if not route.honours_window:
+        way = _ways_out(route.pool) if route.site.name == "decode.paged" else _VERIFY_WAY.format(topk=route.topk)
+        # paged_attention_ragged has no window parameter; extend_attention_fwd has one SGLang does not pass
+        why = ("takes no window" if "no window parameter" in route.site.window_expr else
+               "gets no window (it takes sliding_window_size, but SGLang's aiter backend does not pass it)")
+        return _verdict(f"{kernel} ({route.site.name}) {why}, {_WHOLE_CONTEXT}", way)
+    if effective is None:
+        return _verdict(f"{kernel} gets window_size={route.window_arg} = {route.site.window_expr}, which its "
+                        "convention reads as 'no window': the layer attends the whole context",
+                        "a path whose convention can express this window, e.g. CK prefill's (sws, -1)")
+    return [], []
+
+
+def _slot_problems(route: _Route) -> tuple[list[str], list[str]]:
+    """The kit's verdict on the slots: a page table that does not match the buffer."""
+    if route.buffer == route.page_table:
+        return [], []
+    if route.buffer == "swa":
+        # Advise the fixed resolver only where the pool went unresolved; where it is resolved (the fixed resolver
+        # already in force) the call site itself never swaps in the SWA page table.
+        way = ("resolve the SWA pool for this worker so the SWA page table is built (the fixed resolver)"
+               if not route.pool.swa_pool_resolved else
+               f"a call site that swaps in the translated SWA page table ({route.site.name} does not)")
+        return _verdict(_UNTRANSLATED, way)
+    return _verdict(_MISTRANSLATED, "never apply the target's full->SWA mapping to a draft that owns its pool (the "
+                                    "fixed resolver)")
+
+
+def kit_judgement(route: _Route) -> tuple[str | None, int | None]:
+    """The kit's verdict (None: the route attends the keys it should) and the keys the call attends."""
+    effective = route.effective_keys()
+    problems, ways = _window_problems(route, effective)
+    slot_problems, slot_ways = _slot_problems(route)
+    problems, ways = problems + slot_problems, ways + slot_ways
+    if not problems:
+        return None, effective
+    prefix = "aiter paged decode cannot honour a sliding window: " if route.site.name == "decode.paged" and ways \
+        else ""
+    message = f"{prefix}{route.who} at {route.site.name}: " + "; ".join(problems)
+    return message + (". Ways out: " + "; or ".join(ways) if ways else ""), effective
+
+
+def _note(intended: int | None, effective: int | None, site: CallSite) -> str | None:
+    if intended is None or effective is None or intended == effective:
+        return None
+    diff = intended - effective
+    how = "measure with swa-kit probe --sglang-sites" if site.keys_of is None else site.source
+    return f"declared to attend {effective} keys, {abs(diff)} {'short' if diff > 0 else 'too many'} ({how})"
+
+
+def _check_args(mode: str, spec: str, topk: int, worker: str, resolver: str, backend: str, version: str) -> None:
+    if mode not in MODES:
+        raise UsageError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
+    if spec not in SPEC_ALGOS:
+        raise UsageError(f"unknown speculative algorithm {spec!r}; one of {', '.join(SPEC_ALGOS)}")
+    if resolver not in RESOLVERS:
+        raise UsageError(f"unknown resolver {resolver!r}; one of {', '.join(RESOLVERS)}")
+    if backend not in BACKENDS:
+        raise UsageError(f"attention backend {backend!r}: the planner routes {', '.join(BACKENDS)}")
+    if version not in VERSIONS:
+        raise UsageError(f"SGLang version {version!r}: one of {', '.join(VERSIONS)}")
+    if worker not in ("target", "draft"):
+        raise UsageError(f"worker {worker!r}: 'target' or 'draft'")
+    if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
+        raise UsageError(f"topk {topk!r}: speculative topk is an int >= 1")
+    needs_spec = mode in ("verify", "draft_extend", "draft_decode") or worker == "draft"
+    if needs_spec and spec == "none":
+        raise UsageError(f"mode {mode!r} / worker {worker!r} happens only with speculative decoding: pass a spec "
+                         f"algorithm ({', '.join(SPEC_ALGOS[1:])})")
+    if mode.startswith("draft_") and worker != "draft":
+        raise UsageError(f"mode {mode!r} runs on the draft worker: pass worker='draft'")
+    if mode == "verify" and worker != "target":
+        raise UsageError("target verify runs on the target worker: pass worker='target'")
+    if spec == "frozen_kv_mtp" and topk != 1:
+        raise UsageError(f"FROZEN_KV MTP drafts a single chain: topk must be 1, got {topk}")
+
+
+def _pool_view(model: ModelLayout, worker: str, spec: str, topk: int, env: dict[str, str], resolver: str,
+               backend: str, model_runner: Any, draft_model: ModelLayout | None) -> PoolView:
+    if model_runner is not None:
+        swa_resolved, reads_target = resolve_runner(model_runner, resolver)
+    else:
+        swa_resolved, reads_target = resolve_pool(model, worker, spec, resolver, draft_model)
+    own_swa = worker == "draft" and not reads_target and draft_model is not None \
+        and draft_model.sglang_hybrid_swa_pool
+    vec5d = env_value(env, "SGLANG_AITER_KV_CACHE_LAYOUT") == "vectorized_5d" and env_flag(env, "SGLANG_USE_AITER")
+    unified = swa_resolved or env_flag(env, "SGLANG_USE_AITER_UNIFIED_ATTN")
+    if backend == "triton":  # the Triton backend honours windows everywhere; it has no unified switch
+        unified, vec5d = False, False
+    return PoolView(
+        worker=worker, spec=spec, resolver=resolver, swa_pool_resolved=swa_resolved, reads_target_kv=reads_target,
+        use_triton_unified_attention=unified,
+        use_unified_verify=unified and topk == 1 and env_flag(env, "SGLANG_AITER_UNIFIED_VERIFY"),
+        unified_draft_extend=env_flag(env, "SGLANG_AITER_UNIFIED_DRAFT_EXTEND"), kv_cache_vectorized_5d=vec5d,
+        backend=backend, own_swa_pool=own_swa,
+    )
+
+
+def plan(
+    model: ModelLayout | str,
+    mode: str,
+    *,
+    spec: str | None = None,
+    topk: int = 1,
+    env: Mapping[str, str] | None = None,
+    worker: str | None = None,
+    resolver: str | None = None,
+    strict: bool = True,
+    model_runner: Any = None,
+    backend: str = "aiter",
+    draft_model: ModelLayout | None = None,
+    sglang_version: str = "0.5.23",
+) -> Plan:
+    """Route every layer of ``model`` the way SGLang's attention ``backend`` does in forward ``mode``.
+
+    ``env`` holds the launch's variables (:data:`ENV_DEFAULTS`; unset ones take SGLang's default).
+    ``spec`` is the speculative algorithm ("none" by default). ``worker`` defaults to "draft" for
+    the draft modes, else "target". ``resolver`` picks the pool resolver (default: "fixed" on
+    0.5.23, "legacy" on the release before PR #38756). ``draft_model``: the draft's own layout
+    for EAGLE-family drafts (a hybrid-SWA draft owns an SWA pool). ``model_runner``: plan for this
+    runner instead of one the kit builds: the kit's or SGLang's own (read by duck typing); its
+    role and algorithm then come from it. With ``strict`` (default) a refused route raises
+    :class:`DispatchGuardError` naming the layer, its window and the way out; with
+    ``strict=False`` the plan carries SGLang's error and the kit's judgement per layer.
+    """
+    target = load_model(model) if isinstance(model, str) else model
+    if model_runner is not None:
+        worker, spec = _runner_role(model_runner, worker, spec)
+    spec = spec or "none"
+    worker = worker or ("draft" if mode.startswith("draft_") else "target")
+    resolver = resolver or ("fixed" if sglang_version == "0.5.23" else "legacy")
+    _check_args(mode, spec, topk, worker, resolver, backend, sglang_version)
+    env = check_env(env)
+    pool = _pool_view(target, worker, spec, topk, env, resolver, backend, model_runner, draft_model)
+    site = _choose_site(pool, mode)
+    path = site_path(site) if site.paths else None
+    result = Plan(target.name, mode, spec, topk, env, pool, sglang_version=sglang_version)
+    own = worker == "draft" and spec != "frozen_kv_mtp"
+    if own and draft_model is None:
+        draft_model, _ = default_draft_layout(target, spec)
+    layout = draft_model if own else target
+    for entry in worker_layers(target, worker, spec, draft_model if own else None):
+        kind = layout.layer_kind(entry.source_layer)
+        sws, intended = kind.sliding_window_size, kind.retained_tokens
+        in_swa_pool = kind.uses_swa_pool and (pool.own_swa_pool if own else target.sglang_hybrid_swa_pool
+                                              and pool.reads_target_kv)
+        buffer = "swa" if in_swa_pool else "full"
+        translated = site.swa_page_table and pool.swa_pool_resolved and sws > -1
+        if backend == "triton":  # window_kv_indices go through full_to_swa whenever the pool read is an SWAKVPool
+            translated = in_swa_pool and sws > 0
+        route = _Route(pool, mode, topk, entry.layer_id, kind.attention, sws, intended, site, path,
+                       site.window_arg(sws), buffer, "swa" if translated else "full")
+        judgement, effective = kit_judgement(route)
+        result.layers.append(LayerPlan(
+            layer=entry.layer_id, kind=kind.attention, sliding_window_size=sws, intended_keys=intended,
+            site=site.name, kernel=site.kernel, path=path.name if path else "-",
+            tier=path.tier if path else "declared (no runnable path in the kit)", window_arg=route.window_arg,
+            window_expr=site.window_expr, effective_keys=effective, buffer=buffer, page_table=route.page_table,
+            sglang_guard=sglang_guard(route, sglang_version), judgement=judgement,
+            note=_note(intended, effective, site), target_layer=None if worker == "target" else entry.source_layer,
+        ))
+    return result.check() if strict else result
+
+
+def run_layer(entry: LayerPlan, batch: AttentionBatch) -> AttentionResult:
+    """Run one planned layer on ``batch`` with the window argument SGLang passes; refuse a guarded route.
+
+    ``batch`` must already hold the slots the plan's ``page_table`` names (SWA-translated for
+    ``"swa"``) over the layer's buffer: the same contract as the kernel.
+    """
+    if entry.guard:
+        raise DispatchGuardError(entry.guard)
+    result = run_path(entry.path, batch, entry.window_arg)
+    result.notes.append(f"dispatched: layer {entry.layer} {entry.site} window_arg={entry.window_arg}")
+    return result

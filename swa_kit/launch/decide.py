@@ -1,0 +1,171 @@
+"""What SGLang decides for a launch, each decision with the SGLang source it mirrors.
+
+:func:`decide` reads a :class:`~swa_kit.launch.inputs.Launch` and returns :class:`Decisions`, whose
+fields are :class:`Decided` (value, source, how). ``how`` is ``"bundled 0.5.23 table"``: the kit's own
+reading of SGLang 0.5.23 (``swa_kit.launch.sglang_oracle`` computes the same decisions with SGLang's own
+code where it imports). The per-layer routes come from :func:`swa_kit.engine.routing.plan`, for the backend
+SGLang picked, on the target and (with speculation) the draft.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from swa_kit.engine import routing
+from swa_kit.models.configs import ModelLayout
+from swa_kit.launch.backend import choose_backend, choose_page_size
+from swa_kit.launch.drafts import DraftPool, draft_pool
+from swa_kit.launch.inputs import Launch, Platform, parse_server_args
+from swa_kit.launch.pool_sizing import PoolSizes, kv_dtype_bytes, size_pools
+from swa_kit.launch.speculation import settle
+from swa_kit.models.memory import request_bytes
+
+BUNDLED = "bundled 0.5.23 table"
+#: Context at which the per-request minimum is shown beside SGLang's sizing.
+MINIMUM_CONTEXT = 32 * 1024
+
+
+@dataclass(frozen=True)
+class Decided:
+    """One decision: its value, the SGLang file / function it mirrors, and how the kit obtained it."""
+
+    value: Any
+    source: str
+    how: str = BUNDLED
+
+
+@dataclass
+class Decisions:
+    """Every decision the kit reproduces for one launch."""
+
+    attention_backend: Decided
+    prefill_attention_backend: Decided
+    decode_attention_backend: Decided
+    hybrid_swa_memory: Decided  # value: bool; source says why
+    page_size: Decided
+    pool_configurator: Decided
+    full_tokens: Decided
+    swa_tokens: Decided
+    full_bytes: Decided
+    swa_bytes: Decided
+    bytes_saved_vs_one_pool: Decided  # fraction of KV bytes per token of context
+    swa_pool_floor: Decided  # validate_swa_pool_size: refused at start-up when not above it
+    per_request_minimum_bytes: Decided  # labelled: one request at MINIMUM_CONTEXT, SWA holding only the window
+    per_request_one_pool_bytes: Decided
+    draft_pool: Decided
+    resolver: Decided
+    routes: dict[tuple[str, str], routing.Plan] = field(default_factory=dict)  # (worker, mode) -> plan
+    route_note: str = ""
+    pools: PoolSizes | None = None
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The decisions as rows (name, value, source, how) for tables and JSON."""
+        names = [f for f in self.__dataclass_fields__ if isinstance(getattr(self, f), Decided)]
+        return [{"decision": n, "value": _plain(getattr(self, n).value), "source": getattr(self, n).source,
+                 "how": getattr(self, n).how} for n in names]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, DraftPool):
+        return {"algorithm": value.algorithm, "pool": value.pool, "layout_from": value.layout_from,
+                "layers": None if value.layout is None else value.layout.num_layers,
+                "window_size": value.window_size}
+    return value
+
+
+MODES_BY_ROLE = {"target": ("prefill", "extend", "decode", "verify"), "draft": ("draft_extend", "draft_decode")}
+
+
+def _routes(launch: Launch, backend_of: dict[str, str], drafts: DraftPool, topk: int) -> tuple[dict, str]:
+    """Per (worker, mode) plans for the backends the planner knows; a note for the others."""
+    args = launch.server_args
+    spec = (args.speculative_algorithm or "none").lower()
+    spec = {"mtp": "eagle", "nextn": "eagle"}.get(spec, spec)
+    plans, skipped = {}, []
+    for worker, modes in MODES_BY_ROLE.items():
+        if worker == "draft" and (spec == "none" or spec == "ngram"):
+            continue
+        for mode in modes:
+            if mode == "verify" and spec == "none":
+                continue
+            backend = backend_of["decode" if "decode" in mode else "prefill"]
+            if backend not in routing.BACKENDS or spec not in routing.SPEC_ALGOS:
+                skipped.append(f"{worker} {mode} on {backend}")
+                continue
+            plans[(worker, mode)] = routing.plan(
+                launch.model, mode, spec=spec, topk=topk if mode == "verify" else 1, env=launch.env, worker=worker,
+                strict=False, backend=backend, draft_model=drafts.layout, sglang_version=launch.sglang_version)
+    note = f"not planned (the kit routes {', '.join(routing.BACKENDS)} only): {', '.join(skipped)}" if skipped else ""
+    return plans, note
+
+
+def decide(launch: Launch) -> Decisions:
+    """SGLang's decisions for ``launch``, each naming what it mirrors."""
+    model = launch.model
+    choice = choose_backend(launch)
+    eligible = model.sglang_hybrid_swa_pool
+    hybrid = eligible and not choice.disable_hybrid_swa_memory
+    if hybrid:
+        why = f"{model.architecture} is hybrid-SWA ({model.sources['hybrid pool eligibility']})"
+    elif eligible:
+        why = f"disabled by {choice.hybrid_why}"
+    else:
+        why = model.sources["hybrid pool eligibility"] + (f"; and {choice.hybrid_why}" if choice.hybrid_why else "")
+    page_size, page_source = choose_page_size(launch, choice)
+    speculation = settle(launch, choice, page_size)
+    pools = size_pools(launch, hybrid, page_size)
+    dtype_bytes = kv_dtype_bytes(model, launch.server_args.kv_cache_dtype)
+    scale = dtype_bytes / model.dtype_bytes
+    minimum = int(request_bytes(model, MINIMUM_CONTEXT, hybrid=True) * scale)
+    one_pool = int(request_bytes(model, MINIMUM_CONTEXT, hybrid=False) * scale)
+    drafts = draft_pool(launch)
+    backends = {"prefill": choice.prefill_attention_backend, "decode": choice.decode_attention_backend}
+    routes, note = _routes(launch, backends, drafts, speculation.topk or 1)
+    pc = pools.configurator
+    label = (f"PER-REQUEST MINIMUM, not SGLang's sizing: one request of {MINIMUM_CONTEXT} tokens with its SWA "
+             "layers holding only the window (what an SWA pool sized by the request cap approaches)")
+    saved = pools.saved_fraction_vs_one_pool if hybrid else 0.0
+    resolver = "fixed _resolve_swa_kv_pool (PR #38756)" if launch.has_pr_38756 else \
+        "legacy: isinstance on the active pool (before PR #38756)"
+    return Decisions(
+        attention_backend=Decided(choice.attention_backend, choice.source),
+        prefill_attention_backend=Decided(choice.prefill_attention_backend, choice.why),
+        decode_attention_backend=Decided(choice.decode_attention_backend, choice.why),
+        hybrid_swa_memory=Decided(hybrid, why),
+        page_size=Decided(page_size, page_source),
+        pool_configurator=Decided(pc.split()[3].rstrip(","), pc),
+        full_tokens=Decided(pools.full_tokens, f"{pc}; budget: {pools.budget_how}"),
+        swa_tokens=Decided(pools.swa_tokens, pc),
+        full_bytes=Decided(pools.full_bytes, f"{pools.full_cell_bytes} B per token x full tokens"),
+        swa_bytes=Decided(pools.swa_bytes, f"{pools.swa_cell_bytes} B per token x SWA tokens"),
+        bytes_saved_vs_one_pool=Decided(round(saved, 4), f"1 - {round(pools.bytes_per_context_token):,} / "
+                                                          f"{pools.one_pool_cell_bytes:,} B per token of context"),
+        swa_pool_floor=Decided(pools.floor_tokens, pools.refused or "validate_swa_pool_size: sliding_window_size + "
+                                                                    "page_size"),
+        per_request_minimum_bytes=Decided(minimum, label, "swa_kit.models.memory.request_bytes"),
+        per_request_one_pool_bytes=Decided(one_pool, f"one request of {MINIMUM_CONTEXT} tokens, every layer "
+                                                     "holding every token", "swa_kit.models.memory.request_bytes"),
+        draft_pool=Decided(drafts, f"{drafts.source}; layout: {drafts.layout_from}"),
+        resolver=Decided(resolver, "sglang layers/attention/aiter_backend.py _resolve_swa_kv_pool"),
+        routes=routes, route_note=note, pools=pools,
+    )
+
+
+def default_sizing(model: str | ModelLayout, platform: str = "rocm-gfx942",
+                   ratio: float | None = None) -> dict[str, Any]:
+    """SGLang's default start-up sizing for a bundled model (no server arguments), for tables and notebooks.
+
+    ``sglang_saved_pct`` is what the pool configurator saves per token of context against one pool of
+    every layer; the per-request minimum is :func:`swa_kit.models.memory.savings` (label it as such beside this).
+    ``ratio``: ``--swa-full-tokens-ratio`` (default: SGLang's own).
+    """
+    args = None if ratio is None else f"--swa-full-tokens-ratio {ratio!r}"
+    launch = Launch(model=model, server_args=parse_server_args(args), platform=Platform.parse(platform)) \
+        if isinstance(model, ModelLayout) else Launch.from_inputs(model=model, server_args=args, platform=platform)
+    decisions = decide(launch)
+    return {"model": launch.model.name, f"backend_{platform}": decisions.attention_backend.value,
+            "sglang_hybrid_pool": decisions.hybrid_swa_memory.value,
+            "sglang_bytes_per_token": round(decisions.pools.bytes_per_context_token),
+            "one_pool_bytes_per_token": decisions.pools.one_pool_cell_bytes,
+            "sglang_saved_pct": round(100 * decisions.bytes_saved_vs_one_pool.value, 1)}

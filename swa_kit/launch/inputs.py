@@ -1,0 +1,286 @@
+"""A real launch as SGLang spells it: the model config, server arguments, environment, platform and version.
+
+:class:`Launch` is what :func:`swa_kit.launch.decide.decide` reads. Server arguments keep SGLang's own
+field names (``arg_groups/fields/*.py`` in SGLang 0.5.23) and are read from any of:
+
+* the flags as typed: ``--attention-backend aiter --page-size 16`` (a whole ``python -m
+  sglang.launch_server ...`` or ``sglang serve ...`` line works too);
+* the line SGLang logs at start-up: ``server_args=ServerArgs(model_path='...', page_size=1, ...)``.
+
+Flags and fields the kit does not read are kept in :attr:`ServerArgsView.not_read` and shown in the
+report, never silently dropped. The environment holds only the variables the aiter backend's routing
+and the SWA pool sizing read (:data:`ENV_VARS`); any other name is refused with the accepted ones.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from swa_kit.models.configs import ModelLayout, load_hf_config, load_model
+from swa_kit.engine.environment import check_env
+from swa_kit.errors import UsageError
+
+GIB = 1 << 30
+
+_BOOL_TRUE = ("1", "true", "yes", "y", "on")  # server-argument booleans written out (--flag=true, a file)
+
+#: Platforms: SGLang's platform predicates they set, and a typical GPU's memory (assumed when not given).
+PLATFORMS: dict[str, tuple[str, int | None]] = {
+    "rocm-gfx942": ("is_hip (MI300X, 192 GB)", 192 * 10**9),
+    "rocm-gfx950": ("is_hip, gfx95 (MI355X, 288 GB)", 288 * 10**9),
+    "cuda-sm90": ("is_sm90 / is_hopper (H100, 80 GB)", 80 * 10**9),
+    "cuda-sm100": ("is_sm100 (B200, 180 GB)", 180 * 10**9),
+    "cpu": ("no GPU", None),
+}
+#: "0.5.23" has SGLang PR #38756 (resolver + paged-decode guard); the release before it has neither.
+SGLANG_VERSIONS = ("0.5.23", "before-38756")
+SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "STANDALONE", "FROZEN_KV_MTP", "NEXTN", "MTP", "NGRAM", "DFLASH")
+
+
+@dataclass(frozen=True)
+class ServerArgsView:
+    """The server arguments the kit reads, under SGLang's field names (None = unset, SGLang decides)."""
+
+    model_path: str | None = None
+    attention_backend: str | None = None
+    prefill_attention_backend: str | None = None
+    decode_attention_backend: str | None = None
+    speculative_draft_attention_backend: str | None = None
+    page_size: int | None = None
+    kv_cache_dtype: str = "auto"
+    disable_hybrid_swa_memory: bool = False
+    swa_full_tokens_ratio: float | None = None
+    max_running_requests: int | None = None
+    max_total_tokens: int | None = None
+    disable_radix_cache: bool = False
+    chunked_prefill_size: int | None = None
+    enable_hierarchical_cache: bool = False
+    disable_overlap_schedule: bool = False
+    speculative_algorithm: str | None = None
+    speculative_draft_model_path: str | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_steps: int | None = None
+    speculative_num_draft_tokens: int | None = None
+    speculative_draft_window_size: int | None = None
+    speculative_ngram_max_bfs_breadth: int | None = None  # NGRAM's topk (SGLang's default 10)
+    mem_fraction_static: float | None = None
+    not_read: tuple[str, ...] = ()  # flags / fields given but not read by the kit (shown in the report)
+
+    def given(self) -> dict[str, Any]:
+        """The fields set away from their defaults."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name != "not_read" and getattr(self, f.name) != f.default}
+
+
+_FIELDS = {f.name: f for f in fields(ServerArgsView) if f.name != "not_read"}
+_BOOL_FIELDS = {n for n, f in _FIELDS.items() if f.type in ("bool", bool)}
+
+
+def _coerce(name: str, value: Any) -> Any:
+    kind = str(_FIELDS[name].type)
+    if value is None:
+        return None
+    try:
+        if "bool" in kind:
+            return value if isinstance(value, bool) else str(value).lower() in _BOOL_TRUE
+        if "int" in kind:
+            return int(value)
+        if "float" in kind:
+            return float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"server argument {name}={value!r}: SGLang reads it as {kind}") from None
+    return str(value)
+
+
+def _from_log_line(text: str) -> dict[str, Any]:
+    """The keyword arguments of the ``ServerArgs(...)`` repr SGLang logs (literal values only)."""
+    snippet = text[text.index("ServerArgs("):]
+    snippet = snippet[:snippet.rfind(")") + 1]  # the log line may carry text after the closing parenthesis
+    try:
+        call = ast.parse(snippet, mode="eval").body
+    except SyntaxError:
+        call = None
+    if not isinstance(call, ast.Call):
+        raise UsageError("cannot read the ServerArgs(...) line: paste it whole, from 'ServerArgs(' to its ')'")
+    values = {}
+    for keyword in call.keywords:
+        try:
+            values[keyword.arg] = ast.literal_eval(keyword.value)
+        except ValueError:  # non-literal values (enums, objects) are fields the kit does not read
+            values[keyword.arg] = ast.unparse(keyword.value)
+    return values
+
+
+def _from_flags(text: str) -> dict[str, Any]:
+    """``--flag value`` pairs (and bare boolean flags) of a launch command; words before the flags are skipped."""
+    try:
+        tokens = shlex.split(text.replace("\\\n", " "))
+    except ValueError as error:
+        raise UsageError(f"cannot split the server arguments ({error}): check the quotes") from None
+    values: dict[str, Any] = {}
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if not token.startswith("--"):  # python -m sglang.launch_server / sglang serve
+            i += 1
+            continue
+        flag, _, inline = token[2:].partition("=")
+        name = flag.replace("-", "_")
+        takes_value = name not in _BOOL_FIELDS
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+        if inline:
+            value, i = inline, i + 1
+        elif takes_value and nxt is not None and not nxt.startswith("--"):
+            value, i = nxt, i + 2
+        else:
+            value, i = True, i + 1
+        if name in values and values[name] != value:
+            raise UsageError(f"--{flag} is given twice ({values[name]!r} and {value!r}): keep one")
+        values[name] = value
+    return values
+
+
+def parse_server_args(text: str | None) -> ServerArgsView:
+    """Read server arguments from flags, a launch command or SGLang's logged ``ServerArgs(...)`` line."""
+    if not text or not text.strip():
+        return ServerArgsView()
+    if "ServerArgs(" in text:
+        values = _from_log_line(text)
+    else:
+        values = _from_flags(text)
+    known = {k: _coerce(k, v) for k, v in values.items() if k in _FIELDS}
+    not_read = tuple(sorted(k for k in values if k not in _FIELDS and not k.startswith("_")))
+    return _check_args(ServerArgsView(**known, not_read=not_read))
+
+
+def read_server_args(value: str | None) -> ServerArgsView:
+    """``value`` is the arguments themselves, or a file holding a launch command or the ServerArgs line."""
+    if value and not value.lstrip().startswith("-") and "ServerArgs(" not in value and "\n" not in value:
+        path = Path(value)
+        if path.is_file():
+            return parse_server_args(path.read_text())
+        if " " not in value:
+            raise UsageError(f"--server-args {value!r}: no such file; give the flags in quotes "
+                             "(\"--attention-backend aiter ...\"), a launch command, or a file holding either")
+    return parse_server_args(value)
+
+
+def _check_args(args: ServerArgsView) -> ServerArgsView:
+    """The refusals SGLang's resolution makes, in one line each (the kit refuses before deciding)."""
+    ratio = args.swa_full_tokens_ratio
+    if ratio is not None and not 0 < ratio <= 1:
+        raise UsageError(f"--swa-full-tokens-ratio {ratio}: SGLang accepts 0 < ratio <= 1 "
+                         "(arg_groups/kv_cache_hook.py)")
+    if args.mem_fraction_static is not None and not 0 < args.mem_fraction_static < 1:
+        raise UsageError(f"--mem-fraction-static {args.mem_fraction_static}: a fraction of GPU memory, 0 < f < 1")
+    for name in ("page_size", "max_running_requests", "max_total_tokens", "speculative_eagle_topk",
+                 "speculative_num_steps", "speculative_num_draft_tokens", "speculative_draft_window_size",
+                 "speculative_ngram_max_bfs_breadth"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} {value}: must be >= 1")
+    algorithm = args.speculative_algorithm
+    if algorithm is not None and algorithm.upper() not in SPEC_ALGORITHMS:
+        raise UsageError(f"--speculative-algorithm {algorithm!r}: one of {', '.join(SPEC_ALGORITHMS)}")
+    spec_only = [n for n in ("speculative_eagle_topk", "speculative_num_draft_tokens", "speculative_draft_window_size",
+                             "speculative_draft_model_path", "speculative_num_steps") if getattr(args, n) is not None]
+    if algorithm is None and spec_only:
+        raise UsageError(f"--{spec_only[0].replace('_', '-')} is set but --speculative-algorithm is not: "
+                         "give the algorithm, or drop the speculative flags")
+    if algorithm and algorithm.upper() == "FROZEN_KV_MTP" and (args.speculative_eagle_topk or 1) != 1:
+        raise UsageError(f"--speculative-eagle-topk {args.speculative_eagle_topk} with FROZEN_KV_MTP: it drafts a "
+                         "single chain, topk must be 1")
+    return dataclasses.replace(args, speculative_algorithm=algorithm.upper() if algorithm else None)
+
+
+@dataclass(frozen=True)
+class Platform:
+    """The accelerator the server runs on, and its memory (bytes; assumed from the platform when not given)."""
+
+    name: str
+    gpu_memory_bytes: int | None
+    memory_assumed: bool = False
+
+    @property
+    def is_hip(self) -> bool:
+        return self.name.startswith("rocm")
+
+    @classmethod
+    def parse(cls, name: str, gpu_memory_gib: float | None = None) -> Platform:
+        if name not in PLATFORMS:
+            raise UsageError(f"platform {name!r}: one of {', '.join(PLATFORMS)}")
+        if gpu_memory_gib is not None:
+            if not gpu_memory_gib > 0:
+                raise UsageError(f"GPU memory {gpu_memory_gib!r} GiB: must be > 0")
+            return cls(name, int(gpu_memory_gib * GIB))
+        return cls(name, PLATFORMS[name][1], memory_assumed=PLATFORMS[name][1] is not None)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One SGLang launch: what :func:`swa_kit.launch.decide.decide` reads."""
+
+    model: ModelLayout
+    server_args: ServerArgsView = field(default_factory=ServerArgsView)
+    env: dict[str, str] = field(default_factory=dict)
+    platform: Platform = field(default_factory=lambda: Platform.parse("rocm-gfx942"))
+    sglang_version: str = "0.5.23"
+    draft_model: ModelLayout | None = None  # the draft's own config (--speculative-draft-model-path)
+    weights_bytes: int | None = None  # model weights on the GPU, to subtract from the static budget
+
+    @classmethod
+    def from_inputs(
+        cls,
+        *,
+        hf_config: str | Path | None = None,
+        model: str | None = None,
+        server_args: str | None = None,
+        env: Mapping[str, str] | None = None,
+        platform: str = "rocm-gfx942",
+        gpu_memory_gib: float | None = None,
+        sglang_version: str = "0.5.23",
+        draft_hf_config: str | Path | None = None,
+        weights_gib: float | None = None,
+    ) -> Launch:
+        """Build a launch from what an engineer has; every bad input raises one clear line."""
+        if (hf_config is None) == (model is None):
+            raise UsageError("give exactly one of --hf-config PATH (a config.json or model directory) or --model NAME")
+        layout = load_hf_config(hf_config) if hf_config is not None else load_model(model)
+        if sglang_version not in SGLANG_VERSIONS:
+            raise UsageError(f"SGLang version {sglang_version!r}: one of {', '.join(SGLANG_VERSIONS)} "
+                             "(before-38756 = the release before PR #38756: no resolver, no paged-decode guard)")
+        args = read_server_args(server_args)
+        draft = load_hf_config(draft_hf_config) if draft_hf_config is not None else None
+        if draft is not None and args.speculative_algorithm is None:
+            raise UsageError("--draft-hf-config is given but no --speculative-algorithm in the server arguments")
+        if weights_gib is not None and not weights_gib >= 0:
+            raise UsageError(f"--weights-gib {weights_gib!r}: the weights' size in GiB (>= 0)")
+        return cls(model=layout, server_args=args, env=check_env(env),
+                   platform=Platform.parse(platform, gpu_memory_gib),
+                   sglang_version=sglang_version, draft_model=draft,
+                   weights_bytes=None if weights_gib is None else int(weights_gib * GIB))
+
+    @property
+    def has_pr_38756(self) -> bool:
+        return self.sglang_version == "0.5.23"
+
+
+_ENV_PAIR = re.compile(r"^([A-Z0-9_]+)=(.*)$")
+
+
+def parse_env_pairs(pairs: list[str]) -> dict[str, str]:
+    """``["NAME=VALUE", ...]`` (repeated ``--env``) as a dict; a malformed pair is refused."""
+    env = {}
+    for pair in pairs:
+        match = _ENV_PAIR.match(pair)
+        if not match:
+            raise UsageError(f"--env {pair!r}: give NAME=VALUE, e.g. SGLANG_USE_AITER_UNIFIED_ATTN=1")
+        env[match.group(1)] = match.group(2)
+    return check_env(env)

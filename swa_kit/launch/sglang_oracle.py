@@ -1,0 +1,322 @@
+"""SGLang's decisions for a launch, computed by SGLang's own code where it imports.
+
+:func:`decide` (``swa_kit.launch.decide``) reproduces SGLang 0.5.23 from the kit's bundled tables.
+This module asks the installed SGLang instead, on any machine (a CPU is enough), and says which
+version answered:
+
+* **backends, page size, hybrid pool**: SGLang's whole argument resolution
+  (``arg_groups/pipeline.py run_resolution_pipeline``: the per-architecture overrides of
+  ``arg_groups/model_overrides/``, ``get_default_attn_backend``, ``_page_size_default``) on a
+  ``ServerArgs`` built from the launch's arguments and a ``config.json`` holding the launch's
+  config, under ``runtime_context.override_platform`` set to the platform the user names (so a
+  CPU box answers as ROCm or CUDA would) and with the launch's environment variables set;
+  the hybrid pool is ``ModelConfig.is_hybrid_swa`` (``is_hybrid_swa_model`` and
+  ``disable_hybrid_swa_memory``);
+* **pool sizes**: ``model_executor/pool_configurator.py``'s ``HybridSWAPoolConfigurator`` /
+  ``SWARequestCapPoolConfigurator`` run on SGLang's own ``ModelConfig`` with the runtime context
+  published from the resolved arguments. The byte budget is the kit's (SGLang measures it by
+  profiling a GPU), so the comparison is of what SGLang does *with* a budget;
+* **call sites**: the window expressions of the installed ``aiter_backend.py``, read with ``ast``.
+
+Decisions SGLang's code cannot answer off a GPU (per-request minimum, draft pool, resolver,
+routes) are copied from :func:`decide` and keep ``how="bundled 0.5.23 table"``: every
+:class:`Decided` says which of the two produced it. Without SGLang, :func:`decide_with_sglang`
+raises :class:`~swa_kit.errors.BackendUnavailableError` naming how to install it.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import dataclasses
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import logging
+import os
+import sys
+import tempfile
+import traceback
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from swa_kit.launch.decide import Decided, Decisions, decide
+from swa_kit.launch.inputs import Launch
+from swa_kit.errors import BackendUnavailableError, UsageError
+
+INSTALL_HINT = ("install SGLang's CPU-importable part: pip install --no-deps sglang==0.5.23, then "
+                "pip install -e '.[sglang]' and torch==2.14.1 torchvision==0.29.1 (see .ci/run)")
+
+#: ``runtime_context.override_platform`` facts per platform the kit names (every fact SGLang's
+#: backend choice reads is set, so the CPU running this never leaks into the answer). flashinfer is
+#: taken as not installed, as the kit's own tables assume.
+_OFF = {fact: False for fact in ("is_cuda", "is_hip", "is_npu", "is_xpu", "is_musa", "is_mps", "is_sm90", "is_sm100",
+                                  "is_sm100_or_sm110", "is_sm110", "is_sm120", "is_blackwell",
+                                  "is_hopper_with_cuda_12_3", "has_amx", "has_flashinfer")}
+PLATFORM_FACTS: dict[str, dict[str, bool]] = {
+    "rocm-gfx942": {**_OFF, "is_hip": True},
+    "rocm-gfx950": {**_OFF, "is_hip": True},
+    "cuda-sm90": {**_OFF, "is_cuda": True, "is_sm90": True, "is_hopper_with_cuda_12_3": True},
+    "cuda-sm100": {**_OFF, "is_cuda": True, "is_sm100": True, "is_sm100_or_sm110": True, "is_blackwell": True},
+    "cpu": dict(_OFF),
+}
+
+
+class _HideAiter:
+    """``import aiter`` needs ROCm and raises RuntimeError elsewhere: SGLang must see it as absent."""
+
+    @staticmethod
+    def find_spec(name: str, path: Any, target: Any = None) -> None:
+        if name == "aiter" or name.startswith("aiter."):
+            raise ImportError("aiter hidden while SGLang imports (it needs ROCm)")
+
+
+@contextlib.contextmanager
+def hidden_aiter() -> Iterator[None]:
+    sys.meta_path.insert(0, _HideAiter)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(_HideAiter)
+
+
+def sglang_version() -> str | None:
+    """The installed SGLang's version, or None."""
+    if importlib.util.find_spec("sglang") is None:
+        return None
+    return importlib.metadata.version("sglang")
+
+
+def import_sglang(module: str) -> Any:
+    """``importlib.import_module`` for an SGLang module, with aiter hidden; a clear error when it fails."""
+    if sglang_version() is None:
+        raise BackendUnavailableError(f"SGLang is not installed, so {module} cannot be read: {INSTALL_HINT}")
+    try:
+        with hidden_aiter(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return importlib.import_module(module)
+    except Exception as error:  # an SGLang module that does not import here: say which and why
+        raise BackendUnavailableError(f"SGLang {sglang_version()} is installed but {module} does not import "
+                                      f"({type(error).__name__}: {error}): {INSTALL_HINT}") from error
+
+
+def read_from() -> str:
+    return f"read from SGLang {sglang_version()}"
+
+
+# -- the call sites' window expressions ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WindowExpression:
+    """One place in the installed ``aiter_backend.py`` that turns ``layer.sliding_window_size`` into a window."""
+
+    method: str
+    line: int
+    target: str
+    expression: str  # as written, e.g. "(layer.sliding_window_size - 1, 0)"
+
+
+def _mentions_sws(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr == "sliding_window_size" for n in ast.walk(node))
+
+
+def window_expressions(source: str | Path | None = None) -> list[WindowExpression]:
+    """Every tuple built from ``layer.sliding_window_size`` that SGLang's aiter backend assigns, by method.
+
+    ``source``: the file to read (default: the installed ``sglang/srt/layers/attention/aiter_backend.py``).
+    """
+    if source is None:
+        spec = importlib.util.find_spec("sglang")
+        if spec is None or not spec.submodule_search_locations:
+            raise BackendUnavailableError(
+                f"SGLang is not installed, so its aiter backend cannot be read: {INSTALL_HINT}")
+        source = Path(spec.submodule_search_locations[0]) / "srt" / "layers" / "attention" / "aiter_backend.py"
+    tree = ast.parse(Path(source).read_text())
+    found = []
+    for func in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        for node in ast.walk(func):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple) and _mentions_sws(node.value):
+                found.append(WindowExpression(func.name, node.lineno, ast.unparse(node.targets[0]),
+                                              ast.unparse(node.value)))
+    return sorted(set(found), key=lambda e: e.line)
+
+
+# -- SGLang's argument resolution ------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _environment(env: dict[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _server_args_kwargs(launch: Launch, model_dir: str) -> dict[str, Any]:
+    given = launch.server_args.given()
+    given.pop("model_path", None)
+    if "speculative_draft_model_path" in given:  # SGLang reads only the draft's config, written beside the target's
+        given["speculative_draft_model_path"] = str(Path(model_dir) / "draft") if launch.draft_model else model_dir
+    device = "cpu" if launch.platform.name == "cpu" else "cuda"  # ROCm's torch device is "cuda" too
+    return {"model_path": model_dir, "skip_tokenizer_init": True, "device": device, **given}
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What SGLang's resolution decided, and the objects the pool configurator needs."""
+
+    attention_backend: str
+    prefill_attention_backend: str
+    decode_attention_backend: str
+    page_size: int
+    hybrid_swa: bool
+    disable_hybrid_swa_memory: bool
+    server_args: Any
+    model_config: Any
+
+
+def resolve(launch: Launch, model_dir: str) -> Resolved:
+    """Run SGLang's argument resolution for ``launch`` (config at ``model_dir``) on its platform."""
+    server_args_mod = import_sglang("sglang.srt.server_args")
+    pipeline = import_sglang("sglang.srt.arg_groups.pipeline")
+    base = import_sglang("sglang.srt.arg_groups.model_override_base")
+    runtime = import_sglang("sglang.srt.runtime_context")
+    try:
+        server_args = server_args_mod.ServerArgs(**_server_args_kwargs(launch, model_dir))
+        pipeline.run_resolution_pipeline(server_args)
+    except (AssertionError, ValueError, NotImplementedError) as error:  # SGLang refuses the launch at start-up
+        where = traceback.extract_tb(error.__traceback__)[-1]
+        raise UsageError(f"SGLang {sglang_version()} refuses this launch while resolving its arguments "
+                         f"({Path(where.filename).name}:{where.lineno} {type(error).__name__}: {error or where.line})"
+                         ) from error
+    view = base.resolved_view(server_args)
+    prefill, decode = base.attention_backends_of(view)
+    model_config = base.model_config_of(server_args)
+    runtime.publish(server_args, role="test")  # the configurators read the published schedule / memory bags
+    return Resolved(view.attention_backend, prefill, decode, view.page_size, bool(model_config.is_hybrid_swa),
+                    bool(view.disable_hybrid_swa_memory), server_args, model_config)
+
+
+def declared_by(resolved: Resolved, field: str) -> str:
+    """Which SGLang resolution step set ``field`` last (its own provenance, ``ServerArgs._resolved_overrides``)."""
+    steps = [source for source, declared in getattr(resolved.server_args, "_resolved_overrides", ()) or ()
+             if field in declared]
+    return steps[-1] if steps else "the server arguments as given"
+
+
+@contextlib.contextmanager
+def sglang_session(launch: Launch) -> Iterator[str]:
+    """The launch's platform, environment and ``config.json`` in place while SGLang runs; quiet logs."""
+    runtime = import_sglang("sglang.srt.runtime_context")
+    with tempfile.TemporaryDirectory(prefix="swa-kit-sglang-") as tmp, _environment(dict(launch.env)), \
+            runtime.override_platform(**PLATFORM_FACTS[launch.platform.name]), hidden_aiter(), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (Path(tmp) / "config.json").write_text(json.dumps(launch.model.hf_config))
+        if launch.draft_model is not None:
+            (Path(tmp) / "draft").mkdir()
+            (Path(tmp) / "draft" / "config.json").write_text(json.dumps(launch.draft_model.hf_config))
+        level = logging.getLogger("sglang").level
+        logging.getLogger("sglang").setLevel(logging.ERROR)
+        try:
+            yield tmp
+        finally:
+            logging.getLogger("sglang").setLevel(level)
+
+
+# -- pool sizes --------------------------------------------------------------------------------------
+
+
+def _kv_dtype(resolved: Resolved) -> Any:
+    import torch
+
+    name = resolved.server_args.kv_cache_dtype
+    if name in (None, "auto"):
+        return resolved.model_config.dtype
+    return {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2, "bf16": torch.bfloat16,
+            "bfloat16": torch.bfloat16}[name]
+
+
+def pool_sizes(launch: Launch, resolved: Resolved, budget_bytes: int | None) -> tuple[str, Any] | None:
+    """``(configurator, MemoryPoolConfig)`` from SGLang's hybrid configurators, or None without a hybrid pool.
+
+    ``budget_bytes`` is the KV budget (SGLang profiles it on a GPU; here it is given);
+    ``--max-total-tokens`` takes SGLang's constraint path instead.
+    """
+    if not resolved.hybrid_swa:
+        return None
+    pc = import_sglang("sglang.srt.model_executor.pool_configurator")
+    spec_info = import_sglang("sglang.srt.speculative.spec_info")
+    mc = resolved.model_config
+    sws = launch.model.sliding_window_size  # the runner's sliding_window_size (resolve_sliding_window_size)
+    if sws is None:
+        sws = max(k.chunk_size for k in launch.model.kinds.values() if k.chunk_size)
+    # The configurator reads these KVCacheConfigurator fields only; the values come from SGLang's own objects.
+    kvc = SimpleNamespace(
+        kv_cache_dtype_str=resolved.server_args.kv_cache_dtype, model_config=mc, kv_cache_dtype=_kv_dtype(resolved),
+        layer_info=SimpleNamespace(swa_attention_layer_ids=mc.swa_attention_layer_ids,
+                                   full_attention_layer_ids=mc.full_attention_layer_ids),
+        sliding_window_size=sws, page_size=resolved.page_size, attn_dp_size=1, is_draft_worker=False,
+        spec_algorithm=spec_info.SpeculativeAlgorithm.from_string(launch.server_args.speculative_algorithm),
+        spec_aux_config=SimpleNamespace(eagle_draft_num_layers=None), fused_entry_bytes=lambda side: None,
+        dflash_draft_cell_size_per_token=None)
+    cls = pc.SWARequestCapPoolConfigurator if pc.SWARequestCapPoolConfigurator.is_applicable(kvc) \
+        else pc.HybridSWAPoolConfigurator
+    configurator = cls(kvc)
+    if launch.server_args.max_total_tokens is not None:
+        return cls.__name__, configurator.calculate_pool_sizes_from_max_tokens(launch.server_args.max_total_tokens,
+                                                                               resolved.page_size)
+    if budget_bytes is None:
+        return cls.__name__, None
+    return cls.__name__, configurator.calculate_pool_sizes(budget_bytes, resolved.page_size)
+
+
+# -- the decisions -----------------------------------------------------------------------------------
+
+_PIPELINE = "arg_groups/pipeline.py run_resolution_pipeline"
+_PC = "model_executor/pool_configurator.py"
+
+
+def decide_with_sglang(launch: Launch) -> Decisions:
+    """:func:`decide`'s decisions, those SGLang's code can answer here computed by the installed SGLang."""
+    bundled = decide(launch)
+    how = read_from()
+    with sglang_session(launch) as model_dir:
+        resolved = resolve(launch, model_dir)
+        budget = bundled.pools.budget_bytes if bundled.pools is not None else None
+        sized = pool_sizes(launch, resolved, budget)
+    platform = f"platform {launch.platform.name}"
+    hybrid_why = ("configs/model_config.py ModelConfig.is_hybrid_swa (is_hybrid_swa_model and not "
+                  f"disable_hybrid_swa_memory={resolved.disable_hybrid_swa_memory})")
+    changes: dict[str, Decided] = {
+        "attention_backend": Decided(resolved.attention_backend, f"{_PIPELINE} on {platform}: set by "
+                                     f"{declared_by(resolved, 'attention_backend')}", how),
+        "prefill_attention_backend": Decided(resolved.prefill_attention_backend,
+                                             "arg_groups/model_override_base.py attention_backends_of", how),
+        "decode_attention_backend": Decided(resolved.decode_attention_backend,
+                                            "arg_groups/model_override_base.py attention_backends_of", how),
+        "hybrid_swa_memory": Decided(resolved.hybrid_swa, f"{hybrid_why}; disable_hybrid_swa_memory set by "
+                                     f"{declared_by(resolved, 'disable_hybrid_swa_memory')}", how),
+        "page_size": Decided(resolved.page_size, f"{_PIPELINE}: set by {declared_by(resolved, 'page_size')}", how),
+    }
+    if sized is not None:
+        name, config = sized
+        changes["pool_configurator"] = Decided(name, f"{_PC} create_memory_pool_configurator", how)
+        if config is not None:
+            full, swa = config.full_max_total_num_tokens, config.swa_max_total_num_tokens
+            cells = bundled.pools
+            changes["full_tokens"] = Decided(full, f"{_PC} {name} (budget: the kit's, {cells.budget_how})", how)
+            changes["swa_tokens"] = Decided(swa, f"{_PC} {name}", how)
+    return dataclasses.replace(bundled, **changes)

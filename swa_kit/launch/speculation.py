@@ -1,0 +1,81 @@
+"""The speculative parameters SGLang 0.5.23 settles for a launch, and the launches it refuses.
+
+Mirrors ``arg_groups/speculative_hook.py``: ``_handle_eagle_family`` (EAGLE, EAGLE3, STANDALONE; NEXTN is
+EAGLE) and ``_handle_ngram``, which run after the backend and page size are resolved. A refusal raises
+:class:`~swa_kit.errors.LaunchRefusedError` in one line naming the rule, its source and the way out,
+because SGLang would not start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from swa_kit.launch.backend import BackendChoice
+from swa_kit.launch.inputs import Launch
+from swa_kit.errors import LaunchRefusedError
+
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE", "NEXTN", "MTP")
+#: The backends that run topk > 1 draft trees on pages > 1 (the two-pass cascade draft decode).
+PAGE_TREE_BACKENDS = ("flashinfer", "fa3", "triton")
+#: ``_auto_choose_speculative_params``: (steps, topk, draft tokens) for every architecture the kit reads
+#: (SGLang picks (5, 4, 8) only for LlamaForCausalLM and Grok-1, which the kit does not read).
+AUTO_PARAMS = (3, 1, 4)
+#: ``arg_groups/fields/spec.py`` speculative_ngram_max_bfs_breadth and ``_handle_ngram``'s draft tokens.
+NGRAM_BFS_BREADTH, NGRAM_DRAFT_TOKENS = 10, 12
+_HOOK = "sglang 0.5.23 arg_groups/speculative_hook.py _handle_eagle_family"
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """``speculative_num_steps``, ``speculative_eagle_topk``, ``speculative_num_draft_tokens`` as settled."""
+
+    num_steps: int | None
+    topk: int | None
+    num_draft_tokens: int | None
+    source: str
+
+
+def _refused(rule: str, way_out: str) -> LaunchRefusedError:
+    return LaunchRefusedError(f"SGLang refuses this launch: {rule} ({_HOOK}); {way_out}")
+
+
+def _ngram(launch: Launch, choice: BackendChoice, page_size: int) -> Speculation:
+    """``_handle_ngram``: topk is the BFS breadth (default 10); pages > 1 with topk > 1 run on flashinfer only."""
+    args = launch.server_args
+    topk = args.speculative_ngram_max_bfs_breadth or NGRAM_BFS_BREADTH
+    drafts = args.speculative_num_draft_tokens or NGRAM_DRAFT_TOKENS
+    steps = args.speculative_num_steps or drafts // topk
+    if topk > 1 and page_size > 1 and choice.attention_backend != "flashinfer":
+        raise LaunchRefusedError(
+            f"SGLang refuses this launch: NGRAM drafts {topk} branches (--speculative-ngram-max-bfs-breadth) on "
+            f"pages of {page_size} tokens, which only flashinfer runs, got attention_backend "
+            f"{choice.attention_backend} (sglang 0.5.23 arg_groups/speculative_hook.py _handle_ngram); use "
+            "--page-size 1, --speculative-ngram-max-bfs-breadth 1, or --attention-backend flashinfer")
+    return Speculation(steps, topk, drafts, "sglang 0.5.23 arg_groups/speculative_hook.py _handle_ngram")
+
+
+def settle(launch: Launch, choice: BackendChoice, page_size: int) -> Speculation:
+    """The settled speculative parameters; raises :class:`LaunchRefusedError` where SGLang refuses the launch."""
+    args = launch.server_args
+    steps, topk, drafts = args.speculative_num_steps, args.speculative_eagle_topk, args.speculative_num_draft_tokens
+    if args.speculative_algorithm == "NGRAM":
+        return _ngram(launch, choice, page_size)
+    if args.speculative_algorithm not in EAGLE_FAMILY:
+        return Speculation(steps, topk, drafts, "server arguments (no EAGLE-family resolution)")
+    source = "server arguments"
+    if steps is None:
+        if topk is not None or drafts is not None:  # SGLang asserts both unset before choosing them itself
+            given = "--speculative-eagle-topk" if topk is not None else "--speculative-num-draft-tokens"
+            raise _refused(f"{given} is set without --speculative-num-steps",
+                           "give --speculative-num-steps too, or drop it and let SGLang choose all three")
+        (steps, topk, drafts), source = AUTO_PARAMS, f"{_HOOK}: _auto_choose_speculative_params"
+    if topk > 1 and "trtllm_mha" in (choice.prefill_attention_backend, choice.decode_attention_backend):
+        raise _refused(f"trtllm_mha runs speculative topk 1 only, got --speculative-eagle-topk {topk}",
+                       "use --speculative-eagle-topk 1, or another --attention-backend")
+    if topk == 1 and drafts != steps + 1:
+        drafts, source = steps + 1, f"{_HOOK}: topk 1 drafts steps + 1 tokens"
+    if topk > 1 and page_size > 1 and choice.attention_backend not in PAGE_TREE_BACKENDS:
+        raise _refused(f"speculative topk {topk} with page size {page_size} runs only on "
+                       f"{', '.join(PAGE_TREE_BACKENDS)}, got attention_backend {choice.attention_backend}",
+                       "use --page-size 1, --speculative-eagle-topk 1, or --attention-backend triton")
+    return Speculation(steps, topk, drafts, source)

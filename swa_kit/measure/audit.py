@@ -1,0 +1,279 @@
+"""The report on one launch: SGLang's decisions, then findings ranked by severity, each with its way out.
+
+Severities, worst first: ``wrong`` (the route runs but attends the wrong keys or slots, silently),
+``raises`` (SGLang refuses: its guard, or a pool too small to start), ``one-short`` (a window attended
+one key short or too many), ``memory`` (what the pools really save against what the user probably
+expects), ``info``. Exit codes for scripts: :data:`EXIT_OK` (no finding above info),
+:data:`EXIT_FINDINGS`, and 2 for bad input (the CLI's).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from swa_kit.measure import trace
+from swa_kit.launch.decide import Decisions, decide
+from swa_kit.launch.inputs import GIB, Launch
+
+SEVERITIES = ("wrong", "raises", "one-short", "memory", "info")
+EXIT_OK, EXIT_FINDINGS = 0, 1
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the engineer should know, with the layers it touches and the way out."""
+
+    severity: str
+    title: str
+    detail: str
+    way_out: str
+    where: str = ""
+
+
+@dataclass
+class Audit:
+    launch: Launch
+    decisions: Decisions
+    findings: list[Finding]
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_FINDINGS if any(f.severity != "info" for f in self.findings) else EXIT_OK
+
+
+def _route_finding(entry: Any) -> tuple[tuple, Finding] | None:
+    """The finding one planned layer gives (keyed so identical findings across modes merge), or None."""
+    if entry.sglang_guard:
+        return ("raises", entry.site), Finding("raises", "SGLang's guard refuses this route", entry.sglang_guard,
+                                               entry.sglang_guard.split("Ways out: ")[-1])
+    if entry.judgement:
+        return ("wrong", entry.kind, entry.site), Finding(
+            "wrong", "runs, but attends the wrong keys (silently)", entry.judgement,
+            entry.judgement.split("Ways out: ")[-1] if "Ways out: " in entry.judgement else "see the detail")
+    if entry.note and entry.effective_keys is not None and entry.intended_keys is not None:
+        gap = entry.intended_keys - entry.effective_keys
+        size = "one key short" if gap == 1 else f"{-gap:+d} keys"
+        return ("one-short", entry.kind, entry.effective_keys), Finding(
+            "one-short", f"{entry.kind} layers attend {entry.effective_keys} of {entry.intended_keys} keys ({size})",
+            f"{entry.kernel}: window argument {entry.window_arg} = {entry.window_expr}; {entry.note}",
+            "check whether it matters for your model (W vs W-1 comparison); a backend or path that passes the "
+            "full window (e.g. CK prefill's (sws, -1))")
+    return None
+
+
+def _route_findings(decisions: Decisions) -> list[Finding]:
+    """One finding per distinct problem, naming every (worker, mode) where it occurs."""
+    found: dict[tuple, tuple[Finding, list[str]]] = {}
+    for (worker, mode), plan in decisions.routes.items():
+        for entry in plan.layers:
+            keyed = _route_finding(entry)
+            if keyed is None:
+                continue
+            key, finding = keyed
+            where = found.setdefault(key, (finding, []))[1]
+            if f"{worker} {mode}" not in where:
+                where.append(f"{worker} {mode}")
+    backend = {plan.pool.backend for plan in decisions.routes.values()}
+    return [replace(f, where=f"{', '.join(where)} ({'/'.join(sorted(backend))})") for f, where in found.values()]
+
+
+def _memory_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
+    pools = decisions.pools
+    out = []
+    if pools is not None and pools.refused:
+        out.append(Finding("raises", "the SWA pool is too small to start", pools.refused,
+                           "raise --swa-full-tokens-ratio or the KV budget (--mem-fraction-static)", "start-up"))
+    if decisions.hybrid_swa_memory.value:
+        saved = decisions.bytes_saved_vs_one_pool.value
+        minimum = decisions.per_request_minimum_bytes.value
+        one_pool = decisions.per_request_one_pool_bytes.value
+        ideal = 1 - minimum / one_pool
+        out.append(Finding(
+            "memory", f"the hybrid pool saves {100 * saved:.1f}% of KV bytes per token, not {100 * ideal:.0f}%",
+            f"SGLang sizes the SWA pool at start-up as full tokens x ratio ({decisions.pool_configurator.value}); "
+            f"{100 * ideal:.0f}% is the per-request minimum at 32k tokens, reached only when the SWA pool holds just "
+            "the window of each running request",
+            "lower --swa-full-tokens-ratio, or set --max-running-requests with --disable-radix-cache so the "
+            "request-cap configurator sizes the SWA pool from the running requests", "pools"))
+    elif launch.model.has_window:
+        out.append(Finding("memory", "one full-size pool: the window saves no KV memory",
+                           f"hybrid SWA memory is off: {decisions.hybrid_swa_memory.source}",
+                           "nothing to do on this SGLang version; the sliding layers still attend their window",
+                           "pools"))
+    if pools is not None and launch.weights_bytes is None and pools.full_tokens:
+        out.append(Finding("info", "pool token counts are upper bounds", pools.budget_how,
+                           "pass --weights-gib (and --gpu-memory-gib) for the pool SGLang will log", "pools"))
+    return out
+
+
+def _input_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
+    out = []
+    if launch.server_args.not_read:
+        out.append(Finding("info", "server arguments the kit does not read", ", ".join(launch.server_args.not_read),
+                           "none needed: they do not change attention routing or KV pool sizing", "inputs"))
+    if decisions.route_note:
+        out.append(Finding("info", "routes not planned", decisions.route_note,
+                           "the kit plans SGLang's aiter and triton backends", "routes"))
+    drafts = decisions.draft_pool.value
+    if drafts.layout_from.startswith("ASSUMED"):
+        out.append(Finding("info", "the draft's layout is assumed", drafts.layout_from,
+                           "pass --draft-hf-config with the draft model's config.json", "draft"))
+    if not launch.has_pr_38756:
+        out.append(Finding("info", "SGLang before PR #38756",
+                           "no _resolve_swa_kv_pool and no paged-decode guard: routes 0.5.23 refuses run silently "
+                           "wrong here", "upgrade to SGLang 0.5.23", "version"))
+    return out
+
+
+def _traced_keys(window_arg: Any) -> int | None | str:
+    """Keys a traced ``(left, right)`` window attends (None = no window); "unread" for any other form."""
+    if isinstance(window_arg, list) and len(window_arg) == 2 and isinstance(window_arg[0], int):
+        return None if window_arg[0] < 0 else window_arg[0] + 1
+    return "unread"
+
+
+def _trace_severity(launch: Launch, mismatch: trace.TraceFinding, record_window: Any) -> tuple[str, str]:
+    """How bad one traced difference from the plan is, read through the keys the traced call attends."""
+    if mismatch.field in ("mode", "layer"):
+        return "info", "traced calls the plan does not cover (is the trace from this launch?)"
+    if mismatch.field == "page_table":
+        return "wrong", "the server passed another page table than planned (slot ids from the wrong pool)"
+    meant, keys = launch.model.window_keys(mismatch.layer), _traced_keys(record_window)
+    if meant is not None and keys == meant - 1:
+        return "one-short", f"the server attends {keys} of {meant} keys where the plan differs"
+    if keys == meant and mismatch.field == "window_arg":
+        return "info", f"the server attends all {meant} keys, but its window argument is not the planned one"
+    return "wrong", (f"the server's {mismatch.field} differs from the plan and attends "
+                     f"{'every key' if keys is None else keys} where {meant or 'every key'} are meant")
+
+
+def _trace_findings(launch: Launch, decisions: Decisions, records: Sequence[trace.TraceRecord]) -> list[Finding]:
+    """Traced kernel calls held against the plan (``trace.compare``); one finding per distinct difference."""
+    found: dict[tuple, tuple[Finding, list[str]]] = {}
+    for record in records:
+        for mismatch in trace.compare([record], decisions.routes):
+            severity, title = _trace_severity(launch, mismatch, record.window_arg)
+            detail = (f"traced {record.kernel} with {mismatch.field}={mismatch.traced!r}; the plan says "
+                      f"{mismatch.planned!r} (sliding_window_size={record.sliding_window_size})")
+            key = (severity, mismatch.field, str(mismatch.traced), str(mismatch.planned))
+            where = found.setdefault(key, (Finding(severity, title, detail, _TRACE_WAY_OUT[severity]), []))[1]
+            if f"layer {record.layer} {record.mode}" not in where:
+                where.append(f"layer {record.layer} {record.mode}")
+    if not found:
+        return [Finding("info", f"the trace agrees with the plan: {len(records)} kernel calls",
+                        "every traced call has the planned kernel, window argument and page table",
+                        "none needed", "trace")]
+    return [replace(f, where=f"trace: {', '.join(where)}") for f, where in found.values()]
+
+
+_TRACE_WAY_OUT = {
+    "wrong": "check the server's SGLang version, backend and environment against this launch; the traced call "
+             "is what really ran",
+    "one-short": "check whether it matters for your model (swa-kit key-gap); a path that passes the full window",
+    "info": "record the trace from the launch you audit (same server arguments and environment)",
+}
+
+
+def audit(launch: Launch, records: Sequence[trace.TraceRecord] | None = None) -> Audit:
+    """Decide everything for ``launch`` and rank what the engineer should know.
+
+    ``records``: kernel calls recorded by :mod:`swa_kit.measure.trace` in the live server, held against the plan.
+    """
+    decisions = decide(launch)
+    findings = _route_findings(decisions) + _memory_findings(launch, decisions) + _input_findings(launch, decisions)
+    if records is not None:
+        findings += _trace_findings(launch, decisions, records)
+    findings.sort(key=lambda f: SEVERITIES.index(f.severity))
+    return Audit(launch, decisions, findings)
+
+
+# -- output ------------------------------------------------------------------------------------------------
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int) and value >= GIB:
+        return f"{value:,} B ({value / GIB:.1f} GiB)"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float) and 0 <= value < 1:
+        return f"{value} ({100 * value:.1f}%)"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items() if v is not None)
+    return str(value)
+
+
+def _route_rows(report: Audit) -> list[dict[str, Any]]:
+    rows = []
+    for (worker, mode), plan in report.decisions.routes.items():
+        seen: dict[tuple, dict] = {}
+        for e in plan.layers:
+            key = (e.kind, e.kernel, str(e.window_arg), e.effective_keys, e.page_table)
+            row = seen.setdefault(key, {"worker": worker, "mode": mode, "backend": plan.pool.backend, "kind": e.kind,
+                                        "layers": 0, "kernel": e.kernel, "window_arg": e.window_arg,
+                                        "keys": f"{e.effective_keys}/{e.intended_keys}" if e.intended_keys else "all",
+                                        "page_table": e.page_table, "sglang": "RAISES" if e.sglang_guard else "runs",
+                                        "kit": "WRONG KEYS" if e.judgement else "ok"})
+            row["layers"] += 1
+        rows += seen.values()
+    return rows
+
+
+def to_json(report: Audit) -> dict[str, Any]:
+    model = report.launch.model
+    return {
+        "model": {"name": model.name, "architecture": model.architecture, "sources": model.sources},
+        "sglang_version": report.launch.sglang_version, "platform": report.launch.platform.name,
+        "decisions": report.decisions.rows(), "routes": _route_rows(report),
+        "findings": [asdict(f) for f in report.findings], "exit_code": report.exit_code,
+    }
+
+
+def _table(rows: list[dict[str, Any]], columns: list[str], markdown: bool) -> list[str]:
+    cells = [[_fmt(r[c]).replace("|", "/") if markdown else _fmt(r[c]) for c in columns] for r in rows]
+    if markdown:
+        return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] + \
+            ["| " + " | ".join(r) + " |" for r in cells]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)] if cells else []
+    return ["  ".join(c.ljust(w) for c, w in zip(columns, widths)), "  ".join("-" * w for w in widths)] + \
+        ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
+
+
+def render(report: Audit, markdown: bool = False) -> str:
+    """The report as text, or as Markdown ready to paste into a bug report."""
+    launch, h = report.launch, ("## " if markdown else "== ")
+    model = launch.model
+    title = (f"{'# ' if markdown else ''}swa-kit audit: {model.display_name} ({model.architecture}) on "
+             f"{launch.platform.name}, SGLang {launch.sglang_version}")
+    lines = [title, ""]
+    if launch.server_args.given():
+        lines += [f"server args: {launch.server_args.given()}", ""]
+    if launch.env:
+        lines += [f"environment: {launch.env}", ""]
+    lines += [f"{h}Decisions (what SGLang does; each names what it mirrors)"]
+    rows = report.decisions.rows()
+    if markdown:
+        lines += _table([{**r, "value": _fmt(r["value"])} for r in rows], ["decision", "value", "source"], True)
+    else:
+        width = max(len(r["decision"]) for r in rows)
+        for r in rows:
+            lines += [f"{r['decision'].ljust(width)}  {_fmt(r['value'])}", f"{' ' * width}    from: {r['source']}"]
+    lines += ["", f"{h}Routes per layer kind (keys = attended / meant)"]
+    lines += _table(_route_rows(report), ["worker", "mode", "backend", "kind", "layers", "kernel", "window_arg", "keys",
+                                          "page_table", "sglang", "kit"], markdown)
+    lines += ["", f"{h}Findings (worst first)"]
+    if not report.findings:
+        lines.append("none")
+    for i, f in enumerate(report.findings, 1):
+        bullet = f"{i}. **[{f.severity}]** {f.title}" if markdown else f"{i}. [{f.severity}] {f.title}"
+        lines += [f"{bullet} ({f.where})", f"   {f.detail}", f"   way out: {f.way_out}"]
+    lines += ["", f"exit code {report.exit_code} ({'findings' if report.exit_code else 'no finding above info'})"]
+    return "\n".join(lines)
+
+
+def render_json(report: Audit) -> str:
+    return json.dumps(to_json(report), indent=2, default=str)

@@ -1,0 +1,241 @@
+"""Record what SGLang's aiter backend really passes to its attention kernels, in a live server process.
+
+Import it in the process that runs the model (a TP worker) before the attention backend is built::
+
+    import swa_kit.measure.trace
+    swa_kit.measure.trace.install("/tmp/swa-trace.jsonl")     # e.g. from a sitecustomize.py on PYTHONPATH
+
+:func:`install` wraps ``AiterAttnBackend.forward_decode`` / ``forward_extend`` (to learn the layer and
+the forward mode of each call) and the kernels ``sglang/srt/layers/attention/aiter_backend.py`` calls
+(module globals imported from aiter, and SGLang's own Triton ``extend_attention_fwd``). Each kernel call
+appends one JSON line: the layer id, its ``sliding_window_size``, the kernel, the window argument exactly
+as passed, the page table's shape and whether it was the SWA-translated table, the forward mode and the
+process id. Nothing else changes: the wrapped kernel runs with the same arguments.
+
+``swa-kit audit --trace FILE`` holds the records against the kit's plan with :func:`compare`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import importlib
+import json
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from swa_kit.errors import UsageError
+
+BACKEND_MODULE = "sglang.srt.layers.attention.aiter_backend"
+EXTEND_MODULE = "sglang.kernels.ops.attention.extend_attention"
+#: Kernels the aiter backend calls for MHA layers (aiter's, and SGLang's own Triton extend).
+KERNELS = ("unified_attention", "paged_attention_ragged", "mha_batch_prefill_func", "flash_attn_varlen_func",
+           "pa_decode_gluon", "extend_attention_fwd")
+METHODS = ("forward_decode", "forward_extend")
+#: SGLang ForwardMode names -> the kit's forward modes (dispatch.MODES).
+MODES = {"DECODE": "decode", "EXTEND": "extend", "MIXED": "extend", "TARGET_VERIFY": "verify",
+         "DRAFT_EXTEND": "draft_extend", "DRAFT_EXTEND_V2": "draft_extend", "IDLE": "idle"}
+
+_call: contextvars.ContextVar[tuple[Any, Any, Any, str] | None] = contextvars.ContextVar("swa_kit_trace", default=None)
+
+
+@dataclass(frozen=True)
+class TraceRecord:
+    """One kernel call, as the aiter backend made it."""
+
+    layer: int | None
+    sliding_window_size: int | None
+    kernel: str
+    window_arg: Any  # the window argument exactly as passed (a list for a tuple), None when the kernel takes none
+    page_table_shape: list[int] | None
+    page_table: str | None  # "swa" when the backend's SWA-translated table was passed, "full" otherwise
+    mode: str | None  # the kit's forward mode (decode, extend, verify, draft_extend)
+    method: str | None
+    pid: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _shape(value: Any) -> list[int] | None:
+    return list(value.shape) if hasattr(value, "shape") else None
+
+
+def _window(kernel: str, args: tuple, kwargs: dict) -> Any:
+    if kernel in ("unified_attention", "mha_batch_prefill_func", "flash_attn_varlen_func"):
+        value = kwargs.get("window_size")
+        return list(value) if isinstance(value, tuple) else value
+    if kernel in ("pa_decode_gluon", "extend_attention_fwd"):
+        return kwargs.get("sliding_window", kwargs.get("sliding_window_size"))
+    return None  # paged_attention_ragged has no window parameter
+
+
+def _table(kernel: str, args: tuple, kwargs: dict) -> Any:
+    if kernel == "unified_attention":
+        return kwargs.get("block_table")
+    if kernel == "paged_attention_ragged":
+        return kwargs.get("kv_page_indices", args[7] if len(args) > 7 else None)
+    if kernel == "mha_batch_prefill_func":
+        return kwargs.get("kv_page_indices", args[5] if len(args) > 5 else None)
+    return kwargs.get("block_tables", kwargs.get("kv_indices"))
+
+
+def _record(kernel: str, args: tuple, kwargs: dict) -> TraceRecord:
+    current = _call.get()
+    backend, layer, forward_batch, method = current if current else (None, None, None, None)
+    table = _table(kernel, args, kwargs)
+    metadata = getattr(backend, "forward_metadata", None)
+    swa_table = getattr(metadata, "swa_page_table", None)
+    which = None if table is None else ("swa" if swa_table is not None and table is swa_table else "full")
+    mode = getattr(getattr(forward_batch, "forward_mode", None), "name", None)
+    return TraceRecord(layer=getattr(layer, "layer_id", None),
+                       sliding_window_size=getattr(layer, "sliding_window_size", None), kernel=kernel,
+                       window_arg=_window(kernel, args, kwargs), page_table_shape=_shape(table), page_table=which,
+                       mode=MODES.get(mode, mode.lower() if mode else None), method=method, pid=os.getpid())
+
+
+class Tracer:
+    """The installed wrappers and where their records go; :meth:`uninstall` puts everything back."""
+
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = None if path is None else Path(path)
+        self.records: list[TraceRecord] = []
+        self._lock = threading.Lock()
+        self._restore: list[tuple[Any, str, Any]] = []
+
+    def write(self, record: TraceRecord) -> None:
+        with self._lock:
+            self.records.append(record)
+            if self.path is not None:
+                with self.path.open("a") as out:
+                    out.write(json.dumps(record.to_json()) + "\n")
+
+    def _patch(self, owner: Any, name: str, replacement: Any) -> None:
+        self._restore.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, replacement)
+
+    def wrap_kernel(self, owner: Any, name: str) -> None:
+        original = getattr(owner, name)
+
+        @functools.wraps(original)
+        def traced(*args: Any, **kwargs: Any) -> Any:
+            self.write(_record(name, args, kwargs))
+            return original(*args, **kwargs)
+
+        self._patch(owner, name, traced)
+
+    def wrap_method(self, cls: type, name: str) -> None:
+        original = getattr(cls, name)
+
+        @functools.wraps(original)
+        def traced(backend: Any, q: Any, k: Any, v: Any, layer: Any, forward_batch: Any, *args: Any, **kw: Any):
+            token = _call.set((backend, layer, forward_batch, name))
+            try:
+                return original(backend, q, k, v, layer, forward_batch, *args, **kw)
+            finally:
+                _call.reset(token)
+
+        self._patch(cls, name, traced)
+
+    def uninstall(self) -> None:
+        for owner, name, original in reversed(self._restore):
+            setattr(owner, name, original)
+        self._restore.clear()
+
+
+def install(path: str | Path | None = None, module: Any = None) -> Tracer:
+    """Wrap the aiter backend's forward methods and kernels; records go to ``path`` (JSON lines) and memory.
+
+    Call it before the model runner builds its attention backend (``extend_attention_fwd`` is bound at
+    construction). ``module``: the backend module (default: the installed SGLang's).
+    """
+    module = module or importlib.import_module(BACKEND_MODULE)
+    tracer = Tracer(path)
+    for name in METHODS:
+        tracer.wrap_method(module.AiterAttnBackend, name)
+    wrapped = [name for name in KERNELS if callable(module.__dict__.get(name))]
+    for name in wrapped:
+        tracer.wrap_kernel(module, name)
+    extend = importlib.import_module(EXTEND_MODULE)
+    tracer.wrap_kernel(extend, "extend_attention_fwd")
+    if "unified_attention" not in wrapped and "paged_attention_ragged" not in wrapped:
+        tracer.uninstall()
+        raise UsageError(f"{BACKEND_MODULE} holds none of aiter's kernels (aiter did not import in this process): "
+                         "install the tracer in the process that serves the model on ROCm")
+    return tracer
+
+
+def read_records(path: str | Path) -> list[TraceRecord]:
+    """The records of a trace file; a malformed line is refused with its number."""
+    records = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(TraceRecord(**json.loads(line)))
+        except (ValueError, TypeError) as error:
+            raise UsageError(f"{path}:{number}: not a swa_kit.measure.trace record ({error})") from None
+    return records
+
+
+# -- the records against the plan ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TraceFinding:
+    """A traced call that differs from what the plan says the backend does for that layer and mode."""
+
+    layer: int | None
+    mode: str | None
+    field: str
+    traced: Any
+    planned: Any
+
+    def __str__(self) -> str:
+        return (f"layer {self.layer} ({self.mode}): traced {self.field}={self.traced!r}, the plan says "
+                f"{self.planned!r}")
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def compare(records: Iterable[TraceRecord], plan: Any) -> list[TraceFinding]:
+    """Where traced kernel calls differ from ``plan`` (kernel, window argument, page table).
+
+    ``plan``: one :class:`~swa_kit.engine.routing.Plan`, a list of them, or a mapping whose values are plans
+    (``Decisions.routes``). A record is held against the plans of its forward mode; it matches when
+    one of them routes its layer to the same kernel with the same window argument and page table
+    (SGLang's draft and target decode share a mode: either plan may match). Records of a mode no plan
+    covers, and calls outside a forward method, are findings too: nothing is dropped silently.
+    """
+    plans = list(plan.values()) if isinstance(plan, Mapping) else list(plan) if isinstance(plan, list) else [plan]
+    by_mode: dict[str, list[Any]] = {}
+    for p in plans:
+        by_mode.setdefault("extend" if p.mode == "prefill" else p.mode, []).append(p)
+    findings = []
+    for record in records:
+        mode = record.mode
+        candidates = by_mode.get(mode, []) + (by_mode.get("draft_decode", []) if mode == "decode" else [])
+        if record.layer is None or not candidates:
+            findings.append(TraceFinding(record.layer, record.mode, "mode", record.mode, sorted(by_mode)))
+            continue
+        entries = [e for p in candidates for e in p.layers if e.layer == record.layer]
+        if not entries:
+            findings.append(TraceFinding(record.layer, record.mode, "layer", record.layer, "not in the plan"))
+            continue
+        best = None
+        for entry in entries:
+            differ = [(f, t, p) for f, t, p in (("kernel", record.kernel, entry.kernel),
+                                                 ("window_arg", record.window_arg, _plain(entry.window_arg)),
+                                                 ("page_table", record.page_table, entry.page_table)) if t != p]
+            if not differ:
+                best = []
+                break
+            best = differ if best is None or len(differ) < len(best) else best
+        findings += [TraceFinding(record.layer, record.mode, f, t, p) for f, t, p in best or []]
+    return findings

@@ -1,0 +1,1 @@
+"""Model layouts: configs read through transformers, KV bytes per token, draft layouts."""

@@ -1,0 +1,401 @@
+"""A model's attention layout, read from its Hugging Face ``config.json`` through transformers' own classes.
+
+One parser for every model: :func:`parse_hf_config` turns a config (the parsed JSON) into a
+:class:`ModelLayout`. ``--hf-config PATH`` (a ``config.json`` or a model directory) goes through
+:func:`load_hf_config`; the bundled models in ``data/models/<name>.json`` are shortcuts that carry a
+real-shaped config under ``hf_config`` plus where each field came from, and go through the same parser.
+
+transformers builds the config object (``AutoConfig.for_model``), so its defaults and conversions
+apply exactly as when the model loads: default ``layer_types``, Gemma-4's per-layer head overrides
+(``per_layer_config``), MiMo-V2's ``sliding_window = sliding_window_size + 1``. A ``model_type``
+transformers does not know is read through a plain ``PretrainedConfig`` with the fields SGLang reads
+(``layer_types``, ``sliding_window``, heads, head dims), and the layout says so in its sources.
+
+What SGLang does with the config comes from :data:`ARCHITECTURES`, one row per architecture the kit
+models: the ``sliding_window_size`` its model file hands ``RadixAttention`` (Gemma-3/4 and GPT-OSS
+pass ``sliding_window - 1``, Gemma-3n the whole window, SGLang's Llama file, which serves Mistral,
+none) and whether ``is_hybrid_swa_model`` gives it a hybrid pool. Every derived figure names its
+origin in :attr:`ModelLayout.sources`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from swa_kit.errors import ModelConfigError
+from swa_kit.resources import data_path
+from swa_kit.window import Window
+
+MODELS_DIR = data_path("models")
+
+ATTENTION_KINDS = ("full", "sliding", "chunked")
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}
+_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9.]+)*$")
+_BUNDLE_KEYS = {"name", "display_name", "hf_repo", "hf_config", "sources", "unverified", "notes"}
+_HF_KIND = {"sliding_attention": "sliding", "full_attention": "full", "chunked_attention": "chunked"}
+
+
+@dataclass(frozen=True)
+class LayerKind:
+    """One attention shape shared by every layer of that kind, and the window SGLang hands its layers."""
+
+    name: str
+    attention: str  # full | sliding | chunked
+    num_q_heads: int
+    num_kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    window: Window = field(default_factory=lambda: Window(None))
+    window_field: str | None = None
+    window_value: Any = None
+    chunk_size: int | None = None
+    sliding_window_size: int = -1  # RadixAttention.sliding_window_size as SGLang's model file sets it
+
+    @property
+    def uses_swa_pool(self) -> bool:
+        """Whether a hybrid pool keeps this kind in its SWA sub-pool (sliding and chunked layers)."""
+        return self.attention != "full"
+
+    @property
+    def retained_tokens(self) -> int | None:
+        """Most tokens one query of this kind can attend (None: the whole context)."""
+        return self.window.keys if self.attention == "sliding" else self.chunk_size
+
+
+@dataclass(frozen=True)
+class ModelLayout:
+    """A model's layer layout and KV shapes, with the source of every figure."""
+
+    name: str
+    display_name: str
+    hf_repo: str
+    architecture: str
+    dtype: str
+    kinds: dict[str, LayerKind]
+    layer_types: tuple[str, ...]
+    sglang_hybrid_swa_pool: bool
+    sources: dict[str, str]
+    unverified: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    path: Path | None = field(default=None, compare=False)
+    hf_config: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layer_types)
+
+    @property
+    def dtype_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    def layer_kind(self, layer_id: int) -> LayerKind:
+        """The kind of layer ``layer_id``; a clear error outside ``[0, num_layers)``."""
+        if not isinstance(layer_id, int) or isinstance(layer_id, bool) or not 0 <= layer_id < self.num_layers:
+            raise ModelConfigError(
+                f"{self.name}: layer {layer_id!r} does not exist; layers are 0..{self.num_layers - 1}"
+            )
+        return self.kinds[self.layer_types[layer_id]]
+
+    def window_keys(self, layer_id: int) -> int | None:
+        """Keys a query of layer ``layer_id`` attends at most (None = whole context)."""
+        return self.layer_kind(layer_id).retained_tokens
+
+    @property
+    def swa_attention_layer_ids(self) -> list[int]:
+        """Layers a hybrid pool keeps in its SWA sub-pool (SGLang's ``swa_attention_layer_ids``)."""
+        return [i for i, k in enumerate(self.layer_types) if self.kinds[k].uses_swa_pool]
+
+    @property
+    def full_attention_layer_ids(self) -> list[int]:
+        return [i for i, k in enumerate(self.layer_types) if not self.kinds[k].uses_swa_pool]
+
+    @property
+    def has_window(self) -> bool:
+        return bool(self.swa_attention_layer_ids)
+
+    @property
+    def sliding_window_size(self) -> int | None:
+        """The model runner's one ``sliding_window_size`` (``get_attention_sliding_window_size``), or None."""
+        values = {k.sliding_window_size for k in self.kinds.values() if k.attention == "sliding"}
+        values.discard(-1)
+        return max(values) if values else None
+
+
+# -- what SGLang 0.5.23 does per architecture ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """How SGLang 0.5.23 serves one architecture: the window its layers get, and its pool."""
+
+    sws: str  # "keys - 1" | "keys" | "none": RadixAttention.sliding_window_size from the HF window
+    sws_source: str
+    hybrid_swa: bool  # in configs/model_config.py is_hybrid_swa_model
+    mtp_draft: str | None = None  # the draft architecture SGLang rewrites this one to for MTP / NextN
+
+
+_MC = "sglang 0.5.23 configs/model_config.py is_hybrid_swa_model"
+
+
+def _arch(sws: str, model_file: str, hybrid: bool, mtp_draft: str | None = None) -> Architecture:
+    how = {"keys - 1": "config.sliding_window - 1", "keys": "config.sliding_window (the whole window)",
+           "none": "no sliding_window_size (RadixAttention keeps -1)",
+           "sliding_window_size": "config.sliding_window_size as written"}[sws]
+    return Architecture(sws, f"sglang 0.5.23 models/{model_file} passes {how}", hybrid, mtp_draft)
+
+
+ARCHITECTURES: dict[str, Architecture] = {
+    "Gemma2ForCausalLM": _arch("keys - 1", "gemma2.py", False),
+    "Gemma3ForCausalLM": _arch("keys - 1", "gemma3_causal.py", False),
+    "Gemma3ForConditionalGeneration": _arch("keys - 1", "gemma3_causal.py", False),
+    "Gemma3nForCausalLM": _arch("keys", "gemma3n_causal.py", False),
+    "Gemma3nForConditionalGeneration": _arch("keys", "gemma3n_causal.py", False),
+    "Gemma4ForCausalLM": _arch("keys - 1", "gemma4_causal.py", True),
+    "Gemma4ForConditionalGeneration": _arch("keys - 1", "gemma4_causal.py", True),
+    "GptOssForCausalLM": _arch("keys - 1", "gpt_oss.py", True),
+    "Llama4ForConditionalGeneration": _arch("none", "llama4.py", True),
+    "MistralForCausalLM": _arch("none", "llama.py", False),
+    "MiMoV2FlashForCausalLM": _arch("sliding_window_size", "mimo_v2.py", True, mtp_draft="MiMoV2MTP"),
+    "MiMoV2MTP": _arch("sliding_window_size", "mimo_v2_nextn.py", True),
+    "SwaKitTinyForCausalLM": Architecture(
+        "keys - 1", "swa_kit.lessons.tiny_model serves its tiny model as SGLang serves Gemma-4 (sliding_window - 1)", True),
+    "SwaKitTinyEagleForCausalLM": Architecture(
+        "keys - 1", "swa_kit.lessons.tiny_model's tiny EAGLE head: one windowed layer in a full pool of its own", False),
+}
+
+
+# -- reading a config through transformers -----------------------------------------------------------------
+
+
+def _fail(where: str, message: str) -> ModelConfigError:
+    return ModelConfigError(f"{where}: {message}")
+
+
+def _transformers_config(raw: dict, where: str) -> tuple[Any, str]:
+    """transformers' own config object for ``raw``, and which class built it."""
+    try:
+        import transformers
+        from huggingface_hub.errors import StrictDataclassError
+    except ImportError:  # a declared dependency; a broken install says so in one line
+        raise _fail(where, "reading a config needs transformers: pip install transformers") from None
+    model_type = raw.get("model_type")
+    values = {k: v for k, v in raw.items() if k != "model_type"}
+    try:
+        if model_type in transformers.CONFIG_MAPPING:
+            config = transformers.AutoConfig.for_model(model_type, **values)
+            return config, f"transformers {transformers.__version__} {type(config).__name__}"
+        config = transformers.PretrainedConfig(**values)
+    except (TypeError, ValueError, KeyError, StrictDataclassError) as error:  # transformers' validators
+        detail = str(error).replace("\n", " ")
+        raise _fail(where, f"transformers refuses this config ({type(error).__name__}: {detail})") from None
+    return config, (f"transformers {transformers.__version__} PretrainedConfig (model_type {model_type!r} has no "
+                    "transformers class; only the fields SGLang reads are used)")
+
+
+def _text_config(config: Any) -> Any:
+    getter = getattr(config, "get_text_config", None)
+    return getter(decoder=True) if callable(getter) else config
+
+
+def _positive(where: str, name: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise _fail(where, f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _layer_attention(text: Any, raw_text: dict, where: str, arch: str) -> tuple[list[str], str]:
+    """Per layer "full" / "sliding" / "chunked", and the field that said so."""
+    n = _positive(where, "num_hidden_layers", getattr(text, "num_hidden_layers", None))
+    pattern = raw_text.get("hybrid_layer_pattern")
+    if pattern is not None:  # MiMo-V2: SGLang's get_hybrid_layer_ids reads this field (1 = sliding)
+        if not isinstance(pattern, list) or len(pattern) != n or set(pattern) - {0, 1}:
+            raise _fail(where, f"hybrid_layer_pattern must list 0 (full) or 1 (sliding) for each of {n} layers")
+        kinds = ["sliding" if p else "full" for p in pattern]
+        return kinds, "hybrid_layer_pattern (read by SGLang get_hybrid_layer_ids)"
+    types = getattr(text, "layer_types", None)
+    if types:
+        unknown = sorted(set(types) - set(_HF_KIND))
+        if unknown or len(types) != n:
+            raise _fail(where, f"layer_types must hold {n} entries from {sorted(_HF_KIND)}, got "
+                               f"{unknown or len(types)}")
+        return [_HF_KIND[t] for t in types], "layer_types (after transformers' defaults)"
+    if getattr(text, "sliding_window", None):  # Mistral-style: one window on every layer
+        return ["sliding"] * n, "sliding_window on every layer (no layer_types)"
+    return ["full"] * n, "no sliding_window or layer_types: every layer full"
+
+
+def _heads(text: Any, raw_text: dict, layer: int, attention: str, arch: str) -> tuple[dict[str, int], str]:
+    """Heads and head dims of one layer, and where they came from."""
+    per_layer = getattr(text, "per_layer_config", None)
+    cfg, origin = text, "num_attention_heads, num_key_value_heads, head_dim"
+    if per_layer is not None and getattr(text, "is_heterogeneous", False) and layer < len(per_layer):
+        cfg = per_layer[layer]
+        origin = ("transformers per_layer_config (e.g. Gemma-4 global_head_dim / num_global_key_value_heads on full "
+                  "layers)")
+    q = getattr(cfg, "num_attention_heads", None)
+    kv = getattr(cfg, "num_key_value_heads", None) or q
+    head_dim = getattr(cfg, "head_dim", None) or (getattr(cfg, "hidden_size", 0) // (q or 1))
+    v_head_dim = getattr(cfg, "v_head_dim", None) or head_dim
+    if attention == "sliding" and "swa_num_key_value_heads" in raw_text:  # MiMo-V2: fields SGLang reads
+        q = raw_text.get("swa_num_attention_heads", q)
+        kv = raw_text["swa_num_key_value_heads"]
+        head_dim = raw_text.get("swa_head_dim", head_dim)
+        v_head_dim = raw_text.get("swa_v_head_dim", v_head_dim)
+        origin = "swa_num_attention_heads, swa_num_key_value_heads, swa_head_dim, swa_v_head_dim (SGLang reads these)"
+    return {"num_q_heads": q, "num_kv_heads": kv, "head_dim": head_dim, "v_head_dim": v_head_dim}, origin
+
+
+def _window(text: Any, raw_text: dict, attention: str, arch: Architecture, where: str) -> dict[str, Any]:
+    """The layer's window in keys, the field it came from, and SGLang's ``sliding_window_size`` for it."""
+    if attention == "chunked":
+        chunk = _positive(where, "attention_chunk_size", getattr(text, "attention_chunk_size", None))
+        return {"chunk_size": chunk, "window_field": "attention_chunk_size", "window_value": chunk}
+    if attention != "sliding":
+        return {}
+    keys = getattr(text, "sliding_window", None)
+    if not isinstance(keys, int) or isinstance(keys, bool) or keys < 1:
+        raise _fail(where, f"a sliding layer needs sliding_window >= 1 keys, got {keys!r}")
+    # SGLang's RadixAttention stores `sliding_window_size or -1`: a 0 here means no window at all.
+    sws = {"keys - 1": keys - 1, "keys": keys, "none": -1,
+           "sliding_window_size": raw_text.get("sliding_window_size", keys - 1)}[arch.sws] or -1
+    return {"window": Window(keys), "window_field": "sliding_window", "window_value": keys,
+            "sliding_window_size": sws}
+
+
+def _dtype(config: Any, text: Any) -> str:
+    value = getattr(text, "dtype", None) or getattr(config, "dtype", None) or "bfloat16"
+    name = str(value).replace("torch.", "")
+    return name if name in DTYPE_BYTES else "bfloat16"
+
+
+def parse_hf_config(
+    raw: Any,
+    *,
+    where: str = "config.json",
+    name: str | None = None,
+    display_name: str | None = None,
+    hf_repo: str | None = None,
+    sources: dict[str, str] | None = None,
+    unverified: tuple[str, ...] = (),
+    notes: tuple[str, ...] = (),
+) -> ModelLayout:
+    """Build the :class:`ModelLayout` of one Hugging Face config (the parsed ``config.json``)."""
+    if not isinstance(raw, dict):
+        raise _fail(where, f"a config.json holds one JSON object, got {type(raw).__name__}")
+    archs = raw.get("architectures")
+    if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
+        raise _fail(where, "architectures must list the model class, e.g. [\"Gemma4ForConditionalGeneration\"]")
+    architecture = archs[0]
+    if architecture not in ARCHITECTURES:
+        raise _fail(where, f"unknown architecture {architecture!r}; the kit models: {', '.join(ARCHITECTURES)}")
+    arch = ARCHITECTURES[architecture]
+    config, built_by = _transformers_config(raw, where)
+    text = _text_config(config)
+    raw_text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    attention, layers_from = _layer_attention(text, raw_text, where, architecture)
+    kinds: dict[str, LayerKind] = {}
+    shape_of: dict[tuple, str] = {}
+    layer_types, heads_from = [], set()
+    for layer, kind in enumerate(attention):
+        heads, origin = _heads(text, raw_text, layer, kind, architecture)
+        for key, value in heads.items():
+            _positive(where, f"layer {layer} {key}", value)
+        if heads["num_q_heads"] % heads["num_kv_heads"]:
+            raise _fail(where, f"layer {layer}: {heads['num_q_heads']} query heads are not a multiple of "
+                               f"{heads['num_kv_heads']} kv heads (grouped-query attention needs whole groups)")
+        shape = (kind, *heads.values())
+        if shape not in shape_of:
+            label = kind if kind not in kinds else f"{kind}_{sum(k.startswith(kind) for k in kinds) + 1}"
+            shape_of[shape] = label
+            kinds[label] = LayerKind(label, kind, **heads, **_window(text, raw_text, kind, arch, where))
+        layer_types.append(shape_of[shape])
+        heads_from.add(origin)
+    layout_sources = {
+        "config": built_by,
+        "layer kinds": layers_from,
+        "heads and head dims": "; ".join(sorted(heads_from)),
+        "window in keys": "sliding_window (Hugging Face counts the query itself)",
+        "sliding_window_size": arch.sws_source,
+        "hybrid pool eligibility": f"{_MC} {'lists' if arch.hybrid_swa else 'does not list'} {architecture}",
+        **(sources or {}),
+    }
+    name = name or str(raw.get("_name_or_path") or architecture).split("/")[-1].lower()
+    return ModelLayout(
+        name=name, display_name=display_name or name, hf_repo=hf_repo or str(raw.get("_name_or_path", "")),
+        architecture=architecture, dtype=_dtype(config, text), kinds=kinds, layer_types=tuple(layer_types),
+        sglang_hybrid_swa_pool=arch.hybrid_swa and any(k.uses_swa_pool for k in kinds.values()),
+        sources=layout_sources, unverified=tuple(unverified), notes=tuple(notes), hf_config=raw,
+    )
+
+
+def load_hf_config(path: str | Path) -> ModelLayout:
+    """Read ``path`` (a ``config.json`` or a directory holding one) into a :class:`ModelLayout`."""
+    path = Path(path)
+    file = path / "config.json" if path.is_dir() else path
+    try:
+        raw = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError) as error:
+        raise ModelConfigError(f"cannot read config {str(file)!r} ({error.__class__.__name__}): give a "
+                               "config.json or a model directory holding one") from None
+    except json.JSONDecodeError as error:
+        raise ModelConfigError(f"config {str(file)!r} is not valid JSON ({error})") from None
+    name = file.parent.name if file.name == "config.json" else file.stem  # the model directory's name
+    layout = parse_hf_config(raw, where=str(file), name=name.lower() or None)
+    object.__setattr__(layout, "path", file)
+    return layout
+
+
+# -- the bundled shortcuts ---------------------------------------------------------------------------------
+
+
+def list_models(directory: Path | None = None) -> list[str]:
+    """Names of the bundled models in ``data/models`` (file stems, sorted)."""
+    return sorted(p.stem for p in (directory or MODELS_DIR).glob("*.json"))
+
+
+def parse_bundle(raw: Any, where: str, expected_name: str | None = None) -> ModelLayout:
+    """One bundled model: its ``hf_config`` through :func:`parse_hf_config`, with its name and sources."""
+    if not isinstance(raw, dict):
+        raise _fail(where, f"must be a JSON object, got {type(raw).__name__}")
+    unknown = set(raw) - _BUNDLE_KEYS
+    if unknown:
+        raise _fail(where, f"unknown keys {sorted(unknown)}; allowed: {sorted(_BUNDLE_KEYS)}")
+    name = raw.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise _fail(where, f"name must be lower case words joined by dashes (e.g. gemma4-31b), got {name!r}")
+    if expected_name is not None and name != expected_name:
+        raise _fail(where, f"name {name!r} differs from the file stem {expected_name!r}; they must match")
+    sources = raw.get("sources")
+    if not isinstance(sources, dict) or not sources or not all(isinstance(v, str) and v for v in sources.values()):
+        raise _fail(where, "sources must map each config field to where its value came from")
+    config = raw.get("hf_config")
+    fields = set(config) | set(config.get("text_config", {})) if isinstance(config, dict) else set()
+    missing = sorted(fields - set(sources) - {"text_config"})
+    if missing:
+        raise _fail(where, f"sources lack an entry for config fields {missing}: every figure needs its origin")
+    return parse_hf_config(config, where=f"{where} hf_config", name=name, display_name=raw.get("display_name"),
+                           hf_repo=raw.get("hf_repo"), sources={f"config.{k}": v for k, v in sources.items()},
+                           unverified=tuple(raw.get("unverified", ())), notes=tuple(raw.get("notes", ())))
+
+
+def load_model(name: str, directory: Path | None = None) -> ModelLayout:
+    """Load the bundled model ``data/models/<name>.json``; unknown names list the known ones."""
+    path = (directory or MODELS_DIR) / f"{name}.json"
+    if not isinstance(name, str) or "/" in name or not path.is_file():
+        known = ", ".join(list_models(directory)) or "(none)"
+        raise ModelConfigError(f"unknown model {name!r}; known models: {known}")
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise _fail(str(path), f"not valid JSON: {error}") from None
+    layout = parse_bundle(raw, where=str(path), expected_name=path.stem)
+    object.__setattr__(layout, "path", path)
+    return layout
+
+
+def load_all(directory: Path | None = None) -> list[ModelLayout]:
+    return [load_model(n, directory) for n in list_models(directory)]

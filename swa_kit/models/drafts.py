@@ -1,0 +1,89 @@
+"""The draft worker of a speculative launch: the layers it runs and the pool it owns or reads.
+
+SGLang 0.5.23, per algorithm (``speculative/``, ``model_executor/pool_configurator.py``,
+``configs/model_config.py``):
+
+* FROZEN_KV_MTP: a 64-token dummy pool; the drafter writes no KV and reads the target's (its layers
+  borrow the target's last sliding and last full layer caches).
+* EAGLE / EAGLE3 / STANDALONE / MTP / NEXTN: the draft shares ``req_to_token`` and the allocator and
+  owns a KV pool for its own layers. When the draft's own architecture is hybrid-SWA (MiMoV2MTP,
+  Step3p5MTP, DeepSeek-V4 NextN, a Gemma-4 standalone draft; ``is_hybrid_swa_model``) that pool is an
+  SWA pool (``eagle_draft_swa_num_layers``), and the fixed resolver returns it.
+* The draft's layout comes from its config: ``--speculative-draft-model-path`` (here
+  ``--draft-hf-config``), or for MTP / NextN the target's config rewritten to the draft architecture
+  (``ModelConfig`` for ``is_draft_model``: MiMoV2FlashForCausalLM -> MiMoV2MTP, one sliding layer).
+* ``--speculative-draft-window-size N``: Llama EAGLE-3 drafts set ``sliding_window_size = N`` on every
+  draft layer (``models/llama_eagle3.py``); the Triton / FlashInfer draft-decode path honours it too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from swa_kit.models.configs import ARCHITECTURES, LayerKind, ModelLayout
+from swa_kit.window import Window
+
+_MTP_FAMILY = ("EAGLE", "MTP", "NEXTN")
+
+
+@dataclass(frozen=True)
+class DraftPool:
+    """What the draft worker owns or reads, and where the kit got its layout."""
+
+    algorithm: str
+    pool: str  # "none" | "dummy (64 tokens), reads the target's pool" | "own full pool" | "own SWA pool"
+    layout: ModelLayout | None
+    layout_from: str
+    window_size: int | None  # --speculative-draft-window-size as applied to the draft's layers
+    source: str
+
+
+def _mtp_draft(target: ModelLayout) -> ModelLayout | None:
+    """The target's config rewritten to its MTP draft architecture: one layer shaped like its sliding kind."""
+    draft_arch = ARCHITECTURES[target.architecture].mtp_draft
+    sliding = next((k for k in target.kinds.values() if k.attention == "sliding"), None)
+    if draft_arch is None or sliding is None:
+        return None
+    return dataclasses.replace(target, name=f"{target.name}-mtp", architecture=draft_arch,
+                               kinds={"sliding": sliding}, layer_types=("sliding",),
+                               sglang_hybrid_swa_pool=ARCHITECTURES[draft_arch].hybrid_swa)
+
+
+def with_window(layout: ModelLayout, window: int) -> ModelLayout:
+    """``--speculative-draft-window-size``: every draft layer gets ``sliding_window_size = window``."""
+    kinds = {name: dataclasses.replace(kind, attention="sliding", window=Window(window + 1),
+                                       window_field="--speculative-draft-window-size", window_value=window,
+                                       sliding_window_size=window)
+             for name, kind in layout.kinds.items()}
+    return dataclasses.replace(layout, kinds=kinds, sglang_hybrid_swa_pool=False)
+
+
+def assumed_eagle_head(target: ModelLayout) -> ModelLayout:
+    """No draft config given: a one-layer EAGLE head without a window, shaped like the target's full layer."""
+    full = next((k for k in target.kinds.values() if k.attention == "full"), next(iter(target.kinds.values())))
+    kind = LayerKind("full", "full", full.num_q_heads, full.num_kv_heads, full.head_dim, full.v_head_dim)
+    return dataclasses.replace(target, name=f"{target.name}-eagle-head", architecture="LlamaForCausalLMEagle",
+                               kinds={"full": kind}, layer_types=("full",), sglang_hybrid_swa_pool=False)
+
+
+def default_draft_layout(target: ModelLayout, algorithm: str, window: int | None = None,
+                         draft: ModelLayout | None = None) -> tuple[ModelLayout, str]:
+    """The layout of an EAGLE-family draft, and where it came from.
+
+    ``draft`` (the draft's own config) wins; then the MTP rewrite of the target's architecture; else
+    an assumed one-layer EAGLE head, labelled as assumed. ``window`` is ``--speculative-draft-window-size``.
+    """
+    if draft is not None:
+        layout, origin = draft, f"--draft-hf-config ({draft.architecture})"
+    elif algorithm.upper() in _MTP_FAMILY and _mtp_draft(target) is not None:
+        layout = _mtp_draft(target)
+        origin = (f"the target's config rewritten to {layout.architecture} (sglang 0.5.23 configs/model_config.py, "
+                  "is_draft_model)")
+    else:
+        layout = assumed_eagle_head(target)
+        origin = ("ASSUMED: a one-layer EAGLE head without a window, shaped like the target's full layer; give "
+                  "--draft-hf-config with the draft's config.json")
+    if window is not None and not layout.sglang_hybrid_swa_pool:
+        layout = with_window(layout, window)
+    return layout, origin
