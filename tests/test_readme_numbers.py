@@ -15,6 +15,7 @@ import pytest
 
 from swa_kit.measure import bench
 from swa_kit.measure.bench import load_recorded
+from swa_kit.measure.bench.verify_paths import VERIFY_PATHS_RECORD
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 PROSE = " ".join(README.split())  # sentences as one line, wherever the README wraps them
@@ -90,7 +91,7 @@ def test_grid_ranges(run):
     gpt_oss = [r["copy_fraction"] for r in small if (r["case"]["head_dim"], r["case"]["batch"], r["case"]["window"])
                == (64, 32, 4096)]
     assert len(gpt_oss) == 4 and found.groups()[2:4] == (f"{100 * min(gpt_oss):.1f}", f"{100 * max(gpt_oss):.1f}")
-    before = load_recorded(Path(__file__).resolve().parent.parent / "data" / "bench" / "tuning"
+    before = load_recorded(Path(__file__).resolve().parent.parent / "records" / "tuning"
                            / "h200_2026-12-01_v12_grid.json")
     earlier = [r["copy_fraction"] for r in kit_rows(before, page_size=None, head_dim=64, batch=32, window=4096)]
     assert len(earlier) == 4 and found.groups()[4:] == (f"{100 * min(earlier):.1f}", f"{round(100 * max(earlier))}")
@@ -157,7 +158,7 @@ def test_b1_and_verify_miss_sentences(run):
                       r"([\d.]+)-([\d.]+) us \(p10-p90\) where every other kit launch timed in the run kept its p90 "
                       r"within ([\d.]+)x of its p10: a disturbed measurement, like its page-size-1 twin's "
                       r"\(([\d.]+) us, ([\d.]+)-([\d.]+) us\)\. Their 128k twins took ([\d.]+) and ([\d.]+) us, and "
-                      r"the same launches ([\d.]+) and ([\d.]+) us in a later call \(`data/bench/tuning/([\w.-]+)`\)",
+                      r"the same launches ([\d.]+) and ([\d.]+) us in a later call \(`records/tuning/([\w.-]+)`\)",
                       PROSE)
     assert found, "the README's B 1 sentence changed: update this test with it"
     (miss,) = b1["misses"]
@@ -172,7 +173,7 @@ def test_b1_and_verify_miss_sentences(run):
     for ps, text in ((16, found.group(8)), (1, found.group(9))):
         (twin,) = kit_rows(run, page_size=ps, head_dim=64, batch=1, window=128, context=128 * 1024)
         assert text == f"{twin['time_ms'] * 1e3:.1f}"
-    recheck = json.loads((Path(__file__).resolve().parent.parent / "data" / "bench" / "tuning"
+    recheck = json.loads((Path(__file__).resolve().parent.parent / "records" / "tuning"
                           / found.group(12)).read_text())
     assert RECORDED in recheck["note"]
     later = {r["page_size"]: r["us"] for r in recheck["rows"] if r["variant"] == "current" and r["drafts"] == 0
@@ -221,8 +222,8 @@ def test_flush_sentence(run):
     """The run flushed L2 by reading; the cost the zeroing flush put on the kit comes from its recorded A/B."""
     assert run["settings"]["flush_by"] == "read" and "flushed by reading a separate 512 MiB buffer" in PROSE
     low, high = map(int, re.search(r"paid for writing it back: (\d+)-(\d+) us for the kit wherever it read 64 MiB "
-                                   r"or more \(`data/bench/tuning/h200_2026-12-01_ab_flush.json`\)", PROSE).groups())
-    rows = json.loads((Path(__file__).resolve().parent.parent / "data" / "bench" / "tuning"
+                                   r"or more \(`records/tuning/h200_2026-12-01_ab_flush.json`\)", PROSE).groups())
+    rows = json.loads((Path(__file__).resolve().parent.parent / "records" / "tuning"
                        / "h200_2026-12-01_ab_flush.json").read_text())["rows"]
     by = {}
     for r in rows:
@@ -233,13 +234,11 @@ def test_flush_sentence(run):
 
 def test_verify_across_paths_sentence():
     """The kit's verify against every other path's, recomputed from the stage's record."""
-    record = "h200_2026-12-02_v13_verify_paths.json"
-    found = re.search(rf"`data/bench/tuning/{record}`\), the kit's verify was the fastest verify in every cell, "
+    found = re.search(r"`data/bench/verify_paths/h200_2026-12-02_v13.json`\), the kit's verify was the fastest verify in every cell, "
                       r"B 1-128 at 8k; at B 8-128 the next fastest \(FlexAttention or aiter\) took ([\d.]+)-([\d.]+)x "
                       r"its time at page size 1", PROSE)
     assert found, "the README's sentence on every path's verify changed: update this test with it"
-    tuning = Path(__file__).resolve().parent.parent / "data" / "bench" / "tuning"
-    rows = json.loads((tuning / record).read_text())["rows"]
+    rows = json.loads(VERIFY_PATHS_RECORD.read_text())["rows"]
     verify = {}
     for r in rows:
         if r["mode"] == "verify" and r["us"]:

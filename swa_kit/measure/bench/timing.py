@@ -13,7 +13,7 @@ say) falls back to the profiler method, and every row says which method timed it
 The flush reads rather than writes. Zeroing the buffer (what ``do_bench`` does, and this kit did
 until its v8 run) leaves the whole L2 dirty, and the timed kernel's first misses must write those
 lines back to DRAM. On an H200 that added 5-12 us to the kit's kernel wherever it read 64 MiB or
-more, and 2-5 us to a copy of the same bytes (``data/bench/tuning/h200_2026-12-01_ab_flush.json``):
+more, and 2-5 us to a copy of the same bytes (``records/tuning/h200_2026-12-01_ab_flush.json``):
 a cost of the flush, not of the path, and not the same for every path. A read leaves clean lines
 that a miss simply drops, as Nsight Compute's own cache flush does.
 """

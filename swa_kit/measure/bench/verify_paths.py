@@ -17,7 +17,7 @@ from swa_kit.errors import UsageError
 from swa_kit.resources import data_path
 
 #: The recorded stage: one H200, 2026-12-02 (its ``note`` says how it ran).
-VERIFY_PATHS_RECORD = data_path("bench", "tuning", "h200_2026-12-02_v13_verify_paths.json")
+VERIFY_PATHS_RECORD = data_path("bench", "verify_paths", "h200_2026-12-02_v13.json")
 VERIFY_MODES = ("verify", "verify_ragged")
 
 
