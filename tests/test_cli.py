@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import pkgutil
 import re
 import subprocess
@@ -15,6 +14,7 @@ import pytest
 
 from swa_kit import commands
 from swa_kit.cli import EXIT_BAD_INPUT, build_parser, command_modules, main
+from generated_blocks import check_block
 
 COMMANDS = [module.NAME for module in command_modules()]
 
@@ -110,43 +110,34 @@ def test_python_dash_m_entry_point_rejects_bad_input_without_traceback():
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 
 
-# --- the README's CLI reference, generated from the parser ----------------------------------------------------
+# --- docs/cli.md's reference, generated from the parser -------------------------------------------------------
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-BEGIN, END = "<!-- cli-reference:begin -->", "<!-- cli-reference:end -->"
+ROOT = Path(__file__).resolve().parent.parent
+README, CLI_DOC = ROOT / "README.md", ROOT / "docs" / "cli.md"
 
 
 def cli_reference() -> str:
-    """Markdown for every subcommand: its --help at a fixed width, so the text is the same on every machine."""
-    parts = [BEGIN, "<!-- generated from the parser: SWA_KIT_WRITE_README=1 python -m pytest tests/test_cli.py "
-                    "-k readme -->"]
-    for module in command_modules():
+    """Markdown for every subcommand: an index, then its --help at a fixed width (the same text on every machine)."""
+    modules = command_modules()
+    parts = [f"- [`swa-kit {m.NAME}`](#swa-kit-{m.NAME}): {' '.join(m.HELP.split())}" for m in modules] + [""]
+    for module in modules:
         parser = argparse.ArgumentParser(prog=f"swa-kit {module.NAME}", description=module.HELP,
                                          formatter_class=lambda prog: argparse.HelpFormatter(prog, width=100))
         module.add_arguments(parser)
         parts += [f"### `swa-kit {module.NAME}`", "", "```text", parser.format_help().rstrip(), "```", ""]
-    parts.append(END)
     return "\n".join(parts)
 
 
-def test_readme_cli_reference_matches_the_parser():
-    text = README.read_text()
-    assert BEGIN in text and END in text, f"README.md lacks the {BEGIN} ... {END} block"
-    head, rest = text.split(BEGIN, 1)
-    current, tail = rest.split(END, 1)
-    generated = cli_reference()
-    if os.environ.get("SWA_KIT_WRITE_README") == "1":
-        README.write_text(head + generated + tail)
-        current = generated[len(BEGIN):-len(END)]
-    assert BEGIN + current + END == generated, (
-        "README.md's CLI reference is out of date: SWA_KIT_WRITE_README=1 python -m pytest tests/test_cli.py -k readme")
+def test_cli_reference_matches_the_parser():
+    check_block(CLI_DOC, "cli-reference", cli_reference(), "python -m pytest tests/test_cli.py -k cli_reference")
     for name in COMMANDS:
-        assert f"### `swa-kit {name}`" in text
+        assert f"### `swa-kit {name}`" in CLI_DOC.read_text()
 
 
 def test_readme_setup_commands_and_ci_agree():
     text = README.read_text()
-    main_job, test_job = 'pip install -e ".[aiter]" && swa-kit tour', 'pip install -e ".[dev]" && python -m pytest -n 2'
+    main_job = 'pip install -e ".[aiter,notebooks]" && swa-kit tour'
+    test_job = 'pip install -e ".[dev]" && python -m pytest -n 2'
     assert f"```bash\n{main_job}\n```" in text and f"```bash\n{test_job}\n```" in text
     ci = (README.parent / ".ci" / "run").read_text().splitlines()
     assert 'python -m pip install -q -e ".[dev]"' in ci
@@ -154,10 +145,10 @@ def test_readme_setup_commands_and_ci_agree():
     assert not any("|| true" in line for line in ci)
 
 
-def test_readme_and_help_list_every_exit_status(capsys):
+def test_cli_doc_and_help_list_every_exit_status(capsys):
     from swa_kit.exit_codes import ExitCode
 
-    statuses = re.findall(r"^\| (\d+) \| ", README.read_text(), flags=re.MULTILINE)
+    statuses = re.findall(r"^\| (\d+) \| ", CLI_DOC.read_text(), flags=re.MULTILINE)
     assert sorted(map(int, statuses)) == sorted(int(code) for code in ExitCode)
     with pytest.raises(SystemExit):
         main(["--help"])

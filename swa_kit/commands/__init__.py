@@ -3,6 +3,12 @@
 The table holds each command's module and help line, so ``swa-kit --help`` and a light command such as
 ``swa-kit window`` never import the other commands (and torch). ``tests/test_cli.py`` keeps it in step with the
 modules' own ``NAME`` and ``HELP``.
+
+Where new work goes:
+
+* a ``swa-kit`` subcommand: ``swa_kit/commands/NAME.py`` with ``NAME``, ``HELP``, ``add_arguments(parser)`` and
+  ``run(args) -> int``, and its entry in ``COMMANDS``; then regenerate ``docs/cli.md`` with
+  ``SWA_KIT_WRITE_DOCS=1 python -m pytest tests/test_cli.py -k cli_reference``
 """
 
 from __future__ import annotations

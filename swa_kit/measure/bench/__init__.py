@@ -11,6 +11,16 @@ The package splits along what needs a GPU:
 * :mod:`~swa_kit.measure.bench.verify_paths`: every path's verify over its own decode, from a recorded stage (CPU).
 
 Without a GPU nothing is timed: :func:`load_recorded` reads ``data/bench/*.json``.
+
+Where new work goes:
+
+* a new bench path: the callable that runs it on one case's inputs (a method of ``DecodeInputs`` in
+  ``swa_kit/measure/bench/paths.py``, or an entry of ``prefill_paths`` there), its line in ``_decode_paths`` of
+  ``swa_kit/measure/bench/run.py`` and its description in ``DECODE_PATHS`` / ``PREFILL_PATHS`` of
+  ``swa_kit/measure/bench/results.py``; every timed output is checked against the float64 reference
+* a recorded GPU run: ``benchmarks/gpu_run.py`` makes it, with the machine, versions, date and command inside;
+  it goes in ``data/bench/`` only if the kit reads it (``swa-kit bench``, notebook 05, the README), otherwise in
+  ``records/``
 """
 
 from swa_kit.measure.bench.cases import (
