@@ -48,7 +48,7 @@ from swa_kit.lessons import workshop
 from swa_kit.attention.kit import kernel as kit_triton
 from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.attention.reference import reference_attention
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.errors import PathUnavailableError
 from swa_kit.lessons.report import announce
 from swa_kit.tables import print_table
 from swa_kit.viz import bench as viz
@@ -141,7 +141,7 @@ try:
     error = float((result.out.double() - ref.out).norm() / ref.out.norm())
     print(f"kit_triton_swa ({result.device}) vs reference: relative error {error:.1e}; "
           f"NaN in the output: {bool(torch.isnan(result.out).any())}")
-except BackendUnavailableError as failure:  # no Triton (macOS, Windows without WSL): the reference only
+except PathUnavailableError as failure:  # no Triton (macOS, Windows without WSL): the reference only
     print(f"the kit's kernel cannot run here: {failure}")
 
 # %% [markdown]

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from swa_kit.attention.paths import get_backend, run_path
+from swa_kit.attention.paths import get_path, run_path
 from swa_kit.attention.batch import AttentionBatch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.models.configs import ModelLayout, parse_hf_config
@@ -185,7 +185,7 @@ class Server:
 
     def run_route(self, entry: LayerPlan, batch: AttentionBatch) -> torch.Tensor:
         """Step 5: compute the batch on the route's path and record which path, tier and device did."""
-        if get_backend(entry.path).honours_window:
+        if get_path(entry.path).honours_window:
             keys = entry.effective_keys if self.sglang_windows else entry.intended_keys
             result = reference_attention(batch, keys if entry.kind == "sliding" else None)
         else:
