@@ -1,8 +1,9 @@
 """Serve the tiny model over the kit's pools: the serving loop the speculative-decoding runs drive.
 
-:class:`Server` holds the target and its draft wired as SGLang wires them (:func:`swa_kit.engine.workers.build_workers`):
-one ``req_to_token`` table, one token allocator, the target's hybrid pool and the draft's own (EAGLE) or borrowed
-(FROZEN_KV MTP) one. A forward writes K/V at the allocator's slots and reads it back per layer in named steps:
+:class:`Server` holds the target and its draft wired as SGLang wires them
+(:func:`swa_kit.engine.workers.build_workers`): one ``req_to_token`` table, one token allocator, the target's
+hybrid pool and the draft's own (EAGLE) or borrowed (FROZEN_KV MTP) one. A forward writes K/V at the allocator's
+slots and reads it back per layer in named steps:
 
 1. :meth:`Server.route`: the layer's route from :func:`swa_kit.engine.routing.plan` (path, window argument, page
    table, guard), or a forced call site for the guard experiment;
@@ -42,7 +43,8 @@ from swa_kit.engine.workers import SpeculativeAlgorithm, WorkerLayout, build_wor
 
 
 def tiny_model_spec(cfg: TinyConfig) -> ModelLayout:
-    """The tiny model as a :class:`~swa_kit.models.configs.ModelLayout`, so :func:`swa_kit.engine.routing.plan` can route it.
+    """The tiny model as a :class:`~swa_kit.models.configs.ModelLayout`, so :func:`swa_kit.engine.routing.plan`
+    can route it.
 
     It goes through the same parser as every Hugging Face config: a ``layer_types``-style config.
     """

@@ -21,7 +21,14 @@ from typing import Any
 import torch
 
 from swa_kit.measure.bench import timing
-from swa_kit.measure.bench.cases import DecodeCase, PrefillCase, decode_grid, is_headline_family, prefill_grid, verify_twin
+from swa_kit.measure.bench.cases import (
+    DecodeCase,
+    PrefillCase,
+    decode_grid,
+    is_headline_family,
+    prefill_grid,
+    verify_twin,
+)
 from swa_kit.measure.bench.paths import FULL_CONTEXT_LIMIT, DecodeInputs, Made, as_tokens, prefill_inputs, prefill_paths
 from swa_kit.measure.bench.results import (
     DECODE_PATHS,
