@@ -33,7 +33,7 @@ from triton.compiler import ASTSource
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.kernel_variants import load_variant  # noqa: E402
 from swa_kit.attention.kit import kernel as kit_triton  # noqa: E402
-from swa_kit.errors import BackendUnavailableError  # noqa: E402
+from swa_kit.errors import PathUnavailableError  # noqa: E402
 
 POINTERS = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "out_ptr": "*bf16", "sink_ptr": "*fp32",
             "part_out_ptr": "*fp32", "part_lse_ptr": "*fp32"}
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         chosen[name] = int(value)
     try:  # unknown names and bad values are refused as plan_decode refuses them
         kt.with_overrides(kt.launch_config(128, 4, 1), chosen)
-    except (ValueError, BackendUnavailableError) as error:
+    except (ValueError, PathUnavailableError) as error:
         parser.error(f"--set: {error}")
     rows = []
     for label, dim, group, q_len, page, split, deep, latency_bound, extra in (sweep_launches(kt) if args.sweep

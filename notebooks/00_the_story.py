@@ -33,7 +33,7 @@
 import inspect
 
 from swa_kit.engine import resolver
-from swa_kit.lessons import workshop
+from swa_kit.lessons.workshop import story
 from swa_kit.tables import print_table
 
 # %% [markdown]
@@ -55,17 +55,18 @@ from swa_kit.tables import print_table
 
 # %%
 my_percent = ...  # your answer, e.g. 42.5
-workshop.check_default_saving(my_percent)
+story.check_default_saving(my_percent)
 
 # %% tags=["solution"]
-story = workshop.story_memory("gemma4-31b")
-print(f"one pool:               {story['one_pool_bytes_per_token']:>10,} bytes per token")
-print(f"SGLang default (0.8):   {story['default_bytes_per_token']:>10,.0f} bytes per full-pool token  "
-      f"-> saves {100 * story['default_saved_fraction']:.1f} %")
+memory = story.story_memory("gemma4-31b")
+print(f"one pool:               {memory['one_pool_bytes_per_token']:>10,} bytes per token")
+print(f"SGLang default (0.8):   {memory['default_bytes_per_token']:>10,.0f} bytes per full-pool token  "
+      f"-> saves {100 * memory['default_saved_fraction']:.1f} %")
 print(f"one 128k request, window-sized SWA pool (the per-request minimum): "
-      f"{story['minimum_request_bytes'] / 2**30:.1f} GiB instead of {story['one_pool_request_bytes'] / 2**30:.1f} GiB "
-      f"-> saves {100 * story['minimum_saved_fraction']:.1f} %")
-workshop.check_default_saving(round(100 * story["default_saved_fraction"], 1))
+      f"{memory['minimum_request_bytes'] / 2**30:.1f} GiB "
+      f"instead of {memory['one_pool_request_bytes'] / 2**30:.1f} GiB "
+      f"-> saves {100 * memory['minimum_saved_fraction']:.1f} %")
+story.check_default_saving(round(100 * memory["default_saved_fraction"], 1))
 
 # %% [markdown]
 # Two numbers, two questions. The **default** saving is what a server launched with SGLang's defaults gets:
@@ -152,14 +153,14 @@ print_table([{k: r[k] for k in ("algorithm", "resolver", "returns", "wanted", "c
 # Bug 1 lives in the draft, bug 2 in the target. An unchanged accuracy shows the fix did not hurt the
 # target's output; a recovered acceptance would show the draft now reads the right KV.
 #
-# **Exercise 0.2 (triage).** For each case in `workshop.TRIAGE_CASES`, does it cost `"acceptance"` or
+# **Exercise 0.2 (triage).** For each case in `story.TRIAGE_CASES`, does it cost `"acceptance"` or
 # `"output"`? Fill in the dict.
 
 # %%
-for case in workshop.TRIAGE_CASES:
+for case in story.TRIAGE_CASES:
     print("-", case)
-my_triage = ...  # {case: "acceptance" or "output" for case in workshop.TRIAGE_CASES}
-workshop.check_triage(my_triage)
+my_triage = ...  # {case: "acceptance" or "output" for case in story.TRIAGE_CASES}
+story.check_triage(my_triage)
 
 # %% [markdown]
 # Now run it. The kit's tiny hybrid-SWA model (trained by `scripts/train_tiny_model.py`, window 16 keys)
@@ -183,7 +184,7 @@ print_table([{**r, "agreement_with_plain": r["agreement_with_plain"] if r["error
               "error": (r["error"] or "").split(":")[0]} for r in rows],
             ["algorithm", "resolver", "acceptance_rate", "agreement_with_plain", "error"])
 announce_all(used for run in [plain, *runs] for used in run.computed_by)
-workshop.check_triage({case: workshop.triage(worker) for case, worker in workshop.TRIAGE_CASES.items()})
+story.check_triage({case: story.triage(worker) for case, worker in story.TRIAGE_CASES.items()})
 
 # %% [markdown]
 # Every wrong resolver either left the output equal to plain decoding or stopped the run with an error (a

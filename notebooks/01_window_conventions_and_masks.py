@@ -46,7 +46,7 @@ import warnings
 import torch
 from IPython.display import display
 
-from swa_kit.lessons import workshop
+from swa_kit.lessons.workshop import story, windows
 from swa_kit.models.configs import load_model
 from swa_kit.masks import forward_mask
 from swa_kit.tables import print_table
@@ -74,12 +74,12 @@ from swa_kit.window import CONVENTIONS, Window, naive_reads
 # than full ones. Which of the two saves the larger share at SGLang's default sizing, and is it closer to a
 # fifth or to nine tenths? Then run the cell. It gives two savings, labelled: `saved_pct_sglang_default` is what
 # a server launched with SGLang's defaults gets per token; `saved_pct_min_per_request_128k` is the floor one
-# 128k-token request reaches when its sliding layers keep exactly their window (`swa_kit.lessons.workshop.memory_rows`;
-# model figures from `data/models`, with their sources).
+# 128k-token request reaches when its sliding layers keep exactly their window
+# (`swa_kit.lessons.workshop.story.memory_rows`; model figures from `data/models`, with their sources).
 
 # %%
-print(f"SGLang's default swa_full_tokens_ratio: {workshop.SGLANG_SWA_FULL_TOKENS_RATIO}")
-print_table(workshop.memory_rows(("gemma3-27b", "gemma4-31b", "gpt-oss-120b")))
+print(f"SGLang's default swa_full_tokens_ratio: {story.SGLANG_SWA_FULL_TOKENS_RATIO}")
+print_table(story.memory_rows(("gemma3-27b", "gemma4-31b", "gpt-oss-120b")))
 
 # %% [markdown]
 # The default saving is far below the per-request minimum, and in SGLang Gemma-3 gets neither (its minimum is
@@ -91,9 +91,9 @@ print_table(workshop.memory_rows(("gemma3-27b", "gemma4-31b", "gpt-oss-120b")))
 
 # %%
 L = 131072
-windows = {name: load_model(name).window_keys(load_model(name).swa_attention_layer_ids[0])
+sliding_keys = {name: load_model(name).window_keys(load_model(name).swa_attention_layer_ids[0])
            for name in ("gemma4-31b", "gpt-oss-120b")}
-for label, window in (("full", None), *((f"{name}, {keys} keys", keys) for name, keys in windows.items())):
+for label, window in (("full", None), *((f"{name}, {keys} keys", keys) for name, keys in sliding_keys.items())):
     view = forward_mask("prefill", L, L, window).block_view(128)
     print(f"{label:22} {view.total_pairs:>16,} pairs   {int(view.needed.sum()):>7,} of {view.counts.size:,} "
           f"128x128 tiles read")
@@ -133,7 +133,7 @@ print("conventions:", ", ".join(CONVENTIONS))
 
 # %%
 my_values = ...  # {"hf": ..., "sglang": ..., ...} for every name in CONVENTIONS
-workshop.check_window_everywhere(my_values)
+windows.check_window_everywhere(my_values)
 
 # %% [markdown]
 # The answer, with two more models, written by the kit's converters:
@@ -145,7 +145,7 @@ for name in ("gemma3-27b", "gpt-oss-120b", "gemma4-31b"):
     keys = model.window_keys(model.swa_attention_layer_ids[0])
     rows.append({"model": model.display_name, "keys": keys, **Window(keys).everywhere()})
 print_table(rows, ["model", "keys", *CONVENTIONS])
-workshop.check_window_everywhere(Window(gemma_keys).everywhere())
+windows.check_window_everywhere(Window(gemma_keys).everywhere())
 
 # %% [markdown]
 # The same converters, from the command line: `swa-kit window --from hf 1024` prints such a row, `--json` as
@@ -159,7 +159,7 @@ workshop.check_window_everywhere(Window(gemma_keys).everywhere())
 
 # %%
 my_counts = ...  # {"hf": ..., "sglang": ..., ...}: keys each API attends when handed gemma_keys unconverted
-workshop.check_unconverted(my_counts, keys=gemma_keys)
+windows.check_unconverted(my_counts, keys=gemma_keys)
 
 # %% [markdown]
 # Each panel below is the mask you meant (the last four queries of a context just longer than the window;
@@ -168,7 +168,7 @@ workshop.check_unconverted(my_counts, keys=gemma_keys)
 # model was trained with.
 
 # %% tags=["solution"]
-print_table([{"api": api, "attends": keys} for api, keys in workshop.keys_if_passed_unconverted(gemma_keys).items()])
+print_table([{"api": api, "attends": keys} for api, keys in windows.keys_if_passed_unconverted(gemma_keys).items()])
 conventions_figure(gemma_keys, "hf")
 
 # %% [markdown]
@@ -176,7 +176,7 @@ conventions_figure(gemma_keys, "hf")
 # that counts `W`. Now `paged_attention_v1` attends one key short (`x` marks the key it misses).
 
 # %%
-gpt_keys = windows["gpt-oss-120b"]
+gpt_keys = sliding_keys["gpt-oss-120b"]
 print(f"GPT-OSS: {gpt_keys} keys, SGLang holds sliding_window_size = {Window(gpt_keys).to('sglang')}")
 conventions_figure(gpt_keys, "sglang")
 
@@ -255,23 +255,23 @@ mask_figure(forward_mask("verify", 4, 14, 4))
 # committed prefix within the window plus its own ancestors, never a sibling. In the mask, columns
 # `0 .. prefix - 1` are the committed tokens and column `prefix + i` is draft token `i`.
 #
-# **Exercise 1.3.** The tree of `workshop.TREE`: a complete binary tree of 7 draft tokens (token `i`'s parent
+# **Exercise 1.3.** The tree of `windows.TREE`: a complete binary tree of 7 draft tokens (token `i`'s parent
 # is `parents[i]`, -1 = the committed prefix), after 8 committed tokens, window 4 keys. Which KV columns does
 # draft token 3 attend? Draw the tree on paper first.
 
 # %%
-print(workshop.TREE)
+print(windows.TREE)
 my_columns = ...  # a list of KV column indices, e.g. [5, 6, 8]
-workshop.check_tree_keys(my_columns, token=3)
+windows.check_tree_keys(my_columns, token=3)
 
 # %% [markdown]
 # The tree's mask (columns right of the black line are the draft tokens, in the order given):
 
 # %% tags=["solution"]
-tree = forward_mask("tree", len(workshop.TREE["parents"]), workshop.TREE["prefix"] + len(workshop.TREE["parents"]),
-                    workshop.TREE["window"], parents=workshop.TREE["parents"])
+tree = forward_mask("tree", len(windows.TREE["parents"]), windows.TREE["prefix"] + len(windows.TREE["parents"]),
+                    windows.TREE["window"], parents=windows.TREE["parents"])
 print("parents", tree.parents, "positions", tree.q_positions().tolist())
-print("draft token 3 attends columns", workshop.tree_keys_seen(3))
+print("draft token 3 attends columns", windows.tree_keys_seen(3))
 mask_figure(tree)
 
 # %% [markdown]
@@ -300,10 +300,10 @@ mask_figure(forward_mask("chunked", 16, 16, None, chunk=6))
 
 # %%
 print(f"dense bool mask at {L:,} tokens: {L * L / 1e9:.1f} GB")
-gemma_view = forward_mask("prefill", L, L, windows["gemma4-31b"]).block_view(128)
+gemma_view = forward_mask("prefill", L, L, sliding_keys["gemma4-31b"]).block_view(128)
 print(gemma_view.summary())
 print("query block 100 reads KV blocks", gemma_view.kv_blocks(100).tolist())
-block_view_figure(gemma_view, title=f"Gemma-4 sliding layer, {L} tokens, window {windows['gemma4-31b']}")
+block_view_figure(gemma_view, title=f"Gemma-4 sliding layer, {L} tokens, window {sliding_keys['gemma4-31b']}")
 
 # %% [markdown]
 # ## 6. Explore

@@ -42,7 +42,7 @@
 # %matplotlib inline
 import torch
 
-from swa_kit.lessons import workshop
+from swa_kit.lessons.workshop import pools, story
 from swa_kit.models.configs import load_all
 from swa_kit.launch.decide import default_sizing
 from swa_kit.models.memory import per_token_summary, savings
@@ -87,19 +87,19 @@ print("translate([-1, 0]) ->", pool.translate_loc_from_full_to_swa(torch.tensor(
 # `-1` indexes the last entry of the mapping and so maps to `-1` again; the dummy slot 0 maps to 0.
 #
 # ## 3. Step a request through decode
-# The request prefills a few tokens, then decodes more, one per step (`workshop.DECODE_RUN`). After every step
+# The request prefills a few tokens, then decodes more, one per step (`pools.DECODE_RUN`). After every step
 # the SWA slots of tokens older than the window are freed (`free_swa`).
 #
 # **Exercise 2.1 (predict).** After the last step, how many full-pool slots and how many SWA-pool slots does
 # the request hold? Use the window printed in section 1.
 
 # %%
-print(workshop.DECODE_RUN)
+print(pools.DECODE_RUN)
 my_full, my_swa = ..., ...  # slot counts after the last decode step
-workshop.check_slots_held(my_full, my_swa)
+pools.check_slots_held(my_full, my_swa)
 
 # %%
-snapshots = run_decode(workers, **workshop.DECODE_RUN)
+snapshots = run_decode(workers, **pools.DECODE_RUN)
 
 # %% [markdown]
 # The full pool grows with the context, the SWA pool stays at the window:
@@ -108,7 +108,7 @@ snapshots = run_decode(workers, **workshop.DECODE_RUN)
 for snap in (snapshots[0], snapshots[-1]):
     print(f"step {snap.step}: full ids {snap.full_ids[0].tolist()}")
     print(f"         SWA ids  {snap.swa_ids[0].tolist()}   counts {snap.counts(0)}")
-workshop.check_slots_held(snapshots[-1].counts(0)["full_live"], snapshots[-1].counts(0)["swa_live"])
+pools.check_slots_held(snapshots[-1].counts(0)["full_live"], snapshots[-1].counts(0)["swa_live"])
 
 # %% tags=["solution"]
 plot_pool_occupancy(snapshots)
@@ -142,7 +142,7 @@ print_table([per_token_summary(s) for s in specs])
 # Two savings answer two different questions:
 #
 # - **SGLang's default sizing** (what a server gets): the SWA pool is sized once, at start-up, at
-#   `swa_full_tokens_ratio` SWA tokens per full-pool token (default 0.8, `workshop.SGLANG_SWA_FULL_TOKENS_RATIO`);
+#   `swa_full_tokens_ratio` SWA tokens per full-pool token (default 0.8, `story.SGLANG_SWA_FULL_TOKENS_RATIO`);
 #   `swa_kit.launch.decide.default_sizing` computes the pools as SGLang's pool configurator does.
 #   One full-pool token then costs `full_cell + ratio x swa_cell` bytes instead of one pool's
 #   `full_cell + swa_cell`. (With `--max-running-requests` set and the radix cache off SGLang sizes the SWA
@@ -160,23 +160,23 @@ print_table([per_token_summary(s) for s in specs])
 
 # %%
 my_minimum_pct, my_default_pct = ..., ...  # percentages, e.g. 42.5, 12.0
-workshop.check_hybrid_saving(my_minimum_pct, my_default_pct, model="gpt-oss-20b", context=128 * 1024)
+pools.check_hybrid_saving(my_minimum_pct, my_default_pct, model="gpt-oss-20b", context=128 * 1024)
 
 # %% tags=["solution"]
-minimum = workshop.swa_pool_saving("gpt-oss-20b", 128 * 1024)
+minimum = pools.swa_pool_saving("gpt-oss-20b", 128 * 1024)
 sizing = default_sizing("gpt-oss-20b")  # the pools SGLang sizes at start-up with default arguments
 print(f"gpt-oss-20b, 128k: per-request minimum saves {100 * minimum.saved_fraction:.1f} % "
       f"({minimum.saved_gib:.2f} of {minimum.one_pool_bytes / 2**30:.2f} GiB); SGLang's default sizing: "
       f"{sizing['sglang_bytes_per_token']:,} instead of {sizing['one_pool_bytes_per_token']:,} bytes per token, "
       f"saves {sizing['sglang_saved_pct']} %")
-workshop.check_hybrid_saving(100 * minimum.saved_fraction, sizing["sglang_saved_pct"])
+pools.check_hybrid_saving(100 * minimum.saved_fraction, sizing["sglang_saved_pct"])
 
 # %% [markdown]
 # Every bundled model: SGLang's default sizing, then the per-request minimum at 8k / 32k / 128k (labelled
 # `min_*`; for a model without a hybrid pool in SGLang it is what a hybrid pool *would* save).
 
 # %% tags=["solution"]
-print_table(workshop.memory_rows(tuple(s.name for s in specs)))
+print_table(story.memory_rows(tuple(s.name for s in specs)))
 print()
 print_table([{"model": r.model, "context": r.context, "one_pool_gib": r.as_row()["one_pool_gib"],
               "min_hybrid_gib": r.as_row()["hybrid_gib"], "min_saved_pct": r.as_row()["saved_pct"],

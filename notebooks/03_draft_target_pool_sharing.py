@@ -43,7 +43,7 @@
 # %matplotlib inline
 import torch
 
-from swa_kit.lessons import workshop
+from swa_kit.lessons.workshop import drafts
 from swa_kit.errors import SlotError
 from swa_kit.engine.resolver import RESOLVERS, decision_table, read_keys, slots_read
 from swa_kit.tables import print_table
@@ -90,7 +90,7 @@ print("FROZEN_KV dummy pool size:", FROZEN_KV_DUMMY_POOL_SIZE)
 
 # %%
 my_breaks = ...  # {"EAGLE": "legacy" | "naive" | "fixed", "FROZEN_KV_MTP": ...}
-workshop.check_resolver_breaks(my_breaks)
+drafts.check_resolver_breaks(my_breaks)
 
 # %% [markdown]
 # ## 3. The decision table
@@ -105,7 +105,7 @@ print("wrong picks anywhere:")
 for r in rows:
     if not r["correct"]:
         print(f"  {r['model']} {r['role']} {r['algorithm']} under {r['resolver']}: {r['consequence']}")
-workshop.check_resolver_breaks({r["algorithm"]: r["resolver"] for r in rows if not r["correct"]
+drafts.check_resolver_breaks({r["algorithm"]: r["resolver"] for r in rows if not r["correct"]
                                 and r["model"] == "hybrid_swa" and r["algorithm"] in ("EAGLE", "FROZEN_KV_MTP")})
 
 # %% [markdown]
@@ -169,19 +169,19 @@ plot_slots_read(eagle, "draft", 0, 1, len(ids))
 # target's output is intact, so the fix did not break the target; it says nothing about the draft, which is
 # what acceptance measures.
 #
-# **Exercise 3.2 (triage backwards).** For each bug report in `workshop.SYMPTOMS`, which worker is broken:
+# **Exercise 3.2 (triage backwards).** For each bug report in `drafts.SYMPTOMS`, which worker is broken:
 # `"draft"`, `"target"`, or `"neither"` (no evidence of a bug)?
 
 # %%
-for symptom in workshop.SYMPTOMS:
+for symptom in drafts.SYMPTOMS:
     print("-", symptom)
-my_workers = ...  # {symptom: "draft" | "target" | "neither" for symptom in workshop.SYMPTOMS}
-workshop.check_which_worker(my_workers)
+my_workers = ...  # {symptom: "draft" | "target" | "neither" for symptom in drafts.SYMPTOMS}
+drafts.check_which_worker(my_workers)
 
 # %% [markdown]
 # ## 7. End to end: speculative decoding on a tiny hybrid-SWA model
-# `swa_kit.lessons.tiny_model` holds a small character-level decoder (sliding and full layers, GQA, RoPE, window 16 keys)
-# trained by `scripts/train_tiny_model.py` on a generated story corpus shipped in `data/tiny_model/`, with
+# `swa_kit.lessons.tiny_model` holds a small character-level decoder (sliding and full layers, GQA, RoPE, window 16
+# keys) trained by `scripts/train_tiny_model.py` on a generated story corpus shipped in `data/tiny_model/`, with
 # two trained drafts: an EAGLE-style draft (one sliding layer, its own KV pool) and a FROZEN_KV MTP-style head
 # (query-only, reads the target's last sliding and last full layer caches). Every attention call of the
 # target and of both drafts runs over the pools above: KV written at the allocator's slots, sliding layers at
@@ -251,7 +251,7 @@ before_after = pr_before_after(models, prompts, NEW_TOKENS, plain, guard=guard,
                                runs={name: by_key[("frozen_kv_mtp", name)] for name in ("legacy", "fixed")})
 print_table([{("planned route" if k == "route" else k): v for k, v in r.items()} for r in before_after])
 announce_all(guard["computed_by"])
-workshop.check_which_worker(dict(workshop.SYMPTOMS))
+drafts.check_which_worker(dict(drafts.SYMPTOMS))
 
 # %% [markdown]
 # Read it with the triage rule. Before fix 1 the draft read the target's SWA buffer with untranslated ids

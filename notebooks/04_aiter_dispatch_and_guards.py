@@ -48,7 +48,7 @@ from IPython.display import display
 from swa_kit.engine import routing
 from swa_kit.measure.explain import explain
 from swa_kit.measure import probe
-from swa_kit.lessons import workshop
+from swa_kit.lessons.workshop import dispatch
 from swa_kit.lessons.report import announce_all
 from swa_kit.tables import print_table
 from swa_kit.viz.probe import draw_probe, draw_probe_table
@@ -108,7 +108,7 @@ print(explain(refused))
 # %%
 my_refused_layers = ...  # a number of layers
 my_keys_after = ...  # keys a sliding layer attends after the way out
-workshop.check_guard_way_out(my_refused_layers, my_keys_after)
+dispatch.check_guard_way_out(my_refused_layers, my_keys_after)
 
 # %% tags=["solution"]
 try:
@@ -122,8 +122,8 @@ except ValueError as error:  # DispatchGuardError subclasses ValueError, like SG
 # %% tags=["solution"]
 after = routing.plan("gemma3-27b", "decode", env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"})
 print(explain(after))
-way_out = workshop.guard_and_way_out("gemma3-27b")
-workshop.check_guard_way_out(way_out["refused_layers"], way_out["keys_after_way_out"])
+way_out = dispatch.guard_and_way_out("gemma3-27b")
+dispatch.check_guard_way_out(way_out["refused_layers"], way_out["keys_after_way_out"])
 
 # %% [markdown]
 # **Each way out has a price; none is simply "the correct way".**
@@ -153,14 +153,14 @@ workshop.check_guard_way_out(way_out["refused_layers"], way_out["keys_after_way_
 for name, site in routing.SITES.items():
     print(f"{name:22s} {site.kernel:24s} window argument {site.window_expr}")
 my_short_sites = ...  # a list of site names, e.g. ["decode.unified"]
-workshop.check_one_key_short_sites(my_short_sites)
+dispatch.check_one_key_short_sites(my_short_sites)
 
 # %% tags=["solution"]
 rows = probe.probe_sglang_sites(5)
 print_table([{**{k: v for k, v in r.to_json().items() if k not in ("modes", "skipped")},
               "how obtained": how_obtained(r.tier)} for r in rows])
 announce_all(r for r in rows if r.attended_keys is not None)
-workshop.check_one_key_short_sites([r.site for r in rows if r.attended_keys == 4])
+dispatch.check_one_key_short_sites([r.site for r in rows if r.attended_keys == 4])
 
 # %% [markdown] tags=["solution"]
 # **Finding (measured on aiter 0.1.7's Triton `unified_attention` kernel, in the CPU interpreter here):**

@@ -44,11 +44,11 @@ import inspect
 import torch
 
 from swa_kit.measure import bench
-from swa_kit.lessons import workshop
+from swa_kit.lessons.workshop import kernels
 from swa_kit.attention.kit import kernel as kit_triton
 from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.attention.reference import reference_attention
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.errors import PathUnavailableError
 from swa_kit.lessons.report import announce
 from swa_kit.tables import print_table
 from swa_kit.viz import bench as viz
@@ -141,7 +141,7 @@ try:
     error = float((result.out.double() - ref.out).norm() / ref.out.norm())
     print(f"kit_triton_swa ({result.device}) vs reference: relative error {error:.1e}; "
           f"NaN in the output: {bool(torch.isnan(result.out).any())}")
-except BackendUnavailableError as failure:  # no Triton (macOS, Windows without WSL): the reference only
+except PathUnavailableError as failure:  # no Triton (macOS, Windows without WSL): the reference only
     print(f"the kit's kernel cannot run here: {failure}")
 
 # %% [markdown]
@@ -161,7 +161,7 @@ recorded = bench.load_recorded()
 copy_tbs = recorded["copy_tbs"]  # copy (read + write) bandwidth, measured in the recorded run
 print(f"recorded copy bandwidth: {copy_tbs:.2f} TB/s ({recorded['machine']['gpu']}, {recorded['date']})")
 my_floor_us = ...  # your answer in microseconds, e.g. 100.0
-workshop.check_headline_floor(my_floor_us)
+kernels.check_headline_floor(my_floor_us)
 
 # %% tags=["solution"]
 h = bench.HEADLINE
@@ -170,10 +170,10 @@ flops = 4 * case.hq * case.head_dim * case.window * case.batch
 floor_us = bench.math_floor_us(case, copy_tbs)
 fastest_prefill = max(r["tflops"] for r in recorded["prefill"] if r.get("tflops"))  # same run, same GPU
 print(f"bytes: {case.window_bytes / 2**20:.0f} MiB -> floor {floor_us:.1f} us at {copy_tbs:.2f} TB/s "
-      f"(the same at 8k: {workshop.headline_floor_us(8 * 1024, copy_tbs):.1f} us)")
+      f"(the same at 8k: {kernels.headline_floor_us(8 * 1024, copy_tbs):.1f} us)")
 print(f"FLOPs: {flops / 1e9:.2f} GFLOP -> {flops / (fastest_prefill * 1e12) * 1e6:.1f} us at the fastest prefill "
       f"rate the same run measured ({fastest_prefill:.0f} TFLOP/s): memory-bound by far")
-workshop.check_headline_floor(round(floor_us, 1))
+kernels.check_headline_floor(round(floor_us, 1))
 
 # %% [markdown]
 # ## 4. The benchmark: run it here, or read the recorded run
@@ -301,21 +301,21 @@ for page_size in (1, 16):
 #
 # **Exercise 5.1 (predict).** One Gemma-4 31B request at 128k tokens, every sliding layer on a window-aware
 # kernel. What percentage of the decode step's KV bytes do the sliding layers read? Guess first (most, or a
-# little?), then compute it (`workshop.decode_kv_bytes` splits the bytes by layer kind).
+# little?), then compute it (`kernels.decode_kv_bytes` splits the bytes by layer kind).
 
 # %%
 my_sliding_percent = ...  # your answer, e.g. 42.5
-workshop.check_sliding_share(my_sliding_percent)
+kernels.check_sliding_share(my_sliding_percent)
 
 # %% tags=["solution"]
-read = workshop.decode_kv_bytes("gemma4-31b", 128 * 1024)
-buys = workshop.what_the_window_buys("gemma4-31b", 128 * 1024)
+read = kernels.decode_kv_bytes("gemma4-31b", 128 * 1024)
+buys = kernels.what_the_window_buys("gemma4-31b", 128 * 1024)
 print(f"one decode step, 128k tokens: sliding layers {read['sliding_layers'] / 2**30:.2f} GiB, "
       f"full layers {read['full_layers'] / 2**30:.2f} GiB; without any window {read['without_window'] / 2**30:.0f} GiB")
 print(f"sliding layers' share of the step's KV bytes: {100 * buys['sliding_share_of_step']:.1f} %")
 print(f"KV memory the SWA pool saves: {100 * buys['memory_saved_default']:.1f} % at SGLang's default sizing, "
       f"{100 * buys['memory_saved_minimum']:.1f} % at the per-request minimum")
-workshop.check_sliding_share(round(100 * buys["sliding_share_of_step"], 1))
+kernels.check_sliding_share(round(100 * buys["sliding_share_of_step"], 1))
 
 # %% [markdown]
 # Once the sliding layers read only their window, they are a small part of the step: a faster windowed

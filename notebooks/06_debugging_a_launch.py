@@ -47,7 +47,7 @@ import transformers
 from swa_kit.measure import audit
 from swa_kit.engine import routing
 from swa_kit.measure import trace
-from swa_kit.lessons import workshop
+from swa_kit.lessons.workshop import debugging
 from swa_kit.launch.inputs import Launch
 from swa_kit.measure.key_gap import compare_window, tiny_model_from_config
 
@@ -64,7 +64,7 @@ from swa_kit.measure.key_gap import compare_window, tiny_model_from_config
 # %%
 my_window_arg = ...  # a (left, right) pair
 my_attended_keys = ...  # a number of keys
-workshop.check_decode_window(my_window_arg, my_attended_keys)
+debugging.check_decode_window(my_window_arg, my_attended_keys)
 
 # %% tags=["solution"]
 launch = Launch.from_inputs(model="gemma4-31b", platform="rocm-gfx942",
@@ -83,13 +83,13 @@ for finding in report.findings:
 sliding = routing.plan("gemma4-31b", "decode", strict=False).layer(0)
 print(f"layer 0: {sliding.kind}, sliding_window_size={sliding.sliding_window_size}, {sliding.kernel} "
       f"window_arg={sliding.window_arg} -> attends {sliding.effective_keys} of {sliding.intended_keys} keys")
-workshop.check_decode_window(tuple(sliding.window_arg), sliding.effective_keys)
+debugging.check_decode_window(tuple(sliding.window_arg), sliding.effective_keys)
 
 # %% [markdown]
 # ## 2 · What the server passes: a trace
 #
-# In the server process, `import swa_kit.measure.trace; swa_kit.measure.trace.install("/tmp/swa-trace.jsonl")` before the
-# model loads writes one JSON line per kernel call. The file below was **recorded on a CPU** by the kit's
+# In the server process, `import swa_kit.measure.trace; swa_kit.measure.trace.install("/tmp/swa-trace.jsonl")`
+# before the model loads writes one JSON line per kernel call. The file below was **recorded on a CPU** by the kit's
 # test `tests/test_trace_sglang.py`: SGLang 0.5.23's real `AiterAttnBackend` built over SGLang's own
 # `SWAKVPool`, its real `forward_decode` called for Gemma-4's layer 0 (sliding) and layer 5 (full), and
 # aiter's kernels (which need ROCm) supplied by the kit's float64 reference. The window argument and page
@@ -119,7 +119,7 @@ print("trace vs plan:", "agree" if not mismatches else [str(m) for m in mismatch
 
 # %%
 my_first_position = ...  # a position in the prompt
-workshop.check_first_changed_position(my_first_position, window=16)
+debugging.check_first_changed_position(my_first_position, window=16)
 
 # %% tags=["solution"]
 bundled = json.loads((Path("..") / "data" / "models" / "gemma3-27b.json").read_text())["hf_config"]
@@ -127,7 +127,7 @@ model = tiny_model_from_config(transformers.AutoConfig.for_model(**bundled), win
 prompt = torch.randint(0, model.config.vocab_size, (64,), generator=torch.Generator().manual_seed(0))
 gap = compare_window(model, prompt, new_tokens=16)
 print(gap.summary())
-workshop.check_first_changed_position(gap.first_changed_position, window=16)
+debugging.check_first_changed_position(gap.first_changed_position, window=16)
 
 # %% [markdown] tags=["solution"]
 # Positions before W-1 attend the same keys under both windows, so their logits are identical; from

@@ -43,8 +43,12 @@ class DispatchGuardError(SwaKitError, ValueError):
     """A route that would silently drop a sliding window or read untranslated slots."""
 
 
-class BackendUnavailableError(SwaKitError, RuntimeError):
-    """A compute path that cannot run in this environment."""
+class PathUnavailableError(SwaKitError, RuntimeError):
+    """An attention path that cannot run here, or cannot run this input (the message names the way out)."""
+
+
+class SGLangUnavailableError(SwaKitError, RuntimeError):
+    """SGLang is not installed here, or the module of it the kit reads does not import."""
 
 
 class ModelConfigError(SwaKitError, ValueError):

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from swa_kit import budget
-from swa_kit.errors import BackendUnavailableError, MaskError
+from swa_kit.errors import PathUnavailableError, MaskError
 from swa_kit.tables import plural
 from swa_kit.window import MAX_KEYS, Window
 
@@ -247,7 +247,7 @@ class ForwardMask:
         try:
             from torch.nn.attention.flex_attention import create_block_mask
         except ImportError as error:
-            raise BackendUnavailableError(
+            raise PathUnavailableError(
                 f"this torch ({torch.__version__}) has no FlexAttention BlockMask ({error}); "
                 "install torch >= 2.5 or use ForwardMask.dense()"
             ) from None

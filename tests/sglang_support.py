@@ -19,11 +19,11 @@ def require_sglang(*modules: str) -> list[Any]:
     """The imported modules; fails the test module under ``SWA_KIT_REQUIRE_SGLANG=1`` when any does not import,
     else skips."""
     from swa_kit.launch.sglang_oracle import import_sglang
-    from swa_kit.errors import BackendUnavailableError
+    from swa_kit.errors import SGLangUnavailableError
 
     try:
         return [import_sglang(name) for name in modules]
-    except BackendUnavailableError as error:
+    except SGLangUnavailableError as error:
         if os.environ.get(REQUIRE_SGLANG) == "1":
             pytest.fail(f"{REQUIRE_SGLANG}=1 but SGLang cannot be read, so this module would compare nothing: "
                         f"{error}", pytrace=False)

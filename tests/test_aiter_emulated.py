@@ -7,10 +7,10 @@ import torch
 
 from swa_kit.attention.aiter import emulated
 from swa_kit.attention.aiter.native import mha_batch_prefill_args, paged_attention_ragged_args
-from swa_kit.attention.paths import get_backend, run_path
+from swa_kit.attention.paths import get_path, run_path
 from swa_kit.attention.batch import random_paged_batch
 from swa_kit.attention.reference import reference_attention
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.errors import PathUnavailableError
 from swa_kit.window import from_keys
 
 
@@ -98,20 +98,20 @@ def test_bad_inputs_raise():
     for index, value, match in [(13, "HND", "layout"), (12, "fp8_e4m3", "fp8"), (11, torch.ones(4), "alibi")]:
         bad = list(args)
         bad[index] = value
-        with pytest.raises(BackendUnavailableError, match=match):
+        with pytest.raises(PathUnavailableError, match=match):
             emulated.paged_attention_ragged(*bad)
-    with pytest.raises(BackendUnavailableError, match="one query"):
+    with pytest.raises(PathUnavailableError, match="one query"):
         run_path("aiter_emulated_paged_ragged", token_batch([2], [5]), None)
     prefill = token_batch([3], [5])
     p_args, p_kwargs = mha_batch_prefill_args(prefill, (-1, -1))
     for extra, match in [({"dropout_p": 0.1}, "dropout"), ({"return_attn_probs": True}, "attn_probs")]:
-        with pytest.raises(BackendUnavailableError, match=match):
+        with pytest.raises(PathUnavailableError, match=match):
             emulated.mha_batch_prefill_func(*p_args, **{**p_kwargs, **extra})
     with pytest.raises(ValueError):
         run_path("aiter_emulated_mha_batch_prefill", prefill, (2, 1))  # right > 0 looks ahead
 
 
 def test_declarations():
-    ragged, prefill = get_backend("aiter_emulated_paged_ragged"), get_backend("aiter_emulated_mha_batch_prefill")
+    ragged, prefill = get_path("aiter_emulated_paged_ragged"), get_path("aiter_emulated_mha_batch_prefill")
     assert not ragged.honours_window and ragged.convention is None and ragged.tier == "emulated"
     assert prefill.honours_window and prefill.convention == "aiter_ck" and prefill.tier == "emulated"

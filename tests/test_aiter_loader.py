@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from swa_kit.attention.aiter import loader
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.errors import PathUnavailableError
 
 needs_wheel = pytest.mark.skipif(loader.aiter_version() is None, reason="amd-aiter is not installed")
 
@@ -54,16 +54,16 @@ def test_placeholders_off_rocm_and_the_status():
 
 
 def test_unknown_kernel_module():
-    with pytest.raises(BackendUnavailableError, match="unknown aiter kernel module"):
+    with pytest.raises(PathUnavailableError, match="unknown aiter kernel module"):
         loader.load_kernel_module("flash_attn", interpreted=True)
 
 
 def test_moved_layout_is_refused(monkeypatch):
     monkeypatch.setattr(loader, "aiter_version", lambda: "0.1.10")
-    with pytest.raises(BackendUnavailableError, match=r"aiter\.ops\.triton\.attention.*0\.1\.7\.post2\.dev18"):
+    with pytest.raises(PathUnavailableError, match=r"aiter\.ops\.triton\.attention.*0\.1\.7\.post2\.dev18"):
         loader._check_layout()
     monkeypatch.setattr(loader, "aiter_version", lambda: None)
-    with pytest.raises(BackendUnavailableError, match="pip install"):
+    with pytest.raises(PathUnavailableError, match="pip install"):
         loader._check_layout()
 
 

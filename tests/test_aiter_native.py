@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from swa_kit.attention.aiter import native
-from swa_kit.attention.aiter.loader import aiter_package_dir
-from swa_kit.attention.paths import get_backend, run_path
+from swa_kit.attention.aiter.loader import aiter_package_dir, native_status
+from swa_kit.attention.paths import get_path, run_path
 from swa_kit.attention.batch import random_paged_batch
-from swa_kit.errors import BackendUnavailableError, WindowConventionError
+from swa_kit.errors import PathUnavailableError, WindowConventionError
 
 
 def batch_of(q_lens, seq_lens, *, hq=8, hkv=2, d=64, page_size=1, dtype=torch.bfloat16):
@@ -69,11 +69,11 @@ def test_paged_ragged_args_layout():
 
 
 def test_builders_refuse_what_sglang_never_passes():
-    with pytest.raises(BackendUnavailableError, match="page size 1"):
+    with pytest.raises(PathUnavailableError, match="page size 1"):
         native.mha_batch_prefill_args(batch_of([2], [20], page_size=16), (-1, -1))
-    with pytest.raises(BackendUnavailableError, match="block_size 1"):
+    with pytest.raises(PathUnavailableError, match="block_size 1"):
         native.paged_attention_ragged_args(batch_of([1], [20], page_size=16))
-    with pytest.raises(BackendUnavailableError, match="one query"):
+    with pytest.raises(PathUnavailableError, match="one query"):
         native.paged_attention_ragged_args(batch_of([2], [20]))
     with pytest.raises(WindowConventionError):
         native.unified_attention_args(batch_of([1], [4]), (3, 5))
@@ -82,16 +82,16 @@ def test_builders_refuse_what_sglang_never_passes():
 
 
 def test_unavailable_here_with_a_reason():
-    ok, reason = native.available()
+    ok, reason = native_status()
     if torch.version.hip is None:
         assert not ok and reason.startswith("needs ROCm")
     for name in ("aiter_native_unified", "aiter_native_mha_batch_prefill", "aiter_native_paged_ragged"):
-        backend = get_backend(name)
-        assert backend.tier == "aiter-native" and backend.devices == frozenset({"rocm"})
+        path = get_path(name)
+        assert path.tier == "aiter-native" and path.devices == frozenset({"rocm"})
         if not ok:
-            with pytest.raises(BackendUnavailableError, match="cannot run here"):
+            with pytest.raises(PathUnavailableError, match="cannot run here"):
                 run_path(name, batch_of([1], [4]), None if name.endswith("ragged") else (-1, -1))
-    assert not get_backend("aiter_native_paged_ragged").honours_window
+    assert not get_path("aiter_native_paged_ragged").honours_window
 
 
 # ---- the contract: every argument the kit passes exists in the installed wheel's function ----

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from swa_kit.attention.aiter import triton_kernels
-from swa_kit.attention.paths import get_backend, run_path
+from swa_kit.attention.paths import get_path, run_path
 from swa_kit.attention.batch import random_paged_batch
 from swa_kit.attention.reference import reference_attention
-from swa_kit.errors import BackendUnavailableError, WindowConventionError
+from swa_kit.errors import PathUnavailableError, WindowConventionError
 from swa_kit.window import from_keys
 
 _INTERPRETER = triton_kernels.interpreter_status()
@@ -115,10 +115,10 @@ def test_bad_inputs_raise():
         run_path("aiter_triton_unified", batch, 4)  # not a pair
     tree = paged_batch([2], [10], page_size=16)
     tree.tree_masks = [torch.ones(2, 10, dtype=torch.bool)]
-    with pytest.raises(BackendUnavailableError, match="causal only"):
+    with pytest.raises(PathUnavailableError, match="causal only"):
         run_path("aiter_triton_unified", tree, (-1, -1))
     as_double = paged_batch([2], [10], page_size=16, dtype=torch.float64)
-    with pytest.raises(BackendUnavailableError, match="supported"):
+    with pytest.raises(PathUnavailableError, match="supported"):
         run_path("aiter_triton_unified", as_double, (-1, -1))
     with pytest.raises(ValueError, match="kernel"):
         triton_kernels.launch_plan(
@@ -149,10 +149,10 @@ def test_interpreter_status_names_versions():
     assert ok and "CPU interpreter" in reason and "numpy" in reason
 
 
-def test_backend_declaration():
-    backend = get_backend("aiter_triton_unified")
-    assert backend.convention == "aiter_unified" and backend.honours_window
-    assert backend.kv_layout == "block_table" and "tree" not in backend.modes
+def test_path_declaration():
+    path = get_path("aiter_triton_unified")
+    assert path.convention == "aiter_unified" and path.honours_window
+    assert path.kv_layout == "block_table" and "tree" not in path.modes
 
 
 def test_interpreter_status_reports_a_broken_interpreter(monkeypatch):

@@ -354,7 +354,7 @@ def test_sdpa_over_the_keys_some_query_attends_is_the_reference_in_decode_and_ve
     whole context with a dense mask, against the float64 reference, with windows shorter and longer than the drafts; a
     ragged verify, and a verify on the decode-only paths, refused by name."""
     from swa_kit.measure.bench.paths import DecodeInputs
-    from swa_kit.errors import BackendUnavailableError
+    from swa_kit.errors import PathUnavailableError
 
     gen = torch.Generator().manual_seed(rng.randrange(2**31))
     for window in (rng.randint(1, 7), rng.randint(9, 60)):
@@ -370,10 +370,10 @@ def test_sdpa_over_the_keys_some_query_attends_is_the_reference_in_decode_and_ve
             assert _torch_path_error(data, "sdpa_dense_mask") < 1e-5, window
     ragged = data.with_queries(bench.verify_twin(case))
     for path in ("sdpa_window", "flex", "sdpa_dense_mask", "sdpa_full"):
-        with pytest.raises(BackendUnavailableError, match=r"one q_len per batch, not a ragged one \(\[2, 3, 4\]\)"):
+        with pytest.raises(PathUnavailableError, match=r"one q_len per batch, not a ragged one \(\[2, 3, 4\]\)"):
             getattr(ragged, path)()
     for path in ("sdpa_dense_mask", "sdpa_full"):
-        with pytest.raises(BackendUnavailableError, match=f"{path} is timed for decode only"):
+        with pytest.raises(PathUnavailableError, match=f"{path} is timed for decode only"):
             getattr(verify, path)()
 
 

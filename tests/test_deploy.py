@@ -242,14 +242,14 @@ def test_sm100_without_a_topk_falls_to_triton():
 
 def test_the_workshop_story_uses_sglangs_sizing():
     """One rule for the default saving: the workshop's story is default_sizing's, hybrid pool or not."""
-    from swa_kit.lessons import workshop
+    from swa_kit.lessons.workshop import story
     from swa_kit.models.configs import list_models
     from swa_kit.launch.decide import default_sizing
 
     for name in list_models():
-        sizing, story = default_sizing(name), workshop.story_memory(name)
-        assert story["default_bytes_per_token"] == sizing["sglang_bytes_per_token"]
-        assert round(100 * story["default_saved_fraction"], 1) == sizing["sglang_saved_pct"]
-    assert workshop.story_memory("gemma3-27b")["default_saved_fraction"] == 0  # SGLang builds no hybrid pool
-    half = workshop.story_memory("gemma4-31b", ratio=0.5)["default_bytes_per_token"]
+        sizing, memory = default_sizing(name), story.story_memory(name)
+        assert memory["default_bytes_per_token"] == sizing["sglang_bytes_per_token"]
+        assert round(100 * memory["default_saved_fraction"], 1) == sizing["sglang_saved_pct"]
+    assert story.story_memory("gemma3-27b")["default_saved_fraction"] == 0  # SGLang builds no hybrid pool
+    half = story.story_memory("gemma4-31b", ratio=0.5)["default_bytes_per_token"]
     assert half == default_sizing("gemma4-31b", ratio=0.5)["sglang_bytes_per_token"] == 81_920 + 0.5 * 819_200

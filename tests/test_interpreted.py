@@ -13,7 +13,7 @@ import torch
 from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.attention.kit.interpreted import run_in_interpreter
 from swa_kit.attention.reference import reference_attention
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.errors import PathUnavailableError
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
 
@@ -34,7 +34,7 @@ def test_child_runs_the_kernel_and_matches_the_reference():
 def test_refuses_a_batch_it_cannot_run():
     batch = random_paged_batch([1], [9], num_q_heads=2, num_kv_heads=1, head_dim=16, dtype=torch.float32,
                                generator=torch.Generator().manual_seed(0))
-    with pytest.raises(BackendUnavailableError, match="dtype"):
+    with pytest.raises(PathUnavailableError, match="dtype"):
         run_in_interpreter(batch, 4)
 
 
@@ -44,10 +44,10 @@ def test_bfloat16_is_refused_where_the_interpreter_runs_the_kernel():
 
     batch = random_paged_batch([1, 2], [9, 30], num_q_heads=4, num_kv_heads=2, head_dim=16, page_size=16,
                                dtype=torch.bfloat16, generator=torch.Generator().manual_seed(0))
-    with pytest.raises(BackendUnavailableError, match=r"bfloat16 in Triton's CPU interpreter.*float16 on the CPU"):
+    with pytest.raises(PathUnavailableError, match=r"bfloat16 in Triton's CPU interpreter.*float16 on the CPU"):
         kit_triton.plan_batch(batch, 4)
     k, v = batch.paged_kv()
-    with pytest.raises(BackendUnavailableError, match=r"bfloat16 in Triton's CPU interpreter.*triton#11584"):
+    with pytest.raises(PathUnavailableError, match=r"bfloat16 in Triton's CPU interpreter.*triton#11584"):
         triton_kernels.unified_attention(batch.q, k, v, torch.empty_like(batch.q), batch.qo_indptr.int(), 2,
                                        batch.seq_lens.int(), 30, batch.sm_scale, (3, 0), batch.block_table().int())
 

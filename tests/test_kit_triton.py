@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from swa_kit.attention.paths import get_backend, run_path
+from swa_kit.attention.paths import get_path, run_path
 from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.attention.sinks import reference_with_sinks
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.errors import PathUnavailableError
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
 
@@ -304,23 +304,23 @@ def _batch(q_lens=(1, 1), head_dim=16, dtype=torch.float16):
 
 
 def test_refuses_what_it_cannot_compute(kit_triton) -> None:
-    with pytest.raises(BackendUnavailableError, match="up to 8 queries; request 0 has q_len 9"):
+    with pytest.raises(PathUnavailableError, match="up to 8 queries; request 0 has q_len 9"):
         kit_triton.plan_batch(_batch(q_lens=[9, 1]), 4)
     batch = _batch()
-    with pytest.raises(BackendUnavailableError, match="sinks of shape"):
+    with pytest.raises(PathUnavailableError, match="sinks of shape"):
         kit_triton.plan_batch(batch, 4, sinks=torch.zeros(3))
     batch.tree_masks = [torch.ones(1, 20, dtype=torch.bool), torch.ones(1, 9, dtype=torch.bool)]
-    with pytest.raises(BackendUnavailableError, match="tree masks"):
+    with pytest.raises(PathUnavailableError, match="tree masks"):
         kit_triton.plan_batch(batch, 4)
-    with pytest.raises(BackendUnavailableError, match="dtype"):
+    with pytest.raises(PathUnavailableError, match="dtype"):
         kit_triton.plan_batch(_batch(dtype=torch.float32), 4)
-    with pytest.raises(BackendUnavailableError, match="head_dim 24"):
+    with pytest.raises(PathUnavailableError, match="head_dim 24"):
         kit_triton.plan_batch(_batch(head_dim=24), 4)
     with pytest.raises(ValueError, match="keys"):
         kit_triton.plan_batch(_batch(), 0)
-    with pytest.raises(BackendUnavailableError, match="rows=8: the query tile needs a power of two >= 16"):
+    with pytest.raises(PathUnavailableError, match="rows=8: the query tile needs a power of two >= 16"):
         kit_triton.plan_batch(_batch(), 4, rows=8)
-    with pytest.raises(BackendUnavailableError, match="rows=24"):
+    with pytest.raises(PathUnavailableError, match="rows=24"):
         kit_triton.plan_batch(_batch(), 4, rows=24)
     with pytest.raises(ValueError, match=r"unknown launch override\(s\) \['tile'\]"):
         kit_triton.plan_batch(_batch(), 4, tile=64)
@@ -339,10 +339,10 @@ def test_refuses_what_it_cannot_compute(kit_triton) -> None:
     for bad in (0.0, -0.125, float("nan"), float("inf")):
         batch = _batch()
         batch.sm_scale = bad
-        with pytest.raises(BackendUnavailableError, match=f"sm_scale {bad!r}: the kernel needs a finite softmax "
+        with pytest.raises(PathUnavailableError, match=f"sm_scale {bad!r}: the kernel needs a finite softmax "
                                                           "scale > 0"):
             kit_triton.plan_batch(batch, 4)
-    with pytest.raises(BackendUnavailableError, match="block_n=24: a key tile needs a power of two >= 16"):
+    with pytest.raises(PathUnavailableError, match="block_n=24: a key tile needs a power of two >= 16"):
         kit_triton.plan_batch(_batch(), 4, block_n=24)
     for bad in (0, -2, 2.0):
         with pytest.raises(ValueError, match=f"splits={bad!r}: give an int >= 1"):
@@ -420,12 +420,12 @@ def test_the_constexpr_list_is_the_kernels(kit_triton) -> None:
 
 
 def test_backend_declares_itself_and_is_unavailable_on_plain_cpu(kit_triton) -> None:
-    backend = get_backend("kit_triton_swa")
-    assert backend.tier == "kit-triton" and backend.modes == frozenset({"decode", "verify"}) and backend.honours_window
+    path = get_path("kit_triton_swa")
+    assert path.tier == "kit-triton" and path.modes == frozenset({"decode", "verify"}) and path.honours_window
     if not torch.cuda.is_available() and not kit_triton.interpreter_active():
-        ok, reason = backend.available()
+        ok, reason = path.available()
         assert not ok and "TRITON_INTERPRET" in reason
-        with pytest.raises(BackendUnavailableError, match="cannot run here"):
+        with pytest.raises(PathUnavailableError, match="cannot run here"):
             run_path("kit_triton_swa", _batch(), 4)
 
 

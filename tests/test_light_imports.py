@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pkgutil
 import subprocess
 import sys
 
@@ -10,16 +11,21 @@ MARK = "--loaded--"
 
 
 def loaded_after(code: str, watched: tuple[str, ...]) -> set[str]:
-    """The ``watched`` top-level packages in ``sys.modules`` after running ``code`` in a new interpreter."""
+    """The modules in ``sys.modules`` after running ``code`` in a new interpreter that are, or lie under, one of
+    ``watched`` (packages or modules)."""
     probe = f"{code}\nimport sys\nprint({MARK!r} + __import__('json').dumps(sorted(sys.modules)))"
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     modules = json.loads(result.stdout.rsplit(MARK, 1)[1])
-    return {name for name in modules if name.split(".")[0] in watched}
+    return {name for name in modules if any(name == w or name.startswith(w + ".") for w in watched)}
 
 
 def test_the_workshop_solutions_do_not_import_matplotlib():
-    assert not loaded_after("import swa_kit.lessons.workshop", ("matplotlib",))
+    from swa_kit.lessons import workshop
+
+    modules = sorted(module.name for module in pkgutil.iter_modules(workshop.__path__))
+    assert len(modules) == 8  # one per notebook, and the verdict
+    assert not loaded_after(f"from swa_kit.lessons.workshop import {', '.join(modules)}", ("matplotlib",))
     # the check can fail: the mask pictures do import it
     assert "matplotlib" in loaded_after("import swa_kit.viz.masks", ("matplotlib",))
 
@@ -31,3 +37,19 @@ def test_the_cli_answers_help_and_window_without_torch():
     # the check can fail: a command that needs torch does import it when it runs
     assert "torch" in loaded_after("from swa_kit.cli import main\nmain(['mask', '--mode', 'decode', '--kv-len', '4', "
                                    "'--window', '2'])", ("torch",))
+
+
+#: What listing or choosing attention paths must not load: the modules that hold kernels, Triton and aiter.
+KERNELS = ("triton", "aiter", "swa_kit.attention.torch_paths", "swa_kit.attention.aiter.native",
+           "swa_kit.attention.aiter.emulated", "swa_kit.attention.aiter.triton_kernels", "swa_kit.attention.kit")
+
+
+def test_listing_and_choosing_paths_load_no_kernel():
+    for code in ("from swa_kit.attention.paths import all_paths\nprint([p.name for p in all_paths()])",
+                 "from swa_kit.cli import main\ntry:\n    main(['probe', '--help'])\nexcept SystemExit:\n    pass",
+                 "from swa_kit.engine import routing\nrouting.plan('gemma3-27b', 'decode', strict=False)\n"
+                 "routing.plan('gemma4-31b', 'decode')\nrouting.plan('gemma4-31b', 'extend')"):
+        assert not loaded_after(code, KERNELS), code
+    # the check can fail: asking a path whether it runs here imports its module, and only that one
+    asked = "from swa_kit.attention.paths import get_path\nget_path('torch_sdpa').available()"
+    assert loaded_after(asked, KERNELS) == {"swa_kit.attention.torch_paths"}

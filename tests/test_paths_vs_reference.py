@@ -16,10 +16,10 @@ import math
 import pytest
 import torch
 
-from swa_kit.attention.paths import Backend, run_path
+from swa_kit.attention.paths import AttentionPath, run_path
 from swa_kit.attention.batch import random_paged_batch
 from swa_kit.attention.reference import reference_attention
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.errors import PathUnavailableError
 from swa_kit.measure.probe import runnable_paths
 from swa_kit.window import from_keys
 
@@ -32,11 +32,11 @@ HEAD_DIMS = [64, 128, 256]
 Q_LENS = [1, 5]
 
 
-def _cases(backend: Backend) -> list[tuple]:
-    pages = [16] if backend.kv_layout == "block_table" else [1, 16]
-    windows = WINDOWS if backend.honours_window else ["wide", None]
-    decode_only = backend.modes <= {"decode"}
-    q_lens = [1] if decode_only else ([5] if "decode" not in backend.modes else Q_LENS)
+def _cases(path: AttentionPath) -> list[tuple]:
+    pages = [16] if path.kv_layout == "block_table" else [1, 16]
+    windows = WINDOWS if path.honours_window else ["wide", None]
+    decode_only = path.modes <= {"decode"}
+    q_lens = [1] if decode_only else ([5] if "decode" not in path.modes else Q_LENS)
     axes = [windows, GQA, pages, q_lens, HEAD_DIMS]
     count = max(len(a) for a in axes) * 2
     return [tuple(a[(i * (k + 1) + i // len(a)) % len(a)] for k, a in enumerate(axes)) for i in range(count)]
@@ -51,7 +51,7 @@ CASES = [(b.name, *case) for b in runnable_paths("cpu") for case in dict.fromkey
 
 @pytest.mark.parametrize("path,window,gqa,page,q_len,head_dim", CASES)
 def test_path_matches_reference(path, window, gqa, page, q_len, head_dim):
-    backend = next(b for b in runnable_paths("cpu") if b.name == path)
+    chosen = next(b for b in runnable_paths("cpu") if b.name == path)
     seed = hash((path, window, gqa, page, q_len, head_dim)) % 2**31
     gen = torch.Generator().manual_seed(seed)
     seq_lens = [int(torch.randint(q_len + 6, 28, (1,), generator=gen)) for _ in range(2)]
@@ -59,10 +59,10 @@ def test_path_matches_reference(path, window, gqa, page, q_len, head_dim):
     garbage = 1e4 if path in NAN_UNSAFE else math.nan
     batch = random_paged_batch([q_len] * 2, seq_lens, num_q_heads=gqa[0], num_kv_heads=gqa[1], head_dim=head_dim,
                                page_size=page, window_keys=keys, garbage=garbage, generator=gen)
-    window_arg = from_keys(backend.convention, keys) if backend.convention else None
+    window_arg = from_keys(chosen.convention, keys) if chosen.convention else None
     try:
         result = run_path(path, batch, window_arg)
-    except BackendUnavailableError as error:  # a declared limit of this path (e.g. FlexAttention head dims)
+    except PathUnavailableError as error:  # a declared limit of this path (e.g. FlexAttention head dims)
         pytest.skip(str(error))
     expected = reference_attention(batch, keys).out
     assert torch.isfinite(result.out).all(), f"{path}: garbage from freed slots leaked"

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from swa_kit.attention.paths import get_backend
+from swa_kit.attention.paths import get_path
 from swa_kit.cli import main
 from swa_kit.errors import UsageError
 from swa_kit.measure.probe import PROBE_MODES, measure, probe_path, probe_sglang_sites, runnable_paths
@@ -41,13 +41,13 @@ def test_probe_detects_a_path_that_ignores_the_window():
 
 
 def test_probe_weights_are_uniform_over_attended_keys():
-    mask, result = measure(get_backend("torch_sdpa"), 3, 3, "extend", 2, 6)
+    mask, result = measure(get_path("torch_sdpa"), 3, 3, "extend", 2, 6)
     assert torch.allclose(mask.weights[mask.measured], torch.full((6,), 1 / 3))
     assert result.path == "torch_sdpa"
 
 
 def test_probe_spans_more_positions_than_head_dim():
-    mask, _ = measure(get_backend("torch_sdpa"), 20, 20, "decode", 1, 40, head_dim=16)
+    mask, _ = measure(get_path("torch_sdpa"), 20, 20, "decode", 1, 40, head_dim=16)
     assert mask.ok and mask.attended_keys == 20
 
 
@@ -62,13 +62,13 @@ def test_sglang_sites_unified_attends_one_key_short_on_aiter_triton():
 
 
 def test_kit_converter_argument_is_exact_for_every_runnable_path():
-    for backend in runnable_paths("cpu"):
-        if not backend.honours_window:
+    for path in runnable_paths("cpu"):
+        if not path.honours_window:
             continue
-        row = probe_path(backend.name, 3)
-        assert row.ok, (backend.name, {m: mm.attended_keys for m, mm in row.masks.items()}, row.skipped)
+        row = probe_path(path.name, 3)
+        assert row.ok, (path.name, {m: mm.attended_keys for m, mm in row.masks.items()}, row.skipped)
         for mask in row.masks.values():
-            assert torch.equal(mask.measured, hand_mask(mask.q_len, mask.kv_len, 3)), (backend.name, mask.mode)
+            assert torch.equal(mask.measured, hand_mask(mask.q_len, mask.kv_len, 3)), (path.name, mask.mode)
 
 
 def test_sglang_sites_need_a_window():

@@ -9,7 +9,7 @@ import pytest
 
 from swa_kit.launch.inputs import PLATFORMS, Launch
 from swa_kit.launch.sglang_oracle import PLATFORM_FACTS, decide_with_sglang, window_expressions
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.errors import SGLangUnavailableError
 
 SOURCE = textwrap.dedent('''
     class AiterAttnBackend:
@@ -43,5 +43,5 @@ def test_every_platform_the_kit_names_has_sglang_platform_facts():
 
 @pytest.mark.skipif(importlib.util.find_spec("sglang") is not None, reason="SGLang is installed here")
 def test_without_sglang_the_oracle_says_how_to_get_it():
-    with pytest.raises(BackendUnavailableError, match="pip install --no-deps sglang==0.5.23"):
+    with pytest.raises(SGLangUnavailableError, match="pip install --no-deps sglang==0.5.23"):
         decide_with_sglang(Launch.from_inputs(model="gemma4-31b"))

@@ -8,19 +8,19 @@ import os
 import pytest
 import torch
 
-from swa_kit.attention.paths import get_backend, run_path
+from swa_kit.attention.paths import get_path, run_path
 from swa_kit.attention.batch import random_paged_batch
 from swa_kit.attention.reference import reference_attention
-from swa_kit.errors import BackendUnavailableError, WindowConventionError
+from swa_kit.errors import PathUnavailableError, WindowConventionError
 from swa_kit.window import from_keys
 
 
 @pytest.mark.parametrize("name,convention", [("torch_sdpa", "hf"), ("flex_attention", "flex")])
 def test_declarations(name, convention):
-    backend = get_backend(name)
-    assert backend.tier == "torch" and backend.honours_window and backend.convention == convention
-    assert {"prefill", "extend", "decode", "verify", "tree"} <= backend.modes
-    assert backend.available()[0]
+    path = get_path(name)
+    assert path.tier == "torch" and path.honours_window and path.convention == convention
+    assert {"prefill", "extend", "decode", "verify", "tree"} <= path.modes
+    assert path.available()[0]
 
 
 @pytest.mark.parametrize("name", ["torch_sdpa", "flex_attention"])
@@ -29,8 +29,8 @@ def test_matches_reference_with_nan_in_freed_slots(name, keys):
     gen = torch.Generator().manual_seed(hash((name, keys)) % 2**31)
     batch = random_paged_batch([4, 1, 6], [9, 21, 6], num_q_heads=4, num_kv_heads=2, head_dim=32, page_size=1,
                                window_keys=keys, garbage=math.nan, generator=gen)
-    backend = get_backend(name)
-    result = run_path(name, batch, from_keys(backend.convention, keys))
+    path = get_path(name)
+    result = run_path(name, batch, from_keys(path.convention, keys))
     assert result.tier == "torch" and result.path == name and result.device == "cpu"
     assert torch.isfinite(result.out).all()
     torch.testing.assert_close(result.out.double(), reference_attention(batch, keys).out, rtol=1e-5, atol=1e-5)
@@ -49,7 +49,7 @@ def test_tree_mask(name):
 
 def test_flex_refuses_odd_head_dim():
     batch = random_paged_batch([1], [4], head_dim=24)
-    with pytest.raises(BackendUnavailableError, match="power of two"):
+    with pytest.raises(PathUnavailableError, match="power of two"):
         run_path("flex_attention", batch, None)
 
 

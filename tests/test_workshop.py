@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from swa_kit.measure import trace
-from swa_kit.lessons import workshop
+from swa_kit.lessons.workshop import debugging, dispatch, drafts, kernels, pools, story, windows
 from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.models.configs import MODELS_DIR
 from swa_kit.engine.call_sites import SITES, site_path
@@ -85,7 +85,7 @@ def test_gemma3_window_in_every_api():
     W = w["value"]
     expected = {"hf": W, "sglang": W - 1, "flash_attn": (W - 1, 0), "aiter_ck": (W - 1, 0), "flashinfer": W - 1,
                 "aiter_unified": (W - 1, 0), "aiter_v1": W, "flex": W, "flash_attn_4": (W - 1, 0)}
-    answer = workshop.window_everywhere("gemma3-27b")
+    answer = windows.window_everywhere("gemma3-27b")
     assert answer == expected
     for convention, value in answer.items():
         assert keys_seen(convention, value) == W, convention
@@ -95,7 +95,7 @@ def test_gemma3_window_in_every_api():
 def test_unconverted_values_attend_one_key_off(held_in):
     W = random.Random().randint(2, 3000)
     held = W if held_in == "hf" else W - 1
-    answer = workshop.keys_if_passed_unconverted(W, held_in)
+    answer = windows.keys_if_passed_unconverted(W, held_in)
     for convention, keys in answer.items():
         value = (held, 0) if convention in ("flash_attn", "aiter_ck", "aiter_unified", "flash_attn_4") else held
         assert keys == keys_seen(convention, value), (convention, W)
@@ -105,7 +105,7 @@ def test_unconverted_values_attend_one_key_off(held_in):
 
 
 def test_window_of_one_held_in_sglang_turns_paged_v1_off():
-    answer = workshop.keys_if_passed_unconverted(1, "sglang")
+    answer = windows.keys_if_passed_unconverted(1, "sglang")
     assert answer["aiter_v1"] is None  # 0 is paged_attention_v1's "no window"
     assert isinstance(answer["hf"], str) and isinstance(answer["flex"], str)  # 0 keys: refused, not clamped
     assert answer["sglang"] == answer["flashinfer"] == 1
@@ -115,26 +115,26 @@ def test_check_window_everywhere():
     W = raw("gemma3-27b")["kinds"]["sliding"]["window"]["value"]
     by_hand = {"hf": W, "sglang": W - 1, "flash_attn": [W - 1, 0], "aiter_ck": [W - 1, 0], "flashinfer": W - 1,
                "aiter_unified": [W - 1, 0], "aiter_v1": W, "flex": W, "flash_attn_4": [W - 1, 0]}  # lists accepted
-    assert workshop.check_window_everywhere(...).ok is None
-    assert workshop.check_window_everywhere(by_hand).ok is True
+    assert windows.check_window_everywhere(...).ok is None
+    assert windows.check_window_everywhere(by_hand).ok is True
     name = random.choice(list(by_hand))
     off = {**by_hand, name: W if by_hand[name] == W - 1 else W - 1}
-    verdict = workshop.check_window_everywhere(off)
+    verdict = windows.check_window_everywhere(off)
     assert verdict.ok is False and "1 of 9 wrong" in verdict.message and repr(name) in verdict.message
     with pytest.raises(UsageError, match="exactly the keys"):
-        workshop.check_window_everywhere({"hf": W})
+        windows.check_window_everywhere({"hf": W})
 
 
 def test_check_unconverted_against_each_apis_rule():
     pairs = ("flash_attn", "aiter_ck", "aiter_unified", "flash_attn_4")
     by_hand = {c: keys_seen(c, (1024, 0) if c in pairs else 1024) for c in API_RULES}
-    assert workshop.check_unconverted(...).ok is None
-    assert workshop.check_unconverted(by_hand).ok is True
+    assert windows.check_unconverted(...).ok is None
+    assert windows.check_unconverted(by_hand).ok is True
     assert sorted(set(by_hand.values())) == [1024, 1025]  # the config value passed as is: never one short
     name = random.choice(list(by_hand))
-    assert workshop.check_unconverted({**by_hand, name: by_hand[name] + 1}).ok is False
+    assert windows.check_unconverted({**by_hand, name: by_hand[name] + 1}).ok is False
     with pytest.raises(UsageError, match="exactly the keys"):
-        workshop.check_unconverted([1024])
+        windows.check_unconverted([1024])
 
 
 def _tree_columns_by_hand(token, parents, prefix, window):
@@ -154,26 +154,26 @@ def _tree_columns_by_hand(token, parents, prefix, window):
 
 def test_tree_keys_by_hand():
     rng = random.Random()
-    parents = workshop.TREE["parents"]
+    parents = windows.TREE["parents"]
     for token in range(len(parents)):
         prefix, window = rng.randint(1, 12), rng.randint(1, 6)
-        assert workshop.tree_keys_seen(token, parents, prefix, window) == \
+        assert windows.tree_keys_seen(token, parents, prefix, window) == \
             _tree_columns_by_hand(token, parents, prefix, window), (token, prefix, window)
     token = 3
-    truth = _tree_columns_by_hand(token, parents, workshop.TREE["prefix"], workshop.TREE["window"])
-    assert workshop.check_tree_keys(...).ok is None
-    assert workshop.check_tree_keys(list(reversed(truth))).ok is True
-    sibling = workshop.TREE["prefix"] + 4  # token 4 shares token 3's parent: never attended
-    assert workshop.check_tree_keys(sorted(truth[1:] + [sibling])).ok is False
+    truth = _tree_columns_by_hand(token, parents, windows.TREE["prefix"], windows.TREE["window"])
+    assert windows.check_tree_keys(...).ok is None
+    assert windows.check_tree_keys(list(reversed(truth))).ok is True
+    sibling = windows.TREE["prefix"] + 4  # token 4 shares token 3's parent: never attended
+    assert windows.check_tree_keys(sorted(truth[1:] + [sibling])).ok is False
     with pytest.raises(UsageError, match="list of ints"):
-        workshop.check_tree_keys("7, 8")
+        windows.check_tree_keys("7, 8")
     with pytest.raises(UsageError, match="99"):
-        workshop.tree_keys_seen(99)
+        windows.tree_keys_seen(99)
 
 
 def test_memory_rows_by_hand():
     ctx = 128 * 1024
-    rows = {r["model"]: r for r in workshop.memory_rows(("gemma3-27b", "gemma4-31b"), ctx)}
+    rows = {r["model"]: r for r in story.memory_rows(("gemma3-27b", "gemma4-31b"), ctx)}
     # SGLang 0.5.23's model overrides set disable_hybrid_swa_memory for Gemma-2/3: one pool, nothing saved.
     assert rows["gemma3-27b"]["sglang_hybrid_pool"] is False and rows["gemma3-27b"]["saved_pct_sglang_default"] == 0.0
     # Gemma-4: 10 full layers of 81,920 / 10 B, 50 sliding of 819,200 / 50 B per token, window 1024 keys.
@@ -197,7 +197,7 @@ def test_gpt_oss_20b_saving_at_128k_by_hand():
     ctx = 128 * 1024
     one_pool = sum(per[t] for t in types) * ctx
     hybrid = sum(per[t] * (min(ctx, window) if t == "sliding" else ctx) for t in types)
-    answer = workshop.swa_pool_saving("gpt-oss-20b", ctx)
+    answer = pools.swa_pool_saving("gpt-oss-20b", ctx)
     assert (answer.one_pool_bytes, answer.hybrid_bytes) == (one_pool, hybrid)
     # 24 layers x 8 kv heads x (64 + 64) x 2 bytes: 6 GiB with one pool; 12 sliding layers keep 128 tokens.
     assert one_pool == 6 * 2**30
@@ -212,7 +212,7 @@ def test_saving_at_random_contexts():
     window = d["kinds"]["sliding"]["window"]["value"]
     for ctx in [rng.randint(1, window)] + [rng.randint(window, 300_000) for _ in range(3)]:
         saved = sum(per[t] * (ctx - min(ctx, window)) for t in layer_types("gpt-oss-20b") if t == "sliding")
-        assert workshop.swa_pool_saving("gpt-oss-20b", ctx).saved_bytes == saved, ctx
+        assert pools.swa_pool_saving("gpt-oss-20b", ctx).saved_bytes == saved, ctx
 
 
 def test_slots_held_by_hand_and_by_the_allocators_free_lists():
@@ -222,17 +222,17 @@ def test_slots_held_by_hand_and_by_the_allocators_free_lists():
     assert MODEL_KINDS["hybrid_swa"].window_keys == window
     rng = random.Random()
     prompt, steps = rng.randint(1, 10), rng.randint(0, 12)
-    assert workshop.slots_held(prompt, steps) == {"full": prompt + steps, "swa": min(window, prompt + steps)}
+    assert pools.slots_held(prompt, steps) == {"full": prompt + steps, "swa": min(window, prompt + steps)}
     workers = build_workers("hybrid_swa", size=40, size_swa=12, max_context_len=24)
-    run_decode(workers, **workshop.DECODE_RUN)
+    run_decode(workers, **pools.DECODE_RUN)
     allocator = workers.target.token_to_kv_pool_allocator
     held = {"full": 40 - allocator.full_available_size(), "swa": 12 - allocator.swa_available_size()}
-    assert workshop.slots_held() == held == {"full": sum(workshop.DECODE_RUN.values()), "swa": window}
-    assert workshop.check_slots_held(..., 4).ok is None
-    assert workshop.check_slots_held(held["full"], held["swa"]).ok is True
-    assert workshop.check_slots_held(held["full"], held["full"]).ok is False
+    assert pools.slots_held() == held == {"full": sum(pools.DECODE_RUN.values()), "swa": window}
+    assert pools.check_slots_held(..., 4).ok is None
+    assert pools.check_slots_held(held["full"], held["swa"]).ok is True
+    assert pools.check_slots_held(held["full"], held["full"]).ok is False
     with pytest.raises(UsageError, match="'4'"):
-        workshop.check_slots_held(16, "4")
+        pools.check_slots_held(16, "4")
 
 
 def test_check_hybrid_saving_by_hand():
@@ -243,13 +243,13 @@ def test_check_hybrid_saving_by_hand():
     ctx, W = 128 * 1024, d["kinds"]["sliding"]["window"]["value"]
     minimum = 100 * swa * (ctx - W) / ((full + swa) * ctx)
     default = 100 * 0.2 * swa / (full + swa)
-    assert workshop.check_hybrid_saving(..., 10).ok is None
-    assert workshop.check_hybrid_saving(minimum, default).ok is True
-    swapped = workshop.check_hybrid_saving(default, minimum)
+    assert pools.check_hybrid_saving(..., 10).ok is None
+    assert pools.check_hybrid_saving(minimum, default).ok is True
+    swapped = pools.check_hybrid_saving(default, minimum)
     assert swapped.ok is False and "minimum" in swapped.message
-    assert workshop.check_hybrid_saving(minimum, minimum).ok is False  # the default is not the minimum
+    assert pools.check_hybrid_saving(minimum, minimum).ok is False  # the default is not the minimum
     with pytest.raises(UsageError, match="'50'"):
-        workshop.check_hybrid_saving("50", 10)
+        pools.check_hybrid_saving("50", 10)
 
 
 # -- 03 ------------------------------------------------------------------------------------------
@@ -276,7 +276,7 @@ def test_frozen_kv_mtp_is_broken_by_the_legacy_resolver_only():
                               written, written.clone())
     broken = {name for name in RESOLVERS if not _reads_right_keys(workers, name, written)}
     assert broken == {"legacy"}
-    answer = workshop.resolvers_that_break("FROZEN_KV_MTP")
+    answer = drafts.resolvers_that_break("FROZEN_KV_MTP")
     assert set(answer) == broken
     assert "no translation" in answer["legacy"] and "full-pool slot ids" in answer["legacy"]
 
@@ -288,7 +288,7 @@ def test_eagle_is_broken_by_the_naive_resolver_only():
     own[ids] = written  # an EAGLE draft writes its own pool at the allocator's full ids
     broken = {name for name in RESOLVERS if not _reads_right_keys(workers, name, written)}
     assert broken == {"naive"}
-    answer = workshop.resolvers_that_break("EAGLE")
+    answer = drafts.resolvers_that_break("EAGLE")
     assert set(answer) == broken and "#25103" in answer["naive"]
 
 
@@ -300,7 +300,7 @@ def test_guard_fires_then_unified_attention_fixes_it():
     types = layer_types("gemma3-27b")
     sliding = [i for i, t in enumerate(types) if t == "sliding"]
     W = d["kinds"]["sliding"]["window"]["value"]
-    message, fixed = workshop.guard_then_fix("gemma3-27b", "decode")
+    message, fixed = dispatch.guard_then_fix("gemma3-27b", "decode")
     assert f"layer {sliding[0]} " in message and f"sliding_window_size={W - 1}" in message
     assert "paged_attention_ragged" in message and "SGLANG_USE_AITER_UNIFIED_ATTN=1" in message
     assert f"{len(sliding)} layers refused" in message
@@ -314,19 +314,19 @@ def test_guard_fires_then_unified_attention_fixes_it():
 
 def test_no_guard_to_fire_on_a_hybrid_pool_model():
     # Gemma-4 has an SWAKVPool, so every mode is forced onto unified_attention: nothing to fix.
-    message, plan = workshop.guard_then_fix("gemma4-31b", "decode")
+    message, plan = dispatch.guard_then_fix("gemma4-31b", "decode")
     assert message is None and plan.error is None
 
 
 def test_bad_inputs_raise_with_the_value():
     with pytest.raises(ValueError, match="0"):
-        workshop.swa_pool_saving("gpt-oss-20b", 0)
+        pools.swa_pool_saving("gpt-oss-20b", 0)
     with pytest.raises(ValueError, match="no-such-model"):
-        workshop.swa_pool_saving("no-such-model")
+        pools.swa_pool_saving("no-such-model")
     with pytest.raises(ValueError, match="None"):
-        workshop.keys_if_passed_unconverted(None)
+        windows.keys_if_passed_unconverted(None)
     with pytest.raises(ValueError, match="-1.0"):
-        workshop.headline_floor_us(8192, -1.0)
+        kernels.headline_floor_us(8192, -1.0)
 
 
 def _attend_by_hand(q, k, v, keys, scale):
@@ -343,25 +343,25 @@ def _attend_by_hand(q, k, v, keys, scale):
 
 def test_one_key_short_sites_match_facts_and_random_inputs():
     W = random.Random().randint(3, 9)
-    answer = workshop.attended_keys_per_site(W)
+    answer = dispatch.attended_keys_per_site(W)
     unified = {name for name in SITES if name.endswith(".unified")}
     # SGLang's aiter call sites: unified paths get (sws - 1, 0) -> W - 1 keys; CK prefill (sws, -1) -> W; paged decode
     # and the legacy verify take no window -> the whole context.
     assert {s for s, n in answer.items() if n == W - 1} == unified
     assert answer["extend.ck"] == W
     assert answer["decode.paged"] > W and answer["verify.legacy"] > W
-    assert workshop.one_key_short_sites(W) == [s for s in SITES if s in unified]
+    assert dispatch.one_key_short_sites(W) == [s for s in SITES if s in unified]
 
     # The decode site on random data, against attention computed by hand over the last W - 1 keys.
     site = SITES["decode.unified"]
-    backend = site_path(site)
+    path = site_path(site)
     L = W + 7
-    batch = random_paged_batch([1], [L], page_size=16 if backend.kv_layout == "block_table" else 1,
+    batch = random_paged_batch([1], [L], page_size=16 if path.kv_layout == "block_table" else 1,
                                generator=torch.Generator().manual_seed(random.randint(0, 9999)))
     slots = batch.request_slots(0).long()
     keys, values = batch.k_buffer[slots].clone(), batch.v_buffer[slots].clone()  # before the freed slots are poisoned
     poison_unattended(batch, W, fill=1e4)
-    out = backend.run(batch, site.window_arg(W - 1)).out[0].double()
+    out = path.run(batch, site.window_arg(W - 1)).out[0].double()
     by_hand = _attend_by_hand(batch.q[0], keys, values, W - 1, batch.sm_scale)
     assert (out - by_hand).abs().max() < 1e-4
     assert (out - _attend_by_hand(batch.q[0], keys, values, W, batch.sm_scale)).abs().max() > 1e-3
@@ -370,7 +370,7 @@ def test_one_key_short_sites_match_facts_and_random_inputs():
 @pytest.mark.parametrize("model, env", [("gemma4-31b", {}), ("gemma3-27b", {"SGLANG_USE_AITER_UNIFIED_ATTN": "1"})])
 def test_one_key_short_layers_are_the_sliding_layers(model, env):
     sliding = [i for i, t in enumerate(layer_types(model)) if t == "sliding"]
-    assert workshop.one_key_short_layers(model, "decode", env=env) == sliding
+    assert dispatch.one_key_short_layers(model, "decode", env=env) == sliding
 
 
 # -- 05 ------------------------------------------------------------------------------------------
@@ -382,7 +382,7 @@ def test_decode_bytes_gemma4_by_hand():
     ctx = 128 * 1024
     W = d["kinds"]["sliding"]["window"]["value"]
     per = {kind: per_token_bytes(d["kinds"][kind]) for kind in d["kinds"]}
-    answer = workshop.decode_kv_bytes("gemma4-31b", ctx)
+    answer = kernels.decode_kv_bytes("gemma4-31b", ctx)
     assert answer["sliding_layers"] == types.count("sliding") * per["sliding"] * W
     assert answer["full_layers"] == types.count("full") * per["full"] * ctx
     assert answer["without_window"] == sum(per[t] for t in types) * ctx
@@ -397,10 +397,10 @@ def test_headline_floor_follows_the_window_not_the_context():
         return 2 * 32 * 8 * min(ctx, 4096) * 128 * 2 / (tbs * 1e12) * 1e6
 
     for ctx in (2048, 8192, 131072):
-        assert workshop.headline_floor_us(ctx, tbs) == pytest.approx(by_hand(ctx), rel=1e-12)
-    assert workshop.headline_floor_us(8192, tbs) == workshop.headline_floor_us(131072, tbs)
+        assert kernels.headline_floor_us(ctx, tbs) == pytest.approx(by_hand(ctx), rel=1e-12)
+    assert kernels.headline_floor_us(8192, tbs) == kernels.headline_floor_us(131072, tbs)
     with pytest.raises(UsageError, match="copy bandwidth"):
-        workshop.headline_floor_us(8192, 0.0)
+        kernels.headline_floor_us(8192, 0.0)
 
 
 # -- 00: the story -------------------------------------------------------------------------------
@@ -411,45 +411,45 @@ def test_story_memory_by_hand():
     types = layer_types("gemma4-31b")
     per = {kind: per_token_bytes(d["kinds"][kind]) for kind in d["kinds"]}
     full, swa = types.count("full") * per["full"], types.count("sliding") * per["sliding"]
-    story = workshop.story_memory("gemma4-31b")
-    assert story["one_pool_bytes_per_token"] == full + swa
-    assert story["default_bytes_per_token"] == pytest.approx(full + 0.8 * swa)
+    memory = story.story_memory("gemma4-31b")
+    assert memory["one_pool_bytes_per_token"] == full + swa
+    assert memory["default_bytes_per_token"] == pytest.approx(full + 0.8 * swa)
     # 10 x 4 x 1024 x 2 = 81,920 B full; 50 x 16 x 512 x 2 = 819,200 B sliding: saves 0.2 x 819200 / 901120
     assert (full, swa) == (81_920, 819_200)
-    assert story["default_saved_fraction"] == pytest.approx(0.2 * 819_200 / 901_120)
+    assert memory["default_saved_fraction"] == pytest.approx(0.2 * 819_200 / 901_120)
     ctx = 128 * 1024
-    assert story["minimum_request_bytes"] == full * ctx + swa * d["kinds"]["sliding"]["window"]["value"]
+    assert memory["minimum_request_bytes"] == full * ctx + swa * d["kinds"]["sliding"]["window"]["value"]
     ratio = random.Random().uniform(0.05, 1.0)
-    sized = workshop.story_memory("gemma4-31b", ratio=ratio)["default_bytes_per_token"]
+    sized = story.story_memory("gemma4-31b", ratio=ratio)["default_bytes_per_token"]
     assert abs(sized - (full + ratio * swa)) <= 0.5, ratio  # the sizing reports whole bytes (rounded)
     with pytest.raises(UsageError, match="1.5"):
-        workshop.story_memory("gemma4-31b", ratio=1.5)
+        story.story_memory("gemma4-31b", ratio=1.5)
 
 
 def test_check_default_saving():
     truth = 100 * 0.2 * 819_200 / 901_120
-    assert workshop.check_default_saving(...).ok is None
-    assert workshop.check_default_saving(round(truth, 1)).ok is True
-    minimum = workshop.check_default_saving(90)
+    assert story.check_default_saving(...).ok is None
+    assert story.check_default_saving(round(truth, 1)).ok is True
+    minimum = story.check_default_saving(90)
     assert minimum.ok is False and "per-request minimum" in minimum.message
-    assert workshop.check_default_saving(truth + 5).ok is False
+    assert story.check_default_saving(truth + 5).ok is False
     with pytest.raises(UsageError, match="'18'"):
-        workshop.check_default_saving("18")
+        story.check_default_saving("18")
 
 
 def test_check_triage():
-    right = {case: ("acceptance" if worker == "draft" else "output") for case, worker in workshop.TRIAGE_CASES.items()}
-    assert workshop.check_triage(...).ok is None
-    assert workshop.check_triage(right).ok is True
+    right = {case: ("acceptance" if worker == "draft" else "output") for case, worker in story.TRIAGE_CASES.items()}
+    assert story.check_triage(...).ok is None
+    assert story.check_triage(right).ok is True
     flipped = dict(right)
     case = random.choice(list(flipped))
     flipped[case] = "output" if flipped[case] == "acceptance" else "acceptance"
-    verdict = workshop.check_triage(flipped)
+    verdict = story.check_triage(flipped)
     assert verdict.ok is False and "1 of 4 wrong" in verdict.message and case in verdict.message
     with pytest.raises(UsageError, match="TRIAGE_CASES"):
-        workshop.check_triage({"something": "output"})
+        story.check_triage({"something": "output"})
     with pytest.raises(UsageError, match="'verifier'"):
-        workshop.triage("verifier")
+        story.triage("verifier")
 
 
 def test_triage_rule_holds_on_the_tiny_model():
@@ -470,8 +470,8 @@ def test_triage_rule_holds_on_the_tiny_model():
         assert r["error"] is not None or (r["agreement_with_plain"] == 1.0
                                           and r["acceptance_rate"] < fixed[r["algorithm"]]["acceptance_rate"]), r
     assert guard_experiment(models, prompts, 48, plain)["agreement_with_plain"] < 1.0
-    assert {workshop.TRIAGE_CASES[c] for c in workshop.TRIAGE_CASES if "resolver" in c} == {"draft"}
-    assert {workshop.triage(w) for w in ("draft", "target")} == {"acceptance", "output"}
+    assert {story.TRIAGE_CASES[c] for c in story.TRIAGE_CASES if "resolver" in c} == {"draft"}
+    assert {story.triage(w) for w in ("draft", "target")} == {"acceptance", "output"}
 
 
 # == notebooks 03-05: the exercises' checks ======================================================
@@ -491,69 +491,69 @@ def test_check_resolver_breaks_against_real_reads():
             pool.set_kv_buffer(layer, KVWriteLoc(ids, swa_loc=pool.translate_loc_from_full_to_swa(ids)),
                                written, written.clone())
         (broken[algorithm.name],) = [n for n in RESOLVERS if not _reads_right_keys(workers, n, written)]
-    assert workshop.check_resolver_breaks(...).ok is None
-    assert workshop.check_resolver_breaks(broken).ok is True
-    swapped = workshop.check_resolver_breaks({"EAGLE": broken["FROZEN_KV_MTP"], "FROZEN_KV_MTP": broken["EAGLE"]})
+    assert drafts.check_resolver_breaks(...).ok is None
+    assert drafts.check_resolver_breaks(broken).ok is True
+    swapped = drafts.check_resolver_breaks({"EAGLE": broken["FROZEN_KV_MTP"], "FROZEN_KV_MTP": broken["EAGLE"]})
     assert swapped.ok is False and "EAGLE" in swapped.message and "FROZEN_KV_MTP" in swapped.message
-    assert workshop.check_resolver_breaks({**broken, "EAGLE": "fixed"}).ok is False
+    assert drafts.check_resolver_breaks({**broken, "EAGLE": "fixed"}).ok is False
     with pytest.raises(UsageError, match="MEDUSA"):
-        workshop.check_resolver_breaks({"MEDUSA": "naive"})
+        drafts.check_resolver_breaks({"MEDUSA": "naive"})
 
 
 def test_check_which_worker():
-    right = dict(workshop.SYMPTOMS)
+    right = dict(drafts.SYMPTOMS)
     assert set(right.values()) == {"draft", "target", "neither"}
-    assert workshop.check_which_worker(...).ok is None
-    assert workshop.check_which_worker(right).ok is True
+    assert drafts.check_which_worker(...).ok is None
+    assert drafts.check_which_worker(right).ok is True
     symptom = random.choice(list(right))
     flipped = {**right, symptom: "target" if right[symptom] != "target" else "draft"}
-    verdict = workshop.check_which_worker(flipped)
+    verdict = drafts.check_which_worker(flipped)
     assert verdict.ok is False and f"1 of {len(right)} wrong" in verdict.message and symptom in verdict.message
     with pytest.raises(UsageError, match="SYMPTOMS"):
-        workshop.check_which_worker({"the GPU is hot": "target"})
+        drafts.check_which_worker({"the GPU is hot": "target"})
 
 
 def test_guard_and_way_out_by_hand():
     types = layer_types("gemma3-27b")
     W = raw("gemma3-27b")["kinds"]["sliding"]["window"]["value"]
-    truth = workshop.guard_and_way_out("gemma3-27b")
+    truth = dispatch.guard_and_way_out("gemma3-27b")
     # The guard refuses every sliding layer; unified_attention given (sws - 1, 0) = (W - 2, 0) attends 1 + (W - 2).
     assert truth == {"refused_layers": types.count("sliding"), "intended_keys": W, "keys_after_way_out": W - 1}
-    assert workshop.check_guard_way_out(..., W - 1).ok is None
-    assert workshop.check_guard_way_out(types.count("sliding"), W - 1).ok is True
-    wrong = workshop.check_guard_way_out(types.count("sliding"), W)
+    assert dispatch.check_guard_way_out(..., W - 1).ok is None
+    assert dispatch.check_guard_way_out(types.count("sliding"), W - 1).ok is True
+    wrong = dispatch.check_guard_way_out(types.count("sliding"), W)
     assert wrong.ok is False and "effective_keys" in wrong.message and "count" not in wrong.message
-    assert workshop.check_guard_way_out(len(types), W - 1).ok is False
+    assert dispatch.check_guard_way_out(len(types), W - 1).ok is False
     with pytest.raises(UsageError, match="'52'"):
-        workshop.check_guard_way_out("52", W - 1)
-    assert workshop.check_guard_way_out(..., ...).message.count("52") == 0  # the hint never gives it away
+        dispatch.check_guard_way_out("52", W - 1)
+    assert dispatch.check_guard_way_out(..., ...).message.count("52") == 0  # the hint never gives it away
 
 
 def test_check_one_key_short_sites():
     unified = sorted(name for name in SITES if name.endswith(".unified"))  # the sites given (sws - 1, 0)
-    assert workshop.check_one_key_short_sites(...).ok is None
-    assert workshop.check_one_key_short_sites(unified).ok is True
-    missing = workshop.check_one_key_short_sites(unified[1:] + ["extend.ck"])
+    assert dispatch.check_one_key_short_sites(...).ok is None
+    assert dispatch.check_one_key_short_sites(unified).ok is True
+    missing = dispatch.check_one_key_short_sites(unified[1:] + ["extend.ck"])
     assert missing.ok is False and unified[0] in missing.message and "extend.ck" in missing.message
     with pytest.raises(UsageError, match="decode.fast"):
-        workshop.check_one_key_short_sites(["decode.fast"])
+        dispatch.check_one_key_short_sites(["decode.fast"])
     with pytest.raises(UsageError, match="list"):
-        workshop.check_one_key_short_sites("decode.unified")
+        dispatch.check_one_key_short_sites("decode.unified")
 
 
 def test_what_the_window_buys_gemma4_by_hand():
     # 50 x 16 x 512 x 2 x 1024 = 800 MiB of sliding reads beside 10 x 4 x 1024 x 2 x 128k = 10 GiB of full ones
     share = 800 / (800 + 10 * 1024)
-    buys = workshop.what_the_window_buys("gemma4-31b", 128 * 1024)
+    buys = kernels.what_the_window_buys("gemma4-31b", 128 * 1024)
     assert buys["sliding_share_of_step"] == pytest.approx(share)
     assert buys["memory_saved_default"] == pytest.approx(0.2 * 819_200 / 901_120)
     assert buys["memory_saved_minimum"] == pytest.approx(1 - (800 + 10 * 1024) / (901_120 * 128 * 1024 / 2**20))
     assert buys["memory_saved_default"] > buys["sliding_share_of_step"]
-    assert workshop.check_sliding_share(...).ok is None
-    assert workshop.check_sliding_share(round(100 * share, 1)).ok is True
-    assert workshop.check_sliding_share(100 * (1 - share)).ok is False
+    assert kernels.check_sliding_share(...).ok is None
+    assert kernels.check_sliding_share(round(100 * share, 1)).ok is True
+    assert kernels.check_sliding_share(100 * (1 - share)).ok is False
     with pytest.raises(UsageError, match="True"):
-        workshop.check_sliding_share(True)
+        kernels.check_sliding_share(True)
 
 
 def test_check_headline_floor_against_the_recorded_run():
@@ -562,10 +562,10 @@ def test_check_headline_floor_against_the_recorded_run():
     (newest,) = [p for p in recorded_files() if p.name == "h200_2026-12-01_v13.json"]  # the run the check reads
     copy_tbs = json.loads(newest.read_text())["copy_tbs"]
     by_hand = 2 * 32 * 8 * 4096 * 128 * 2 / (copy_tbs * 1e12) * 1e6  # K and V of the window, bf16
-    assert workshop.check_headline_floor(...).ok is None
-    assert workshop.check_headline_floor(round(by_hand, 1)).ok is True
-    assert workshop.check_headline_floor(round(by_hand, 1), context=8192).ok is True
-    assert workshop.check_headline_floor(by_hand * 32).ok is False  # the whole 128k context, not the window
+    assert kernels.check_headline_floor(...).ok is None
+    assert kernels.check_headline_floor(round(by_hand, 1)).ok is True
+    assert kernels.check_headline_floor(round(by_hand, 1), context=8192).ok is True
+    assert kernels.check_headline_floor(by_hand * 32).ok is False  # the whole 128k context, not the window
 
 
 def test_check_decode_window_against_the_recorded_trace_and_by_hand():
@@ -576,21 +576,21 @@ def test_check_decode_window_against_the_recorded_trace_and_by_hand():
     traced = next(r for r in trace.read_records(data_path("traces", "gemma4-31b_decode_aiter_cpu.jsonl"))
                   if r.layer == 0)
     assert tuple(traced.window_arg) == by_hand[0]
-    assert workshop.check_decode_window(*by_hand).ok is True
-    assert workshop.check_decode_window(..., ...).ok is None
-    wrong = workshop.check_decode_window((sws, 0), 1 + sws)
+    assert debugging.check_decode_window(*by_hand).ok is True
+    assert debugging.check_decode_window(..., ...).ok is None
+    wrong = debugging.check_decode_window((sws, 0), 1 + sws)
     assert wrong.ok is False and "1022" not in wrong.message and "1023" not in wrong.message
     with pytest.raises(UsageError, match="pair"):
-        workshop.check_decode_window(1022, 1023)
+        debugging.check_decode_window(1022, 1023)
 
 
 @pytest.mark.parametrize("window", [2, 5, 16, 33])
 def test_first_changed_position_is_where_a_query_first_sees_the_whole_window(window):
     # A query at position p attends min(p + 1, W) keys: the two windows first differ where p + 1 = W.
-    assert workshop.first_position_one_short_changes(window) == window - 1
-    assert workshop.check_first_changed_position(window - 1, window).ok is True
-    assert workshop.check_first_changed_position(window, window).ok is False
-    assert workshop.check_first_changed_position(..., window).ok is None
+    assert debugging.first_position_one_short_changes(window) == window - 1
+    assert debugging.check_first_changed_position(window - 1, window).ok is True
+    assert debugging.check_first_changed_position(window, window).ok is False
+    assert debugging.check_first_changed_position(..., window).ok is None
 
 
 def test_first_changed_position_matches_a_transformers_model():
@@ -601,4 +601,4 @@ def test_first_changed_position_matches_a_transformers_model():
     model = tiny_model_from_config(transformers.AutoConfig.for_model(**bundled), window=8, seed=1)
     prompt = torch.randint(0, model.config.vocab_size, (24,), generator=torch.Generator().manual_seed(1))
     gap = compare_window(model, prompt, new_tokens=1)
-    assert gap.first_changed_position == workshop.first_position_one_short_changes(8)
+    assert gap.first_changed_position == debugging.first_position_one_short_changes(8)

@@ -13,8 +13,7 @@ from typing import Any
 
 import torch
 
-from swa_kit.attention.paths import Backend, register
-from swa_kit.attention.batch import FORWARD_MODES, AttentionBatch, AttentionResult
+from swa_kit.attention.batch import AttentionBatch, AttentionResult
 from swa_kit.window import Window
 
 
@@ -52,21 +51,5 @@ def reference_attention(batch: AttentionBatch, keys: Any = None) -> AttentionRes
     return AttentionResult(out, path="reference", tier="reference", device=str(batch.device))
 
 
-def _available() -> tuple[bool, str]:
+def available() -> tuple[bool, str]:
     return True, "plain torch, any device"
-
-
-register(
-    Backend(
-        name="reference",
-        tier="reference",
-        description="exact float64 paged attention (the oracle)",
-        modes=frozenset(FORWARD_MODES),
-        honours_window=True,
-        convention="hf",  # the kit's own unit: keys attended, counting the query
-        kv_layout="token",
-        devices=frozenset({"cpu", "cuda", "rocm"}),
-        available=_available,
-        run=reference_attention,
-    )
-)

@@ -1,20 +1,19 @@
 """SGLang's own Triton ``extend_attention_fwd``, which aiter's legacy target verify calls, emulated.
 
-Declared like every other path so that dispatch reads its capabilities (no window) from the
-registry: the guards refuse a sliding layer routed here. The kit implements the documented
-semantics (causal plus the custom tree mask, no window); every result says "emulated".
+Declared like every other path (:mod:`swa_kit.attention.paths`) so that dispatch reads its capabilities
+(no window) from the table: the guards refuse a sliding layer routed here. The kit implements the
+documented semantics (causal plus the custom tree mask, no window); every result says "emulated".
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from swa_kit.attention.paths import Backend, register
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
 from swa_kit.attention.reference import reference_attention
 
 
-def _extend_attention_fwd(batch: AttentionBatch, window_arg: Any = None) -> AttentionResult:
+def extend_attention_fwd(batch: AttentionBatch, window_arg: Any = None) -> AttentionResult:
     """SGLang's Triton ``extend_attention_fwd`` as aiter's verify calls it: custom mask, no window."""
     result = reference_attention(batch, None)
     return AttentionResult(result.out, path="sglang_extend_attention", tier="emulated", device=result.device,
@@ -22,17 +21,5 @@ def _extend_attention_fwd(batch: AttentionBatch, window_arg: Any = None) -> Atte
                                   "no window (aiter's verify passes none)"])
 
 
-register(
-    Backend(
-        name="sglang_extend_attention",
-        tier="emulated",
-        description="SGLang's Triton extend_attention_fwd as aiter's legacy target verify calls it (no window)",
-        modes=frozenset({"verify", "tree"}),
-        honours_window=False,
-        convention=None,
-        kv_layout="token",
-        devices=frozenset({"cpu", "cuda", "rocm"}),
-        available=lambda: (True, "plain torch emulation, any device"),
-        run=_extend_attention_fwd,
-    )
-)
+def available() -> tuple[bool, str]:
+    return True, "plain torch emulation, any device"

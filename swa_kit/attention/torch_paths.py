@@ -23,9 +23,8 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from swa_kit.attention.paths import Backend, register
-from swa_kit.attention.batch import FORWARD_MODES, AttentionBatch, AttentionResult
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.attention.batch import AttentionBatch, AttentionResult
+from swa_kit.errors import PathUnavailableError
 from swa_kit.window import MAX_KEYS, Window, attends, to_keys
 
 
@@ -102,7 +101,7 @@ def sdpa_attention(batch: AttentionBatch, window_arg: Any = None) -> AttentionRe
                            notes=["SDPA with an explicit boolean mask over the gathered key span"])
 
 
-def _sdpa_available() -> tuple[bool, str]:
+def sdpa_available() -> tuple[bool, str]:
     return True, f"torch {torch.__version__} SDPA (enable_gqa), any device"
 
 
@@ -113,7 +112,7 @@ def _flex_module() -> Any:
     try:
         from torch.nn.attention import flex_attention as flex
     except ImportError as error:
-        raise BackendUnavailableError(
+        raise PathUnavailableError(
             f"torch {torch.__version__} has no FlexAttention ({error}); install torch >= 2.5 or use torch_sdpa"
         ) from None
     return flex
@@ -223,7 +222,7 @@ def flex_attention(batch: AttentionBatch, window_arg: Any = None) -> AttentionRe
     """
     keys = to_keys("flex", window_arg)
     if batch.q.shape[2] < 16 or batch.q.shape[2] & (batch.q.shape[2] - 1):
-        raise BackendUnavailableError(
+        raise PathUnavailableError(
             f"flex_attention: head_dim {batch.q.shape[2]} must be a power of two >= 16; use torch_sdpa"
         )
     ran: set[str] = set()
@@ -232,40 +231,9 @@ def flex_attention(batch: AttentionBatch, window_arg: Any = None) -> AttentionRe
     return AttentionResult(out, path="flex_attention", tier="torch", device=_device_name(batch.device), notes=notes)
 
 
-def _flex_available() -> tuple[bool, str]:
+def flex_available() -> tuple[bool, str]:
     try:
         _flex_module()
-    except BackendUnavailableError as error:
+    except PathUnavailableError as error:
         return False, str(error)
     return True, f"torch {torch.__version__} FlexAttention (eager on CPU, compiled on GPU)"
-
-
-register(
-    Backend(
-        name="torch_sdpa",
-        tier="torch",
-        description="torch SDPA with an explicit boolean window mask over gathered paged KV",
-        modes=frozenset(FORWARD_MODES),
-        honours_window=True,
-        convention="hf",
-        kv_layout="token",
-        devices=frozenset({"cpu", "cuda", "rocm"}),
-        available=_sdpa_available,
-        run=sdpa_attention,
-    )
-)
-
-register(
-    Backend(
-        name="flex_attention",
-        tier="torch",
-        description="FlexAttention with a sliding mask_mod / BlockMask over gathered paged KV",
-        modes=frozenset(FORWARD_MODES),
-        honours_window=True,
-        convention="flex",
-        kv_layout="token",
-        devices=frozenset({"cpu", "cuda", "rocm"}),
-        available=_flex_available,
-        run=flex_attention,
-    )
-)

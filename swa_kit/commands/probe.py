@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from swa_kit.attention.paths import all_backends
+from swa_kit.attention.paths import all_paths
 from swa_kit.commands._args import add_budget_arguments, bounded_int, device, output_file
 from swa_kit.commands._output import print_json
 from swa_kit.measure.probe import PROBE_MODES, probe_path, probe_sglang_sites
@@ -25,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "1 when a measured mask differs from the intended one, 4 when nothing could be measured here."
     )
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--path", choices=[b.name for b in all_backends()], metavar="PATH",
-                       help="registered path: " + ", ".join(b.name for b in all_backends()))
+    names = [path.name for path in all_paths()]
+    which.add_argument("--path", choices=names, metavar="PATH", help="registered path: " + ", ".join(names))
     which.add_argument("--sglang-sites", action="store_true", help="every aiter call site of SGLang's backend")
     parser.add_argument("--keys", type=bounded_int(1, MAX_KEYS), required=True, metavar="W",
                         help="window in keys attended per query, counting itself")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from swa_kit.attention.paths import Backend, all_backends
+from swa_kit.attention.paths import AttentionPath, all_paths
 from swa_kit.errors import DispatchGuardError
 
 
@@ -104,15 +104,16 @@ DECLARED_SITES: dict[str, CallSite] = {
 }
 
 
-def site_path(site: CallSite) -> Backend:
-    """The registered path that runs ``site`` here: the first available, else the last registered."""
-    names = {b.name: b for b in all_backends()}
-    registered = [names[p] for p in site.paths if p in names]
-    if not registered:
+def site_path(site: CallSite) -> AttentionPath:
+    """The registered path that runs ``site`` here: the first of ``site.paths`` available, else the last.
+
+    The last is never asked: it is the answer either way, and asking could load its kernels (aiter's Triton
+    ones in the interpreter) only to plan a route.
+    """
+    known = {path.name: path for path in all_paths()}
+    paths = [known[name] for name in site.paths if name in known]
+    if not paths:
         raise DispatchGuardError(
             f"no registered path runs {site.kernel} ({site.name}); expected one of {', '.join(site.paths)}"
         )
-    for backend in registered:
-        if backend.available()[0]:
-            return backend
-    return registered[-1]
+    return next((path for path in paths[:-1] if path.available()[0]), paths[-1])

@@ -60,7 +60,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from swa_kit.attention.paths import Backend, run_path
+from swa_kit.attention.paths import AttentionPath, run_path
 from swa_kit.engine.call_sites import DECLARED_SITES, SITES, CallSite, site_path
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
 from swa_kit.models.configs import ModelLayout, load_model
@@ -298,7 +298,7 @@ class _Route:
     sws: int
     intended: int | None
     site: CallSite
-    backend: Backend | None  # None for a declared-only site
+    path: AttentionPath | None  # None for a declared-only site
     window_arg: Any
     buffer: str
     page_table: str
@@ -310,12 +310,12 @@ class _Route:
 
     @property
     def honours_window(self) -> bool:
-        return self.backend.honours_window if self.backend else True
+        return self.path.honours_window if self.path else True
 
     def effective_keys(self) -> int | None:
-        if self.backend is None:
+        if self.path is None:
             return self.site.keys_of(self.window_arg)
-        return to_keys(self.backend.convention, self.window_arg) if self.backend.convention else None
+        return to_keys(self.path.convention, self.window_arg) if self.path.convention else None
 
 
 def sglang_guard(route: _Route, sglang_version: str = "0.5.23") -> str | None:
@@ -360,9 +360,9 @@ def _window_problems(route: _Route, effective: int | None) -> tuple[list[str], l
                         f"layer keeps sliding_window_size=-1, so {kernel} attends the whole context",
                         "serve the model with a backend that implements chunked attention (e.g. --attention-backend "
                         "fa3)")
-    if route.backend is not None and mode not in route.backend.modes:
-        return _verdict(f"path {route.backend.name} does not declare forward mode {mode!r} (it declares "
-                        f"{sorted(route.backend.modes)})")
+    if route.path is not None and mode not in route.path.modes:
+        return _verdict(f"path {route.path.name} does not declare forward mode {mode!r} (it declares "
+                        f"{sorted(route.path.modes)})")
     if route.intended is None:
         return [], []
     if route.sws <= -1:

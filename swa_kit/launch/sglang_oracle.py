@@ -21,7 +21,7 @@ version answered:
 Decisions SGLang's code cannot answer off a GPU (per-request minimum, draft pool, resolver,
 routes) are copied from :func:`decide` and keep ``how="bundled 0.5.23 table"``: every
 :class:`Decided` says which of the two produced it. Without SGLang, :func:`decide_with_sglang`
-raises :class:`~swa_kit.errors.BackendUnavailableError` naming how to install it.
+raises :class:`~swa_kit.errors.SGLangUnavailableError` naming how to install it.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from typing import Any
 
 from swa_kit.launch.decide import Decided, Decisions, decide
 from swa_kit.launch.inputs import Launch
-from swa_kit.errors import BackendUnavailableError, UsageError
+from swa_kit.errors import SGLangUnavailableError, UsageError
 
 INSTALL_HINT = ("install SGLang's CPU-importable part: pip install --no-deps sglang==0.5.23, then "
                 "pip install -e '.[sglang]' and torch==2.14.1 torchvision==0.29.1 (see .ci/run)")
@@ -95,13 +95,13 @@ def sglang_version() -> str | None:
 def import_sglang(module: str) -> Any:
     """``importlib.import_module`` for an SGLang module, with aiter hidden; a clear error when it fails."""
     if sglang_version() is None:
-        raise BackendUnavailableError(f"SGLang is not installed, so {module} cannot be read: {INSTALL_HINT}")
+        raise SGLangUnavailableError(f"SGLang is not installed, so {module} cannot be read: {INSTALL_HINT}")
     try:
         with hidden_aiter(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return importlib.import_module(module)
     except Exception as error:  # an SGLang module that does not import here: say which and why
-        raise BackendUnavailableError(f"SGLang {sglang_version()} is installed but {module} does not import "
+        raise SGLangUnavailableError(f"SGLang {sglang_version()} is installed but {module} does not import "
                                       f"({type(error).__name__}: {error}): {INSTALL_HINT}") from error
 
 
@@ -134,7 +134,7 @@ def window_expressions(source: str | Path | None = None) -> list[WindowExpressio
     if source is None:
         spec = importlib.util.find_spec("sglang")
         if spec is None or not spec.submodule_search_locations:
-            raise BackendUnavailableError(
+            raise SGLangUnavailableError(
                 f"SGLang is not installed, so its aiter backend cannot be read: {INSTALL_HINT}")
         source = Path(spec.submodule_search_locations[0]) / "srt" / "layers" / "attention" / "aiter_backend.py"
     tree = ast.parse(Path(source).read_text())

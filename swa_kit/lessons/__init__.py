@@ -4,7 +4,8 @@ Where new work goes:
 
 * a lesson: a notebook ``notebooks/NN_topic.py`` (py:percent) and its synced ``.ipynb``, holding prose, calls
   and pictures only; the logic goes in the library, where tests reach it
-* a new exercise: its reference solution and its ``check_*`` function in ``swa_kit/lessons/workshop.py``,
+* a new exercise: its reference solution and its ``check_*`` function in the notebook's module of
+  ``swa_kit/lessons/workshop/``,
   checked against an independent computation in ``tests/test_workshop.py``; in the notebook, the check cell,
   and the cell that gives the answer away tagged ``solution`` (``swa_kit/lessons/exercises.py`` strips it from
   the exercise version); its entry in ``docs/workshop.md``

@@ -1,8 +1,9 @@
 """Serve the tiny model over the kit's pools: the serving loop the speculative-decoding runs drive.
 
-:class:`Server` holds the target and its draft wired as SGLang wires them (:func:`swa_kit.engine.workers.build_workers`):
-one ``req_to_token`` table, one token allocator, the target's hybrid pool and the draft's own (EAGLE) or borrowed
-(FROZEN_KV MTP) one. A forward writes K/V at the allocator's slots and reads it back per layer in named steps:
+:class:`Server` holds the target and its draft wired as SGLang wires them
+(:func:`swa_kit.engine.workers.build_workers`): one ``req_to_token`` table, one token allocator, the target's
+hybrid pool and the draft's own (EAGLE) or borrowed (FROZEN_KV MTP) one. A forward writes K/V at the allocator's
+slots and reads it back per layer in named steps:
 
 1. :meth:`Server.route`: the layer's route from :func:`swa_kit.engine.routing.plan` (path, window argument, page
    table, guard), or a forced call site for the guard experiment;
@@ -27,7 +28,7 @@ from typing import Any
 
 import torch
 
-from swa_kit.attention.paths import get_backend, run_path
+from swa_kit.attention.paths import get_path, run_path
 from swa_kit.attention.batch import AttentionBatch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.models.configs import ModelLayout, parse_hf_config
@@ -42,7 +43,8 @@ from swa_kit.engine.workers import SpeculativeAlgorithm, WorkerLayout, build_wor
 
 
 def tiny_model_spec(cfg: TinyConfig) -> ModelLayout:
-    """The tiny model as a :class:`~swa_kit.models.configs.ModelLayout`, so :func:`swa_kit.engine.routing.plan` can route it.
+    """The tiny model as a :class:`~swa_kit.models.configs.ModelLayout`, so :func:`swa_kit.engine.routing.plan`
+    can route it.
 
     It goes through the same parser as every Hugging Face config: a ``layer_types``-style config.
     """
@@ -185,7 +187,7 @@ class Server:
 
     def run_route(self, entry: LayerPlan, batch: AttentionBatch) -> torch.Tensor:
         """Step 5: compute the batch on the route's path and record which path, tier and device did."""
-        if get_backend(entry.path).honours_window:
+        if get_path(entry.path).honours_window:
             keys = entry.effective_keys if self.sglang_windows else entry.intended_keys
             result = reference_attention(batch, keys if entry.kind == "sliding" else None)
         else:

@@ -27,11 +27,11 @@ from typing import Any
 import torch
 
 from swa_kit import budget
-from swa_kit.attention.paths import Backend, all_backends, get_backend
+from swa_kit.attention.paths import AttentionPath, all_paths, get_path
 from swa_kit.attention.batch import random_paged_batch
 from swa_kit.attention.reference import attended_mask
 from swa_kit.engine.call_sites import SITES, CallSite, site_path
-from swa_kit.errors import BackendUnavailableError, UsageError
+from swa_kit.errors import PathUnavailableError, UsageError
 from swa_kit.window import Window, check_keys, from_keys
 
 #: Forward modes the probe measures, with (q_len, prefix beyond the window) shapes.
@@ -76,7 +76,7 @@ def probe_shapes(keys: int | None) -> dict[str, tuple[int, int]]:
 
 
 def measure(
-    backend: Backend,
+    path: AttentionPath,
     window_arg: Any,
     intended_keys: int | None,
     mode: str,
@@ -89,8 +89,8 @@ def measure(
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float32,
 ) -> tuple[MeasuredMask, Any]:
-    """Run ``backend`` once per ``head_dim`` key positions with one-hot values; return the mask and a result."""
-    page = BLOCK_TABLE_PAGE if backend.kv_layout == "block_table" else 1
+    """Run ``path`` once per ``head_dim`` key positions with one-hot values; return the mask and a result."""
+    page = BLOCK_TABLE_PAGE if path.kv_layout == "block_table" else 1
     weights = torch.zeros(num_q_heads, q_len, kv_len, dtype=torch.float64)
     gen = torch.Generator().manual_seed(1)
     k = torch.randn(kv_len, num_kv_heads, head_dim, generator=gen)
@@ -105,7 +105,7 @@ def measure(
         slots = batch.request_slots(0).to(torch.int64)
         batch.q.zero_()
         batch.k_buffer[slots], batch.v_buffer[slots] = k.to(batch.k_buffer), v.to(batch.v_buffer)
-        result = backend.run(batch, window_arg)
+        result = path.run(batch, window_arg)
         out = result.out.double().cpu()  # [q_len, Hq, D]
         weights[:, :, pos] = out[:, :, : len(pos)].permute(1, 0, 2)
     measured = weights > 0.25 / kv_len  # attended keys weigh 1/n >= 1/kv_len; the rest ~0
@@ -139,23 +139,23 @@ class ProbeRow:
         }
 
 
-def _probe(backend: Backend, window_arg: Any, intended: int | None, modes: Sequence[str], site: str | None,
+def _probe(path: AttentionPath, window_arg: Any, intended: int | None, modes: Sequence[str], site: str | None,
            device: str | torch.device, head_dim: int) -> ProbeRow:
-    ok_here, why = backend.available()
-    row = ProbeRow(backend.name, backend.tier, str(device), window_arg, intended, None, False, site)
+    ok_here, why = path.available()
+    row = ProbeRow(path.name, path.tier, str(device), window_arg, intended, None, False, site)
     if not ok_here:
         row.skipped = {m: why for m in modes}
         return row
     for mode, (q_len, kv_len) in probe_shapes(intended).items():
         if mode not in modes:
             continue
-        if mode not in backend.modes:
-            row.skipped[mode] = f"{backend.name} does not declare mode {mode!r}"
+        if mode not in path.modes:
+            row.skipped[mode] = f"{path.name} does not declare mode {mode!r}"
             continue
         try:
-            mask, result = measure(backend, window_arg, intended, mode, q_len, kv_len, device=device,
+            mask, result = measure(path, window_arg, intended, mode, q_len, kv_len, device=device,
                                    head_dim=head_dim)
-        except BackendUnavailableError as error:
+        except PathUnavailableError as error:
             row.skipped[mode] = str(error)
             continue
         row.masks[mode] = mask
@@ -166,25 +166,25 @@ def _probe(backend: Backend, window_arg: Any, intended: int | None, modes: Seque
     return row
 
 
-def runnable_paths(device: str | torch.device = "cpu") -> list[Backend]:
+def runnable_paths(device: str | torch.device = "cpu") -> list[AttentionPath]:
     """Registered paths that are available here and run on ``device``'s kind."""
     kind = torch.device(device).type
     kinds = {"cpu": {"cpu"}, "cuda": {"cuda", "rocm"}}.get(kind, {kind})
-    return [b for b in all_backends() if b.available()[0] and b.devices & kinds]
+    return [path for path in all_paths() if path.available()[0] and path.devices & kinds]
 
 
 def probe_path(path: str, keys: int | None, *, modes: Sequence[str] = PROBE_MODES,
                device: str | torch.device = "cpu", head_dim: int = 64) -> ProbeRow:
     """Measure ``path`` run with the kit's converter's window argument for ``keys`` keys."""
     keys = check_keys(keys)
-    backend = get_backend(path)
-    budget.check(budget.probe_estimate(f"probe of {path} at {keys} keys", probe_shapes(keys), modes, [backend.tier],
+    chosen = get_path(path)
+    budget.check(budget.probe_estimate(f"probe of {path} at {keys} keys", probe_shapes(keys), modes, [chosen.tier],
                                        device, head_dim), budget.PROBE_WAY_OUT)
-    window_arg = from_keys(backend.convention, keys) if backend.convention else None
-    return _probe(backend, window_arg, keys, modes, None, device, head_dim)
+    window_arg = from_keys(chosen.convention, keys) if chosen.convention else None
+    return _probe(chosen, window_arg, keys, modes, None, device, head_dim)
 
 
-def sglang_site_rows(keys: int) -> list[tuple[CallSite, Backend, Any]]:
+def sglang_site_rows(keys: int) -> list[tuple[CallSite, AttentionPath, Any]]:
     """``(site, path, window_arg)`` for each aiter call site, for a layer meant to attend ``keys`` keys."""
     keys = check_keys(keys)
     if keys is None:
@@ -199,9 +199,9 @@ def probe_sglang_sites(keys: int, *, device: str | torch.device = "cpu", head_di
     budget.check(budget.probe_estimate(f"probe of {len(sites)} call sites at {keys} keys", probe_shapes(keys),
                                        PROBE_MODES, [b.tier for _, b, _ in sites if b.available()[0]], device,
                                        head_dim), budget.PROBE_WAY_OUT)
-    for site, backend, window_arg in sites:
+    for site, path, window_arg in sites:
         modes = [m for m in site.modes if m in PROBE_MODES]
-        rows.append(_probe(backend, window_arg, keys, modes, site.name, device, head_dim))
+        rows.append(_probe(path, window_arg, keys, modes, site.name, device, head_dim))
     return rows
 
 
@@ -222,22 +222,22 @@ def agreement(keys: int | None = 5, *, device: str | torch.device = "cpu", head_
     rows = []
     shapes = {"prefill": ([9, 6], [9, 6]), "extend": ([3, 4], [14, 21]), "decode": ([1, 1], [17, 30]),
               "verify": ([3, 3], [12, 25])}
-    for backend in runnable_paths(device):
-        used = keys if backend.honours_window else None
-        window_arg = from_keys(backend.convention, used) if backend.convention else None
-        page = BLOCK_TABLE_PAGE if backend.kv_layout == "block_table" else 1
+    for path in runnable_paths(device):
+        used = keys if path.honours_window else None
+        window_arg = from_keys(path.convention, used) if path.convention else None
+        page = BLOCK_TABLE_PAGE if path.kv_layout == "block_table" else 1
         for mode, (q_lens, seq_lens) in shapes.items():
-            if mode not in backend.modes:
+            if mode not in path.modes:
                 continue
             batch = random_paged_batch(q_lens, seq_lens, head_dim=head_dim, page_size=page, window_keys=used,
                                        garbage=1e4, device=device, generator=gen)
             try:
-                result = backend.run(batch, window_arg)
-            except BackendUnavailableError as error:
-                rows.append({"path": backend.name, "tier": backend.tier, "device": str(device), "mode": mode,
+                result = path.run(batch, window_arg)
+            except PathUnavailableError as error:
+                rows.append({"path": path.name, "tier": path.tier, "device": str(device), "mode": mode,
                              "window_arg": window_arg, "max_abs_err": f"skipped: {error}"})
                 continue
             err = (result.out.double() - reference_attention(batch, used).out).abs().max().item()
-            rows.append({"path": backend.name, "tier": result.tier, "device": result.device, "mode": mode,
+            rows.append({"path": path.name, "tier": result.tier, "device": result.device, "mode": mode,
                          "window_arg": window_arg, "max_abs_err": float(f"{err:.2e}")})
     return rows

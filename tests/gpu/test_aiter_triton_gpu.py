@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from swa_kit.attention.aiter import triton_kernels
-from swa_kit.attention.paths import get_backend, run_path
+from swa_kit.attention.paths import get_path, run_path
 from swa_kit.attention.batch import AttentionBatch
 from swa_kit.attention.reference import reference_attention
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.errors import PathUnavailableError
 from swa_kit.window import from_keys
 
 pytestmark = [
@@ -101,7 +101,7 @@ def test_page_size_1_prefill_runs_on_gpu():
 
 def test_page_size_1_decode_is_refused_on_gpu():
     batch = paged_batch([1, 1], [40, 70], hq=4, hkv=2, d=64, page_size=1, dtype=torch.bfloat16)
-    with pytest.raises(BackendUnavailableError, match="page size >= 16"):
+    with pytest.raises(PathUnavailableError, match="page size >= 16"):
         run_path("aiter_triton_unified", batch, (-1, -1))
 
 
@@ -157,7 +157,7 @@ def test_cpu_interpreter_copy_agrees_with_the_gpu(tmp_path):
     on_gpu = run_path("aiter_triton_unified", gpu, (4, 0))
     assert on_gpu.tier == "aiter-triton-gpu"
     assert (result["out"] - on_gpu.out.cpu()).abs().max() < 1e-2
-    assert get_backend("aiter_triton_unified").available()[0]
+    assert get_path("aiter_triton_unified").available()[0]
 
 
 def test_the_launcher_replays_in_a_cuda_graph():

@@ -50,7 +50,7 @@ def test_kernel_matches_reference(page_size: int, heads: tuple[int, int], head_d
         assert error < 1e-2, f"keys={keys} splits={plan.splits}: relative error {error:.2e}"
 
 
-def test_backend_runs_through_the_registry() -> None:
+def test_path_runs_through_the_table() -> None:
     from swa_kit.attention.paths import run_path
 
     gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))

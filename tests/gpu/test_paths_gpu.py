@@ -14,7 +14,7 @@ import torch
 
 from swa_kit.attention.paths import run_path
 from swa_kit.attention.reference import reference_attention
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.errors import PathUnavailableError
 from swa_kit.attention.batch import random_paged_batch
 from swa_kit.measure.probe import probe_path, probe_sglang_sites, runnable_paths
 from swa_kit.window import from_keys
@@ -37,21 +37,21 @@ SHAPES = [((8, 8), 1, 1, 256), ((16, 2), 16, 8, 256), ((8, 8), 1, 8, 128), ((16,
 @pytest.mark.parametrize("gqa,page,q_len,head_dim", SHAPES,
                          ids=[f"{g[0]}x{g[1]}-p{p}-q{q}-d{d}" for g, p, q, d in SHAPES])
 def test_gpu_path_matches_reference(path, keys, gqa, page, q_len, head_dim):
-    backend = next(b for b in runnable_paths("cuda") if b.name == path)
-    if not backend.honours_window and keys is not None and keys < 300:
+    chosen = next(b for b in runnable_paths("cuda") if b.name == path)
+    if not chosen.honours_window and keys is not None and keys < 300:
         pytest.skip(f"{path} declares no window")
     modes = {"decode"} if q_len == 1 else {"extend", "verify"}  # q_len > 1: a causal chunk that ends the request
-    if not modes & backend.modes:
+    if not modes & chosen.modes:
         pytest.skip(f"{path} declares none of {sorted(modes)}")
     gen = torch.Generator().manual_seed(hash((path, keys, gqa, page, q_len, head_dim)) % 2**31)
     seq_lens = [int(torch.randint(q_len + 20, 260, (1,), generator=gen)) for _ in range(3)]
     batch = random_paged_batch([q_len] * 3, seq_lens, num_q_heads=gqa[0], num_kv_heads=gqa[1], head_dim=head_dim,
                                page_size=page, window_keys=keys, garbage=1e4 if path in NAN_UNSAFE else math.nan,
                                dtype=torch.bfloat16, device="cuda", generator=gen)
-    window_arg = from_keys(backend.convention, keys) if backend.convention else None
+    window_arg = from_keys(chosen.convention, keys) if chosen.convention else None
     try:
         result = run_path(path, batch, window_arg)
-    except BackendUnavailableError as error:
+    except PathUnavailableError as error:
         pytest.skip(str(error))
     expected = reference_attention(batch, keys).out
     assert torch.isfinite(result.out).all()

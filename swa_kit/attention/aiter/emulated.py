@@ -10,7 +10,7 @@ tier ``"emulated"``.
   off), so it attends *every* key of the request: a sliding layer routed here silently gets
   full attention. That is the bug SGLang PR #38756 guards against
   (``_reject_paged_decode_sliding_window``); the emulation reproduces it on purpose
-  and the backend notes it in each result.
+  and the path notes it in each result.
 * :func:`mha_batch_prefill_func`: FlashAttention-style varlen prefill over page-size-1 KV
   (``kv_indptr``/``kv_page_indices``), queries aligned to the end of their keys, and
   ``window_size=(left, right)`` inclusive on both sides; ``causal=True`` makes ``right = 0``.
@@ -25,14 +25,13 @@ from typing import Any
 import torch
 
 from swa_kit.attention.aiter.native import mha_batch_prefill_args, paged_attention_ragged_args
-from swa_kit.attention.paths import Backend, register
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.errors import PathUnavailableError
 from swa_kit.window import to_keys
 
 
-def _unsupported(op: str, what: str) -> BackendUnavailableError:
-    return BackendUnavailableError(f"emulated {op}: {what} is not emulated; run the native op on ROCm")
+def _unsupported(op: str, what: str) -> PathUnavailableError:
+    return PathUnavailableError(f"emulated {op}: {what} is not emulated; run the native op on ROCm")
 
 
 def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor, scale: float, cap: float):
@@ -85,7 +84,7 @@ def paged_attention_ragged(
     if alibi_slopes is not None:
         raise _unsupported(name, "alibi_slopes")
     if key_cache.shape[1] != block_size:
-        raise BackendUnavailableError(
+        raise PathUnavailableError(
             f"{name}: key_cache {tuple(key_cache.shape)} is not [pages, {block_size}, Hkv, D]")
     indptr = kv_indptr.tolist()
     last = kv_last_page_lens.tolist()
@@ -181,7 +180,7 @@ def run_paged_ragged(batch: AttentionBatch, window_arg: Any) -> AttentionResult:
 def run_mha_batch_prefill(batch: AttentionBatch, window_arg: Any) -> AttentionResult:
     """SGLang's CK prefill call, emulated; ``window_arg`` in the ``aiter_ck`` convention."""
     if batch.tree_masks is not None:
-        raise BackendUnavailableError("mha_batch_prefill_func is causal only; a tree verify needs a custom-mask path")
+        raise PathUnavailableError("mha_batch_prefill_func is causal only; a tree verify needs a custom-mask path")
     keys = to_keys("aiter_ck", window_arg)
     args, kwargs = mha_batch_prefill_args(batch, window_arg)
     out = mha_batch_prefill_func(*args, softmax_scale=float(batch.sm_scale), **kwargs)
@@ -193,36 +192,5 @@ def run_mha_batch_prefill(batch: AttentionBatch, window_arg: Any) -> AttentionRe
                            notes=notes)
 
 
-def _available() -> tuple[bool, str]:
+def available() -> tuple[bool, str]:
     return True, "emulated in plain torch on any device (not aiter's kernel)"
-
-
-_DEVICES = frozenset({"cpu", "cuda", "rocm"})
-register(
-    Backend(
-        name="aiter_emulated_paged_ragged",
-        tier="emulated",
-        description="emulated aiter paged_attention_ragged (decode; no window argument: attends everything)",
-        modes=frozenset({"decode"}),
-        honours_window=False,
-        convention=None,
-        kv_layout="token",
-        devices=_DEVICES,
-        available=_available,
-        run=run_paged_ragged,
-    )
-)
-register(
-    Backend(
-        name="aiter_emulated_mha_batch_prefill",
-        tier="emulated",
-        description="emulated aiter CK mha_batch_prefill_func (page size 1, FA window convention)",
-        modes=frozenset({"prefill", "extend"}),
-        honours_window=True,
-        convention="aiter_ck",
-        kv_layout="token",
-        devices=_DEVICES,
-        available=_available,
-        run=run_mha_batch_prefill,
-    )
-)

@@ -45,7 +45,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
 
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.errors import PathUnavailableError
 
 DISTRIBUTION = "amd-aiter"
 #: The wheel whose module layout this loader was written against (pyproject's ``aiter`` extra).
@@ -115,23 +115,37 @@ def native_aiter_status() -> tuple[bool, str]:
     return True, f"aiter {aiter_version()} imported natively (torch HIP {torch.version.hip})"
 
 
+def native_status() -> tuple[bool, str]:
+    """Whether aiter's native ops run here: ``import aiter`` works (a ROCm build of aiter) and torch sees the GPU.
+
+    The native paths' availability (:mod:`swa_kit.attention.paths`): here rather than beside the ops, so that
+    planning a route asks it without importing them.
+    """
+    import torch
+
+    ok, reason = native_aiter_status()
+    if ok and not torch.cuda.is_available():
+        return False, "needs ROCm: aiter imports but torch sees no GPU"
+    return ok, reason
+
+
 def _check_layout() -> Path:
     version = aiter_version()
     root = aiter_package_dir()
     if version is None or root is None:
-        raise BackendUnavailableError(
+        raise PathUnavailableError(
             f"aiter's Triton kernels need the {DISTRIBUTION} package: pip install 'swa_kit[aiter]' "
             f"(pins {DISTRIBUTION}=={PINNED_VERSION})"
         )
     if _release(version) >= MOVED_IN:
-        raise BackendUnavailableError(
+        raise PathUnavailableError(
             f"{DISTRIBUTION} {version} keeps its attention kernels under aiter.ops.triton.attention.* "
             f"(moved in {'.'.join(map(str, MOVED_IN))}); swa_kit loads the layout of {PINNED_VERSION}: "
             f"pip install '{DISTRIBUTION}=={PINNED_VERSION}'"
         )
     missing = [rel for rel in KERNEL_FILES.values() if not (root / rel).is_file()]
     if missing:
-        raise BackendUnavailableError(
+        raise PathUnavailableError(
             f"{DISTRIBUTION} {version} at {root} lacks {missing}; swa_kit expects the layout of {PINNED_VERSION}"
         )
     return root
@@ -266,7 +280,7 @@ _CACHE: dict[tuple[str, bool], types.ModuleType] = {}
 def load_kernel_module(name: str, *, interpreted: bool) -> types.ModuleType:
     """aiter's kernel module ``name`` (see :data:`KERNEL_FILES`), decorated for the GPU or the interpreter."""
     if name not in KERNEL_FILES:
-        raise BackendUnavailableError(f"unknown aiter kernel module {name!r}; known: {', '.join(KERNEL_FILES)}")
+        raise PathUnavailableError(f"unknown aiter kernel module {name!r}; known: {', '.join(KERNEL_FILES)}")
     key = (name, interpreted)
     if key in _CACHE:
         return _CACHE[key]
@@ -297,7 +311,7 @@ def aiter_triton_status() -> tuple[bool, str]:
         return False, f"needs triton and torch: {exc}"
     try:
         load_unified_attention_kernels(interpreted=True)
-    except BackendUnavailableError as exc:
+    except PathUnavailableError as exc:
         return False, str(exc)
     except Exception as exc:  # a kernel file that no longer imports with this triton
         return False, f"aiter {aiter_version()}'s unified_attention kernels failed to load: {type(exc).__name__}: {exc}"

@@ -30,9 +30,8 @@ from typing import Any
 import torch
 
 from swa_kit.attention.aiter import loader
-from swa_kit.attention.paths import Backend, register
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.errors import PathUnavailableError
 from swa_kit.window import to_keys
 
 #: Where each op is defined in the pinned wheel (relative to the ``aiter`` package).
@@ -105,7 +104,7 @@ def mha_batch_prefill_args(batch: AttentionBatch, window_arg: Any) -> tuple[tupl
     """
     _window_keys("aiter_ck", window_arg)
     if batch.page_size != 1:
-        raise BackendUnavailableError(
+        raise PathUnavailableError(
             f"mha_batch_prefill_func reads KV at page size 1 (SGLang's NHD path); this batch has page size "
             f"{batch.page_size}: use aiter_triton_unified for paged KV"
         )
@@ -142,11 +141,11 @@ def paged_attention_ragged_args(
     There is no window argument: the op attends every key of the request.
     """
     if batch.page_size != 1:
-        raise BackendUnavailableError(
+        raise PathUnavailableError(
             f"SGLang calls paged_attention_ragged with block_size 1; this batch has page size {batch.page_size}"
         )
     if int(batch.q_lens.max()) != 1:
-        raise BackendUnavailableError(
+        raise PathUnavailableError(
             f"paged_attention_ragged is SGLang's decode op (one query per request); q_lens {batch.q_lens.tolist()}"
         )
     device = batch.q.device
@@ -216,30 +215,22 @@ def op_source(op: str) -> str:
     """Source text of the file that defines ``op`` in the installed wheel (read, not imported)."""
     root = loader.aiter_package_dir()
     if root is None:
-        raise BackendUnavailableError(f"{loader.DISTRIBUTION} is not installed: pip install 'swa_kit[aiter]'")
+        raise PathUnavailableError(f"{loader.DISTRIBUTION} is not installed: pip install 'swa_kit[aiter]'")
     return (root / OP_SOURCES[op]).read_text()
 
 
 def native_op(op: str) -> Any:
-    """aiter's own ``op`` (imported from the real package); BackendUnavailableError off ROCm."""
-    ok, reason = available()
+    """aiter's own ``op`` (imported from the real package); PathUnavailableError off ROCm."""
+    ok, reason = loader.native_status()
     if not ok:
-        raise BackendUnavailableError(f"aiter native {op}: {reason}")
+        raise PathUnavailableError(f"aiter native {op}: {reason}")
     errors = []
     for module in OP_MODULES[op]:
         try:
             return getattr(importlib.import_module(module), op)
         except (ImportError, AttributeError) as exc:
             errors.append(f"{module}: {exc}")
-    raise BackendUnavailableError(f"aiter native {op} not found: {'; '.join(errors)}")
-
-
-def available() -> tuple[bool, str]:
-    """Native aiter runs only where ``import aiter`` works: a ROCm GPU with aiter built."""
-    ok, reason = loader.native_aiter_status()
-    if ok and not torch.cuda.is_available():
-        return False, "needs ROCm: aiter imports but torch sees no GPU"
-    return ok, reason
+    raise PathUnavailableError(f"aiter native {op} not found: {'; '.join(errors)}")
 
 
 def _result(out: torch.Tensor, path: str, notes: list[str]) -> AttentionResult:
@@ -250,7 +241,7 @@ def _result(out: torch.Tensor, path: str, notes: list[str]) -> AttentionResult:
 def run_unified(batch: AttentionBatch, window_arg: Any) -> AttentionResult:
     """Native ``unified_attention`` with SGLang's arguments; ``window_arg`` in ``aiter_unified``."""
     if batch.tree_masks is not None:
-        raise BackendUnavailableError("unified_attention is causal only; a tree verify needs a custom-mask path")
+        raise PathUnavailableError("unified_attention is causal only; a tree verify needs a custom-mask path")
     kwargs = unified_attention_args(batch, window_arg)
     native_op("unified_attention")(**kwargs)
     return _result(kwargs["out"], "aiter_native_unified", [f"window_size={tuple(window_arg)}"])
@@ -259,10 +250,10 @@ def run_unified(batch: AttentionBatch, window_arg: Any) -> AttentionResult:
 def run_mha_batch_prefill(batch: AttentionBatch, window_arg: Any) -> AttentionResult:
     """Native CK ``mha_batch_prefill_func`` with SGLang's arguments; ``window_arg`` in ``aiter_ck``."""
     if batch.tree_masks is not None:
-        raise BackendUnavailableError("mha_batch_prefill_func is causal only; a tree verify needs a custom-mask path")
+        raise PathUnavailableError("mha_batch_prefill_func is causal only; a tree verify needs a custom-mask path")
     keys = _window_keys("aiter_ck", window_arg)
     if keys is not None and int(batch.q_lens.max()) == 1 and keys >= int(batch.seq_lens.max()):
-        raise BackendUnavailableError(
+        raise PathUnavailableError(
             f"mha_batch_prefill_func in aiter {loader.aiter_version()} fails on an all-decode batch whose "
             f"window ({keys} keys) covers the longest KV ({int(batch.seq_lens.max())}); fixed upstream by aiter "
             "#2170: pass window_size=(-1, -1) (the window covers everything) or use aiter_native_unified"
@@ -275,7 +266,7 @@ def run_mha_batch_prefill(batch: AttentionBatch, window_arg: Any) -> AttentionRe
 def run_paged_ragged(batch: AttentionBatch, window_arg: Any) -> AttentionResult:
     """Native ``paged_attention_ragged``: it takes no window, so a windowed layer is refused here."""
     if window_arg is not None:
-        raise BackendUnavailableError(
+        raise PathUnavailableError(
             f"paged_attention_ragged takes no window argument and would attend the whole context instead of "
             f"window {window_arg!r}: route sliding layers to aiter_native_unified "
             "(SGLANG_USE_AITER_UNIFIED_ATTN=1); aiter_emulated_paged_ragged shows the silent result"
@@ -283,48 +274,3 @@ def run_paged_ragged(batch: AttentionBatch, window_arg: Any) -> AttentionResult:
     args = paged_attention_ragged_args(batch)
     native_op("paged_attention_ragged")(*args)
     return _result(args[0], "aiter_native_paged_ragged", ["no window argument: attends every key"])
-
-
-_DEVICES = frozenset({"rocm"})
-register(
-    Backend(
-        name="aiter_native_unified",
-        tier="aiter-native",
-        description="aiter's unified_attention (Triton) as SGLang's aiter backend calls it",
-        modes=frozenset({"prefill", "extend", "decode", "verify"}),
-        honours_window=True,
-        convention="aiter_unified",
-        kv_layout="block_table",
-        devices=_DEVICES,
-        available=available,
-        run=run_unified,
-    )
-)
-register(
-    Backend(
-        name="aiter_native_mha_batch_prefill",
-        tier="aiter-native",
-        description="aiter's CK mha_batch_prefill_func as SGLang's aiter backend calls it (page size 1)",
-        modes=frozenset({"prefill", "extend"}),
-        honours_window=True,
-        convention="aiter_ck",
-        kv_layout="token",
-        devices=_DEVICES,
-        available=available,
-        run=run_mha_batch_prefill,
-    )
-)
-register(
-    Backend(
-        name="aiter_native_paged_ragged",
-        tier="aiter-native",
-        description="aiter's paged_attention_ragged decode (no window argument) as SGLang calls it",
-        modes=frozenset({"decode"}),
-        honours_window=False,
-        convention=None,
-        kv_layout="token",
-        devices=_DEVICES,
-        available=available,
-        run=run_paged_ragged,
-    )
-)

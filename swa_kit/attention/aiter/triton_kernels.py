@@ -36,10 +36,9 @@ import numpy as np
 import torch
 
 from swa_kit.attention.aiter import loader
-from swa_kit.attention.paths import Backend, register
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
 from swa_kit.attention.kit.interpreted import refuse_bfloat16
-from swa_kit.errors import BackendUnavailableError, UsageError
+from swa_kit.errors import PathUnavailableError, UsageError
 from swa_kit.window import to_keys
 
 #: Smallest page size aiter's decode config compiles with on an NVIDIA GPU (tl.dot's minimum tile).
@@ -150,14 +149,14 @@ def unified_attention(
         raise UsageError(f"aiter_triton: sinks of shape {tuple(sinks.shape)}; aiter takes one per query head "
                          f"({q.shape[1]},)")
     if q.dtype not in _DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
-        raise BackendUnavailableError(
+        raise PathUnavailableError(
             f"aiter_triton: q {q.dtype}, k {k.dtype}, v {v.dtype}; supported: one of {_DTYPES} for all three"
         )
     interpreted = q.device.type == "cpu"
     if interpreted:
         refuse_bfloat16("aiter_triton", q.dtype)
     elif q.device.type != "cuda" or not torch.cuda.is_available():
-        raise BackendUnavailableError(f"aiter_triton runs on a CUDA/ROCm GPU or on the CPU, not on {q.device}")
+        raise PathUnavailableError(f"aiter_triton runs on a CUDA/ROCm GPU or on the CPU, not on {q.device}")
     block_size, num_kv_heads, head_size = k.shape[1], k.shape[2], q.shape[2]
     num_seqs = seqused_k.numel()
     num_sms = INTERPRETER_SMS if interpreted else torch.cuda.get_device_properties(q.device).multi_processor_count
@@ -176,14 +175,14 @@ def unified_attention(
         kernel=kernel,
     )
     if not interpreted and plan["TILE_SIZE"] < GPU_MIN_DECODE_BLOCK:
-        raise BackendUnavailableError(
+        raise PathUnavailableError(
             f"aiter_triton: block size {block_size} gives {plan['kernel']} tiles of {plan['TILE_SIZE']} keys; "
             f"tl.dot on this GPU needs >= {GPU_MIN_DECODE_BLOCK}: use page size >= {GPU_MIN_DECODE_BLOCK} "
             "(or CPU tensors, which the interpreter runs at any block size)"
         )
     head_padded = _next_pow2(head_size)
     if plan["kernel"] == "3d" and head_padded != head_size:
-        raise BackendUnavailableError(
+        raise PathUnavailableError(
             f"aiter_triton: head_dim {head_size} is not a power of two; aiter 0.1.7's reduce_segments "
             "then reads an undefined offs_d: use kernel='2d'"
         )
@@ -337,7 +336,7 @@ def _tier(device: torch.device) -> str:
 def run_unified(batch: AttentionBatch, window_arg: Any, *, kernel: str = "auto") -> AttentionResult:
     """Run aiter's unified attention kernels on ``batch``; ``window_arg`` in the ``aiter_unified`` convention."""
     if batch.tree_masks is not None:
-        raise BackendUnavailableError(
+        raise PathUnavailableError(
             "aiter_triton_unified is causal only (a linear chain); a tree verify needs a path that takes a "
             "custom mask (the reference, or SGLang's extend_attention_fwd route)"
         )
@@ -345,7 +344,7 @@ def run_unified(batch: AttentionBatch, window_arg: Any, *, kernel: str = "auto")
     if batch.device.type == "cpu":
         ok, reason = interpreter_status()
         if not ok:
-            raise BackendUnavailableError(f"aiter_triton_unified on CPU: {reason}")
+            raise PathUnavailableError(f"aiter_triton_unified on CPU: {reason}")
     q = batch.q.contiguous()
     k, v = batch.paged_kv()
     out = torch.empty_like(q)
@@ -370,19 +369,3 @@ def run_unified(batch: AttentionBatch, window_arg: Any, *, kernel: str = "auto")
         f"TILE_SIZE={plan['TILE_SIZE']}, block size {batch.page_size}, on {where}"
     ]
     return AttentionResult(out, path="aiter_triton_unified", tier=_tier(q.device), device=str(q.device), notes=notes)
-
-
-register(
-    Backend(
-        name="aiter_triton_unified",
-        tier="aiter-triton-interpreter",  # per result: aiter-triton-gpu when the batch is on a GPU
-        description="aiter's Triton unified_attention kernels (2D / 3D split-KV), launched by the kit",
-        modes=frozenset({"prefill", "extend", "decode", "verify"}),
-        honours_window=True,
-        convention="aiter_unified",
-        kv_layout="block_table",
-        devices=frozenset({"cpu", "cuda", "rocm"}),
-        available=available,
-        run=run_unified,
-    )
-)

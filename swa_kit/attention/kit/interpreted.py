@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.errors import PathUnavailableError
 
 #: Where ``swa_kit`` lives, put first on the child's path so it imports this very copy.
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
@@ -30,7 +30,7 @@ def refuse_bfloat16(path: str, dtype: torch.dtype) -> None:
     ``tl.dot`` multiplies those patterns (triton-lang/triton#11584; Triton 3.6 and 3.9 alike): attention outputs near
     1e9, without an error. ``tests/test_interpreted.py`` checks that this still holds."""
     if dtype == torch.bfloat16:
-        raise BackendUnavailableError(
+        raise PathUnavailableError(
             f"{path}: bfloat16 in Triton's CPU interpreter, whose tl.dot multiplies bfloat16's raw bit patterns "
             "(triton-lang/triton#11584) and returns garbage without an error; run the batch in float16 on the CPU, "
             "or in bfloat16 on a GPU"
@@ -40,15 +40,15 @@ def refuse_bfloat16(path: str, dtype: torch.dtype) -> None:
 def run_in_interpreter(batch: AttentionBatch, keys: Any, timeout_s: float = 300) -> AttentionResult:
     """The kit's kernel on ``batch`` with a window of ``keys`` keys, in Triton's CPU interpreter (child process).
 
-    Raises :class:`~swa_kit.errors.BackendUnavailableError` when Triton is missing or the child fails,
+    Raises :class:`~swa_kit.errors.PathUnavailableError` when Triton is missing or the child fails,
     with the child's last error lines.
     """
     from swa_kit.attention.kit import kernel as kit_triton
 
     if kit_triton.triton is None:
-        raise BackendUnavailableError("Triton is not installed here (it needs Linux or WSL): pip install triton")
+        raise PathUnavailableError("Triton is not installed here (it needs Linux or WSL): pip install triton")
     if batch.device.type != "cpu":
-        raise BackendUnavailableError(f"the interpreter runs CPU tensors; this batch is on {batch.device}")
+        raise PathUnavailableError(f"the interpreter runs CPU tensors; this batch is on {batch.device}")
     with tempfile.TemporaryDirectory(prefix="swa_kit_interp_") as tmp:
         path = Path(tmp) / "batch.pt"
         torch.save({"batch": batch, "keys": keys}, path)
@@ -57,7 +57,7 @@ def run_in_interpreter(batch: AttentionBatch, keys: Any, timeout_s: float = 300)
         child = subprocess.run([sys.executable, "-m", __name__, str(path)], env=env, capture_output=True, text=True,
                                timeout=timeout_s, check=False)
         if child.returncode != 0:
-            raise BackendUnavailableError(f"the interpreted kernel failed in its child process: {child.stderr[-1500:]}")
+            raise PathUnavailableError(f"the interpreted kernel failed in its child process: {child.stderr[-1500:]}")
         out = torch.load(path.with_suffix(".out.pt"))
     # the tier says "interpreter", as aiter's interpreted kernel's does (announce wants one word per field)
     return AttentionResult(out, path="kit_triton_swa", tier="kit-triton-interpreter", device="cpu")

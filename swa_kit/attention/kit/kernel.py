@@ -44,10 +44,9 @@ from typing import Any, NamedTuple
 
 import torch
 
-from swa_kit.attention.paths import Backend, register
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
 from swa_kit.attention.kit.interpreted import refuse_bfloat16
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.errors import PathUnavailableError
 from swa_kit.window import Window
 
 try:  # Triton is a Linux dependency of the kit; elsewhere the path reports itself unavailable
@@ -517,8 +516,8 @@ if triton is not None:
         tl.store(out_ptr + tok.to(tl.int64) * stride_ot + head * stride_oh + dims, out.to(out_ptr.dtype.element_ty))
 
 
-def _unsupported(what: str) -> BackendUnavailableError:
-    return BackendUnavailableError(
+def _unsupported(what: str) -> PathUnavailableError:
+    return PathUnavailableError(
         f"kit_triton_swa: {what}; run this batch on 'reference' or 'aiter_triton_unified' instead"
     )
 
@@ -668,7 +667,7 @@ def _num_sms(device: torch.device) -> int:
 
 def _check_supported(k_buffer: torch.Tensor, v_buffer: torch.Tensor, page_size: int, num_heads_q: int,
                      max_q_len: int, sinks: torch.Tensor | None) -> None:
-    """Refuse (BackendUnavailableError) every input the kernel cannot compute exactly."""
+    """Refuse (PathUnavailableError) every input the kernel cannot compute exactly."""
     dim, hkv = k_buffer.shape[2], k_buffer.shape[1]
     if k_buffer.dtype not in SUPPORTED_DTYPES or v_buffer.dtype != k_buffer.dtype:
         raise _unsupported(f"KV dtype {k_buffer.dtype}/{v_buffer.dtype} (supported: float16, bfloat16, both alike)")
@@ -813,12 +812,12 @@ def _tier_device(batch: AttentionBatch) -> str:
 
 
 def run_batch(batch: AttentionBatch, keys: Any) -> AttentionResult:
-    """The backend's entry point: ``keys`` is the window in the kit's unit (None = full)."""
+    """The path's entry point: ``keys`` is the window in the kit's unit (None = full)."""
     out = plan_batch(batch, keys).run(batch.q)
     return AttentionResult(out, path="kit_triton_swa", tier="kit-triton", device=_tier_device(batch))
 
 
-def _available() -> tuple[bool, str]:
+def available() -> tuple[bool, str]:
     if triton is None:
         return False, "Triton is not installed (pip install triton; ROCm builds of torch bring their own)"
     if torch.cuda.is_available():
@@ -838,19 +837,3 @@ def interpreter_active() -> bool:
     is not. That is why the CPU tests run the kernel in a child process started with it.
     """
     return triton is not None and type(tl.zeros).__name__ == "InterpretedFunction"
-
-
-register(
-    Backend(
-        name="kit_triton_swa",
-        tier="kit-triton",
-        description="the kit's Triton sliding-window kernel: decode and chain verify (split window, GQA groups, paged)",
-        modes=frozenset({"decode", "verify"}),
-        honours_window=True,
-        convention="hf",  # the kit's own unit: keys attended, counting the query
-        kv_layout="token",  # page size 1 via kv_indices; larger pages via AttentionBatch.block_table()
-        devices=frozenset({"cuda", "rocm"}),
-        available=_available,
-        run=run_batch,
-    )
-)

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from swa_kit.measure.bench.cases import DRAFTS, DecodeCase, PrefillCase
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.errors import PathUnavailableError
 from swa_kit.window import Window, attends, from_keys
 
 PAGE = 16
@@ -132,7 +132,7 @@ class DecodeInputs:
         if self._full_kv is not None:
             return self._full_kv
         if c.context > FULL_CONTEXT_LIMIT:
-            raise BackendUnavailableError(f"contiguous whole-context copies are built up to {FULL_CONTEXT_LIMIT} keys")
+            raise PathUnavailableError(f"contiguous whole-context copies are built up to {FULL_CONTEXT_LIMIT} keys")
         dtype = getattr(torch, c.dtype)
         kc = torch.randn(c.batch, c.hkv, c.context, c.head_dim, device=self.device, dtype=dtype)
         vc = torch.randn_like(kc)
@@ -215,7 +215,7 @@ class DecodeInputs:
         verify is refused by name."""
         q_len = self.q_lens[0]
         if any(n != q_len for n in self.q_lens):
-            raise BackendUnavailableError(f"the torch paths take one q_len per batch, not a ragged one ({self.q_lens});"
+            raise PathUnavailableError(f"the torch paths take one q_len per batch, not a ragged one ({self.q_lens});"
                                           " time a verify twin with ragged=False on them")
         return q_len
 
@@ -273,7 +273,7 @@ class DecodeInputs:
     def _decode_q(self, path: str) -> torch.Tensor:
         """The grouped queries of a decode batch; a verify is refused by name (the path's mask is decode's)."""
         if self.queries_per_request() != 1:
-            raise BackendUnavailableError(f"{path} is timed for decode only (one query per request)")
+            raise PathUnavailableError(f"{path} is timed for decode only (one query per request)")
         return self._grouped_q()
 
     def sdpa_dense_mask(self) -> Made:
@@ -350,11 +350,11 @@ def prefill_paths(case: PrefillCase, data: dict[str, Any], device: torch.device)
             return out
 
         paths["aiter_triton_unified"] = aiter
-    except (ImportError, BackendUnavailableError) as error:
+    except (ImportError, PathUnavailableError) as error:
         reason = f"aiter_triton_unified cannot run here: {error}"
 
         def unavailable() -> Any:  # timed like the others, so the row records why instead of vanishing
-            raise BackendUnavailableError(reason)
+            raise PathUnavailableError(reason)
 
         paths["aiter_triton_unified"] = unavailable
     return paths

@@ -313,7 +313,8 @@ def check_schema(result: dict[str, Any]) -> None:
     """Raise UsageError (a ValueError) naming what a benchmark result lacks."""
     missing = [k for k in REQUIRED_KEYS if k not in result]
     if missing:
-        raise UsageError(f"benchmark result lacks {missing}; was it written by swa_kit.measure.bench (schema {SCHEMA})?")
+        raise UsageError(f"benchmark result lacks {missing}; was it written by swa_kit.measure.bench "
+                         f"(schema {SCHEMA})?")
     if result["schema"] != SCHEMA:
         raise UsageError(f"benchmark schema {result['schema']} != {SCHEMA}; re-record with this swa_kit")
     for row in result["decode"] + result["prefill"]:

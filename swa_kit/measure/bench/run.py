@@ -21,7 +21,14 @@ from typing import Any
 import torch
 
 from swa_kit.measure.bench import timing
-from swa_kit.measure.bench.cases import DecodeCase, PrefillCase, decode_grid, is_headline_family, prefill_grid, verify_twin
+from swa_kit.measure.bench.cases import (
+    DecodeCase,
+    PrefillCase,
+    decode_grid,
+    is_headline_family,
+    prefill_grid,
+    verify_twin,
+)
 from swa_kit.measure.bench.paths import FULL_CONTEXT_LIMIT, DecodeInputs, Made, as_tokens, prefill_inputs, prefill_paths
 from swa_kit.measure.bench.results import (
     DECODE_PATHS,
@@ -37,7 +44,7 @@ from swa_kit.measure.bench.results import (
     row_label,
     save,
 )
-from swa_kit.errors import BackendUnavailableError
+from swa_kit.errors import PathUnavailableError
 
 TOLERANCE = 2e-2  # relative L2 error of a bf16 path against the float64 reference
 
@@ -236,7 +243,7 @@ def run_benchmark(quick: bool = False, command: str | None = None, progress: boo
 
     ok, reason = timing.gpu_available()
     if not ok:
-        raise BackendUnavailableError(f"swa-kit bench needs a GPU: {reason}; see the recorded runs in {RECORDED_DIR}")
+        raise PathUnavailableError(f"swa-kit bench needs a GPU: {reason}; see the recorded runs in {RECORDED_DIR}")
     device = torch.device("cuda")
     gen = torch.Generator(device=device).manual_seed(seed)
     flush = timing.L2Flush(device)

@@ -1,0 +1,93 @@
+"""Notebook 04, aiter dispatch and guards: the guard on SGLang's default route and its way out, and the call
+sites and layers that attend one key fewer than the layer means.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from swa_kit.engine import routing
+from swa_kit.errors import DispatchGuardError, UsageError
+from swa_kit.lessons.workshop.verdict import Verdict, unanswered, unanswered_number
+from swa_kit.measure import probe
+
+
+UNIFIED_FIX = {"SGLANG_USE_AITER_UNIFIED_ATTN": "1"}
+
+
+def guard_then_fix(model: str = "gemma3-27b", mode: str = "decode") -> tuple[str | None, routing.Plan]:
+    """Exercise 4.1: the guard's message on SGLang's default route, and the plan once its way out is taken.
+
+    The message is ``None`` when the default route already passes (a hybrid-pool model such as
+    gemma4-31b is forced onto ``unified_attention`` by its resolved SWA pool).
+    """
+    try:
+        routing.plan(model, mode)
+        message = None
+    except DispatchGuardError as error:
+        message = str(error)
+    return message, routing.plan(model, mode, env=UNIFIED_FIX)
+
+
+def guard_and_way_out(model: str = "gemma3-27b", mode: str = "decode") -> dict[str, Any]:
+    """Exercise 4.1: layers the guard refuses on SGLang's default route, and the keys a sliding layer
+    attends once ``SGLANG_USE_AITER_UNIFIED_ATTN=1`` (the way out) is taken."""
+    refused = [p.layer for p in routing.plan(model, mode, strict=False).layers if p.guard]
+    fixed = routing.plan(model, mode, env=UNIFIED_FIX)
+    after = {p.effective_keys for p in fixed.layers if p.kind == "sliding"}
+    intended = {p.intended_keys for p in fixed.layers if p.kind == "sliding"}
+    return {"refused_layers": len(refused), "intended_keys": intended.pop() if len(intended) == 1 else intended,
+            "keys_after_way_out": after.pop() if len(after) == 1 else after}
+
+
+def check_guard_way_out(refused_layers: Any, keys_after: Any, model: str = "gemma3-27b") -> Verdict:
+    """Exercise 4.1: how many of the model's layers the guard refuses at decode, and how many keys a sliding
+    layer attends after the way out ``SGLANG_USE_AITER_UNIFIED_ATTN=1``."""
+    for answer in (refused_layers, keys_after):
+        if (problem := unanswered_number("4.1", answer, "10")) is not None:
+            return problem
+    truth = guard_and_way_out(model)
+    right = [refused_layers == truth["refused_layers"], keys_after == truth["keys_after_way_out"]]
+    if all(right):
+        return Verdict("4.1", True, f"{truth['refused_layers']} sliding layers refused; after the way out each "
+                                    f"attends {truth['keys_after_way_out']} keys of the {truth['intended_keys']} "
+                                    "it means: the way out is one key short.")
+    hints = ["count the layers the plan refuses (every sliding layer)",
+             "read effective_keys of a sliding layer in the plan with the environment variable set"]
+    return Verdict("4.1", False, "; ".join(h for h, ok in zip(hints, right) if not ok) + ".")
+
+
+def attended_keys_per_site(keys: int = 5, device: str = "cpu") -> dict[str, int | None]:
+    """Exercise 4.2 (probe): keys each aiter call site really attends for a layer meant to attend ``keys``."""
+    return {row.site: row.attended_keys for row in probe.probe_sglang_sites(keys, device=device)}
+
+
+def one_key_short_sites(keys: int = 5, device: str = "cpu") -> list[str]:
+    """Exercise 4.2: the call sites that attend exactly one key fewer than the layer means."""
+    return [site for site, n in attended_keys_per_site(keys, device).items() if n == keys - 1]
+
+
+def check_one_key_short_sites(sites: Any, keys: int = 5) -> Verdict:
+    """Exercise 4.2: the aiter call sites (names of :data:`swa_kit.engine.call_sites.SITES`) that attend ``keys - 1``
+    keys for a layer meant to attend ``keys``, as the probe measures them."""
+    if (missing := unanswered("4.2", sites, "a list of site names such as ['decode.unified']")) is not None:
+        return missing
+    if isinstance(sites, str) or not all(isinstance(s, str) for s in sites):
+        raise UsageError(f"answer {sites!r}: give a list of call-site names (keys of swa_kit.engine.call_sites.SITES)")
+    unknown = sorted(set(sites) - set(routing.SITES))
+    if unknown:
+        raise UsageError(f"unknown call site(s) {unknown}; known: {', '.join(routing.SITES)}")
+    truth = set(one_key_short_sites(keys))
+    if set(sites) == truth:
+        return Verdict("4.2", True, f"Every unified_attention site ({len(truth)}) gets (sws - 1, 0) and attends "
+                                    f"{keys - 1} keys; the kernel given (W - 1, 0) attends {keys}: the argument is "
+                                    "short, not the kernel.")
+    missed, extra = sorted(truth - set(sites)), sorted(set(sites) - truth)
+    return Verdict("4.2", False, f"missing {missed}, not short {extra}: read attended_keys of each probe row.")
+
+
+def one_key_short_layers(model: str = "gemma4-31b", mode: str = "decode", **plan_args: Any) -> list[int]:
+    """Exercise 4.3: the layers whose route attends one key fewer than intended (plan, then read it)."""
+    routed = routing.plan(model, mode, **plan_args)
+    return [p.layer for p in routed.layers
+            if p.intended_keys is not None and p.effective_keys == p.intended_keys - 1]

@@ -1,0 +1,108 @@
+"""Notebook 00, the story: what a hybrid pool saves (SGLang's start-up sizing and the per-request minimum), per
+model, and the triage rule (a draft bug costs acceptance, a target bug costs output).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from swa_kit.errors import UsageError
+from swa_kit.launch.decide import default_sizing
+from swa_kit.launch.pool_sizing import RATIO_FALLBACK
+from swa_kit.lessons.workshop.verdict import Verdict, unanswered
+from swa_kit.models.configs import load_model
+from swa_kit.models.memory import request_bytes
+
+
+#: SGLang's default ``swa_full_tokens_ratio``: SWA-pool tokens per full-pool token, fixed at start-up
+#: (SGLang 0.5.23, ``server_args`` / ``arg_groups/fields/schedule.py``; bytes per full-pool token
+#: ``full_cell + ratio * swa_cell`` in ``model_executor/pool_configurator.py``).
+SGLANG_SWA_FULL_TOKENS_RATIO = RATIO_FALLBACK
+
+
+def story_memory(model: str = "gemma4-31b", context: int = 128 * 1024,
+                 ratio: float = SGLANG_SWA_FULL_TOKENS_RATIO) -> dict[str, float]:
+    """What a hybrid pool buys ``model``, two ways: SGLang's start-up sizing and the per-request minimum.
+
+    ``default_*``: KV bytes per full-pool token as SGLang sizes the pools at start-up with
+    ``--swa-full-tokens-ratio ratio`` (:func:`swa_kit.launch.decide.default_sizing`; one pool where SGLang
+    builds no hybrid pool); ``minimum_*``: one request of ``context`` tokens whose sliding layers keep
+    exactly their window (perfect eviction, the floor).
+    """
+    sizing = default_sizing(model, ratio=ratio)
+    one, default = sizing["one_pool_bytes_per_token"], sizing["sglang_bytes_per_token"]
+    spec = load_model(model)
+    hybrid, whole = request_bytes(spec, context, hybrid=True), request_bytes(spec, context, hybrid=False)
+    return {"one_pool_bytes_per_token": one, "default_bytes_per_token": default,
+            "default_saved_fraction": 1 - default / one,
+            "minimum_request_bytes": hybrid, "one_pool_request_bytes": whole,
+            "minimum_saved_fraction": 1 - hybrid / whole}
+
+
+def check_default_saving(percent: Any, model: str = "gemma4-31b") -> Verdict:
+    """Exercise 0.1: the percentage of KV bytes per token SGLang's default sizing saves (within 1 point)."""
+    if (missing := unanswered("0.1", percent, "a percentage such as 42")) is not None:
+        return missing
+    if not isinstance(percent, (int, float)) or isinstance(percent, bool):
+        raise UsageError(f"answer {percent!r}: give the saving as a number of percent, e.g. 42.5")
+    truth = 100 * story_memory(model)["default_saved_fraction"]
+    if abs(percent - truth) <= 1:
+        return Verdict("0.1", True, f"SGLang's default sizing saves {truth:.1f} % of KV bytes per token.")
+    hint = ("that is the per-request minimum (window-sized SWA pool), not SGLang's start-up sizing"
+            if abs(percent - 100 * story_memory(model)["minimum_saved_fraction"]) <= 2 else
+            "bytes per full-pool token are full_cell + 0.8 x swa_cell; compare with one pool's full_cell + swa_cell")
+    return Verdict("0.1", False, f"{percent} % is off: {hint}.")
+
+
+def memory_rows(models: tuple[str, ...], context: int = 128 * 1024) -> list[dict[str, Any]]:
+    """KV saving per model two ways, labelled: SGLang's default start-up sizing and the per-request minimum.
+
+    ``saved_pct_sglang_default``: bytes per token of context saved against one pool by the pools SGLang 0.5.23
+    sizes at start-up with default arguments (:func:`swa_kit.launch.decide.default_sizing`: the SWA pool at
+    ``swa_full_tokens_ratio`` 0.8 of the full pool's tokens; 0 where SGLang builds one pool, e.g. Gemma-3);
+    ``saved_pct_min_per_request_<N>k``: one request of ``context`` tokens whose sliding layers keep exactly their
+    window (the floor, what SGLang would reach only with a tiny ratio).
+    """
+    rows = []
+    for name in models:
+        spec, sizing = load_model(name), default_sizing(name)
+        minimum = 100 * story_memory(name, context)["minimum_saved_fraction"]
+        rows.append({"model": name, "sglang_hybrid_pool": sizing["sglang_hybrid_pool"],
+                     "sliding_layers": len(spec.swa_attention_layer_ids),
+                     "full_layers": len(spec.full_attention_layer_ids),
+                     "saved_pct_sglang_default": sizing["sglang_saved_pct"],
+                     f"saved_pct_min_per_request_{context // 1024}k": round(minimum, 1)})
+    return rows
+
+
+#: Exercise 0.2's cases: what is broken, and in which worker. The triage rule maps the worker to the cost.
+TRIAGE_CASES: dict[str, str] = {
+    "naive resolver: an EAGLE draft reads its own pool through the target's SWA mapping (SGLang #25103)": "draft",
+    "legacy resolver: a FROZEN_KV MTP draft reads the target's SWA pool with untranslated ids": "draft",
+    "guard off: a target sliding layer decodes on paged_attention_ragged (no window)": "target",
+    "SGLang's unified call sites: every target sliding layer attends one key short": "target",
+}
+
+
+def triage(worker: str) -> str:
+    """The triage rule. Verification is lossless: the target checks every drafted token with its own
+    forward pass, so a bug in the draft can only cost acceptance (speed; or stop the run if it faults),
+    while a bug in the target changes the output itself."""
+    costs = {"draft": "acceptance", "target": "output"}
+    if worker not in costs:
+        raise UsageError(f"worker {worker!r}: the triage rule knows 'draft' and 'target'")
+    return costs[worker]
+
+
+def check_triage(answers: Any) -> Verdict:
+    """Exercise 0.2: ``{case: "acceptance" | "output"}`` for every case of :data:`TRIAGE_CASES`."""
+    if (missing := unanswered("0.2", answers, 'a dict {case: "acceptance" or "output"}')) is not None:
+        return missing
+    if not isinstance(answers, dict) or set(answers) != set(TRIAGE_CASES):
+        raise UsageError("answers: give a dict with exactly the keys of story.TRIAGE_CASES, "
+                         "each mapped to 'acceptance' or 'output'")
+    wrong = [case for case, worker in TRIAGE_CASES.items() if answers[case] != triage(worker)]
+    if not wrong:
+        return Verdict("0.2", True, "A draft bug costs acceptance, a target bug costs output.")
+    return Verdict("0.2", False, f"{len(wrong)} of {len(TRIAGE_CASES)} wrong, e.g. {wrong[0]!r}: ask which worker "
+                                 "is broken, and whether the target re-checks what it produces.")
