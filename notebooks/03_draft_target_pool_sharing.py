@@ -48,9 +48,9 @@ from swa_kit.errors import SlotError
 from swa_kit.engine.resolver import RESOLVERS, decision_table, read_keys, slots_read
 from swa_kit.tables import print_table
 from swa_kit.viz.pools import plot_slots_read
+from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
 from swa_kit.engine.workers import (
     FROZEN_KV_DUMMY_POOL_SIZE,
-    SpeculativeAlgorithm,
     build_workers,
     request_ids_past_swa_buffer,
 )

@@ -4,7 +4,9 @@ Each subcommand lives in its own module under :mod:`swa_kit.commands` and provid
 ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``. This file lists them
 from :data:`swa_kit.commands.COMMANDS` and imports only the module of the command being run
 (so ``swa-kit --help`` and ``swa-kit window`` start without torch), and turns the kit's
-deliberate errors into a one-line reason and a non-zero exit, never a traceback. Exit statuses are
+deliberate errors into a one-line reason and a non-zero exit, never a traceback. Any other exception is a
+bug in the kit: one line names it and where to report it, and the exit status is ``CRASHED``, never one a
+command gives (so a crash cannot pass for an audit's findings). Exit statuses are
 :class:`swa_kit.exit_codes.ExitCode`.
 """
 
@@ -12,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import traceback
 from collections.abc import Collection
 from importlib.metadata import PackageNotFoundError, version
 from types import ModuleType
@@ -20,9 +24,7 @@ from types import ModuleType
 from swa_kit import budget
 from swa_kit.commands import COMMANDS
 from swa_kit.errors import SwaKitError
-from swa_kit.exit_codes import ExitCode, epilog
-
-EXIT_BAD_INPUT = ExitCode.BAD_INPUT
+from swa_kit.exit_codes import DEBUG_ENV, ExitCode, epilog
 
 
 def command_module(name: str) -> ModuleType:
@@ -39,7 +41,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports bad arguments in one line (exit 2), like every other bad input."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+        self.exit(ExitCode.BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
 def kit_version() -> str:
@@ -69,6 +71,17 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # The top level has no option that takes a value, so the first word that is no option names the command.
     named = next((word for word in argv if not word.startswith("-")), None)
+    try:
+        return _run(argv, named)
+    except KeyboardInterrupt:
+        return ExitCode.INTERRUPTED
+    except Exception as error:  # anything the kit did not raise on purpose is a bug in the kit
+        _report_crash(f"swa-kit {named}" if named in COMMANDS else "swa-kit", error)
+        return ExitCode.CRASHED
+
+
+def _run(argv: list[str], named: str | None) -> int:
+    """Parse ``argv`` and run its command; the kit's deliberate errors become one line and an exit status."""
     args = build_parser(load={named} & COMMANDS.keys()).parse_args(argv)
     try:
         with budget.limits(getattr(args, "max_memory", None), getattr(args, "max_seconds", None)):
@@ -78,13 +91,24 @@ def main(argv: list[str] | None = None) -> int:
         return ExitCode.OK
     except (SwaKitError, ValueError, OSError) as error:  # OSError: a file that is a folder, unreadable, ...
         print(f"swa-kit {args.command}: error: {_one_line(error)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return ExitCode.BAD_INPUT
     except MemoryError:
         print(f"swa-kit {args.command}: error: out of memory; try smaller sizes or a lower --max-memory",
               file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        return ExitCode.INTERRUPTED
+        return ExitCode.BAD_INPUT
+
+
+def _report_crash(prog: str, error: Exception) -> None:
+    """One line naming the exception, where it was raised and where to report it; the traceback with DEBUG_ENV=1."""
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    debug = os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    hint = "traceback below" if debug else f"rerun with {DEBUG_ENV}=1 for the traceback"
+    print(f"{prog}: internal error: {type(error).__name__}: {_one_line(error)}{where}. This is a bug in swa-kit, not "
+          f"in your input: please report it in swa-kit's issue tracker with this line and the command ({hint})",
+          file=sys.stderr)
+    if debug:
+        traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
 
 
 def _one_line(error: BaseException) -> str:

@@ -1,11 +1,12 @@
-"""Plain-text tables of dict rows, for the CLI, the notebooks and any report that prints rows.
+"""Text and Markdown tables of dict rows, for the CLI, the notebooks and every report that prints rows.
 
 A hand-written formatter rather than ``tabulate``: the kit's tables are plain left-aligned columns under a dashed
-rule, and these ten lines keep that exact layout without another dependency.
+rule (or a plain Markdown table), and these lines keep that exact layout without another dependency.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Sequence
 
 
@@ -25,15 +26,24 @@ def plain(value: Any) -> Any:
     return value
 
 
-def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None) -> str:
-    """``rows`` as aligned text: a header, a dashed rule, one line per row (``columns`` default: the first row's keys).
+def _text(value: Any) -> str:
+    return str(plain(value))
 
-    A row without a column shows an empty cell; no rows give ``(no rows)``.
+
+def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None, *, markdown: bool = False,
+                 cell: Callable[[Any], str] = _text) -> str:
+    """``rows`` as aligned text: a header, a dashed rule, one line per row; with ``markdown``, a Markdown table.
+
+    ``columns`` default: the first row's keys. ``cell`` writes one value (default: ``str`` of :func:`plain`); a row
+    without a column shows an empty cell, a ``|`` inside a Markdown cell is escaped; no rows give ``(no rows)``.
     """
     if not rows:
         return "(no rows)"
     columns = list(columns or rows[0])
-    cells = [[str(plain(row.get(c, ""))) for c in columns] for row in rows]
+    cells = [[cell(row[c]) if c in row else "" for c in columns] for row in rows]
+    if markdown:
+        lines = [columns, ["---"] * len(columns), *([v.replace("|", "\\|") for v in r] for r in cells)]
+        return "\n".join("| " + " | ".join(line) + " |" for line in lines)
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
     lines = [columns, ["-" * w for w in widths], *cells]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths)) for line in lines)

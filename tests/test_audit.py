@@ -77,7 +77,42 @@ def test_gemma3_aiter_default_is_refused_by_sglangs_guard():
     report = audit(Launch.from_inputs(model="gemma3-27b"))
     raises = [f for f in report.findings if f.severity == "raises"]
     assert raises and "_reject_paged_decode_sliding_window" in raises[0].detail
-    assert "SGLANG_USE_AITER_UNIFIED_ATTN=1" in raises[0].way_out
+    (way,) = raises[0].ways_out  # one alternative-bearing way out, carried as a field from the plan
+    assert way.startswith("set SGLANG_USE_AITER_UNIFIED_ATTN=1") and "Ways out" not in way
+    guarded = next(e for e in report.decisions.routes[("target", "decode")].layers if e.sglang_guard)
+    assert (raises[0].detail, raises[0].ways_out) == (guarded.sglang_verdict.problem, guarded.sglang_verdict.ways_out)
+    assert guarded.sglang_guard == f"{raises[0].detail}. Ways out: {way}"  # SGLang's one line, from the same fields
+
+
+def test_findings_json_shape_is_stable(capsys):
+    """Every finding is {severity, title, detail, ways_out: [str, ...], where}; ways out never hold prose to parse."""
+    _, report = _run_json(capsys, ["--model", "gemma3-27b", "--server-args", "--speculative-algorithm EAGLE"])
+    assert report["findings"] and set(report) == {"model", "sglang_version", "platform", "decisions", "routes",
+                                                  "findings", "exit_code"}
+    for finding in report["findings"]:
+        assert list(finding) == ["severity", "title", "detail", "ways_out", "where"], finding
+        assert finding["severity"] in SEVERITIES and isinstance(finding["ways_out"], list)
+        assert all(isinstance(w, str) and w and "Ways out" not in w for w in finding["ways_out"]), finding
+        assert "Ways out" not in finding["detail"]  # the detail says what goes wrong; the ways out are the field's
+    assert any(f["severity"] == "wrong" and f["ways_out"] for f in report["findings"])
+
+
+def test_text_shows_every_way_out_from_the_field(capsys):
+    report = audit(Launch.from_inputs(model="gpt-oss-20b"))
+    short = next(f for f in report.findings if f.severity == "one-short")
+    assert len(short.ways_out) == 2
+    assert main(["audit", "--model", "gpt-oss-20b"]) == 1
+    assert f"   ways out: {short.ways_out[0]}; or {short.ways_out[1]}\n" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("algorithm", ["NGRAM", "DFLASH"])
+def test_algorithms_the_kit_does_not_plan_are_named(algorithm):
+    report = audit(Launch.from_inputs(model="gpt-oss-20b", server_args=f"--speculative-algorithm {algorithm} "
+                                                                       "--page-size 1"))
+    assert not report.decisions.routes
+    note = next(f for f in report.findings if f.title == "routes not planned")
+    assert f"the kit plans no routes for {algorithm}" in note.detail and "target decode on aiter" in note.detail
+    assert "EAGLE, EAGLE3, STANDALONE, FROZEN_KV_MTP" in note.ways_out[0]
 
 
 def test_llama4_chunked_layers_pass_sglangs_guard_but_are_judged_wrong():
@@ -194,7 +229,8 @@ def test_traced_other_kernel_one_key_short_is_one_short(capsys, tmp_path):
 @pytest.mark.parametrize("make,message", [
     (lambda p: p / "missing.jsonl", "no such file"),
     (lambda p: p, "is a directory"),
-    (lambda p: (p / "bad.jsonl").write_text('{"layer": 0\n') and p / "bad.jsonl", "bad.jsonl:1: not a swa_kit.measure.trace"),
+    (lambda p: (p / "bad.jsonl").write_text('{"layer": 0\n') and p / "bad.jsonl",
+     "bad.jsonl:1: not a swa_kit.measure.trace"),
 ])
 def test_bad_trace_files_exit_2_with_one_line(capsys, tmp_path, make, message):
     assert main(["audit", *AITER, "--trace", str(make(tmp_path))]) == 2

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from swa_kit import commands
-from swa_kit.cli import EXIT_BAD_INPUT, build_parser, command_modules, main
+from swa_kit.cli import build_parser, command_modules, main
+from swa_kit.exit_codes import DEBUG_ENV, ExitCode
 from generated_blocks import check_block
 
 COMMANDS = [module.NAME for module in command_modules()]
@@ -58,7 +59,7 @@ def test_help(name, capsys):
 def test_unknown_option_is_one_line_and_exit_2(name, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main([name, "--no-such-option-anywhere"])
-    assert exit_info.value.code == EXIT_BAD_INPUT
+    assert exit_info.value.code == ExitCode.BAD_INPUT
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("swa-kit") and ": error:" in err, err
 
@@ -67,7 +68,7 @@ def test_no_or_unknown_command(capsys):
     for argv in ([], ["no-such-command"]):
         with pytest.raises(SystemExit) as exit_info:
             main(argv)
-        assert exit_info.value.code == EXIT_BAD_INPUT
+        assert exit_info.value.code == ExitCode.BAD_INPUT
         assert capsys.readouterr().err.count("\n") == 1
 
 
@@ -84,9 +85,71 @@ def test_bad_values_of_the_foundation_commands(argv, capsys):
         code = main(argv)
     except SystemExit as exit_info:  # argparse-level rejections
         code = exit_info.code
-    assert code == EXIT_BAD_INPUT
+    assert code == ExitCode.BAD_INPUT
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "error:" in err and "Traceback" not in err, err
+
+
+# --- a crash is a bug in the kit: its own status, never a finding's ------------------------------------------------
+
+# Exceptions the kit never raises on purpose (its own, ValueError and OSError are bad input, one line, exit 2).
+CRASHES = [TypeError("unsupported operand"), KeyError("layer"), AttributeError("no attribute 'x'"),
+           RuntimeError("CUDA error"), AssertionError(), ZeroDivisionError("division by zero"),
+           IndexError("out of range"), NotImplementedError("later"), RecursionError("too deep")]
+
+
+def _crashing(error: Exception):
+    def run(args):
+        raise error
+    return run
+
+
+@pytest.mark.parametrize("error", CRASHES, ids=lambda e: type(e).__name__)
+def test_a_crash_exits_crashed_never_with_the_findings_code(error, monkeypatch, capsys):
+    monkeypatch.delenv(DEBUG_ENV, raising=False)
+    monkeypatch.setattr(importlib.import_module("swa_kit.commands.window"), "run", _crashing(error))
+    code = main(["window", "4", "--from", "hf"])
+    assert code == ExitCode.CRASHED and code != ExitCode.DISAGREES and code not in (ExitCode.OK, ExitCode.BAD_INPUT)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"swa-kit window: internal error: {type(error).__name__}") and "issue tracker" in err
+    assert f"{DEBUG_ENV}=1" in err and "test_cli.py:" in err  # where it was raised
+
+
+def test_a_crash_while_building_the_parser_is_a_crash_too(monkeypatch, capsys):
+    def add_arguments(parser):
+        raise TypeError("a bad add_argument call")
+    monkeypatch.setattr(importlib.import_module("swa_kit.commands.window"), "add_arguments", add_arguments)
+    assert main(["window", "4"]) == ExitCode.CRASHED
+    assert "swa-kit window: internal error: TypeError: a bad add_argument call" in capsys.readouterr().err
+
+
+def test_the_traceback_shows_only_when_asked(monkeypatch, capsys):
+    monkeypatch.setattr(importlib.import_module("swa_kit.commands.window"), "run", _crashing(KeyError("k")))
+    monkeypatch.setenv(DEBUG_ENV, "1")
+    assert main(["window", "4", "--from", "hf"]) == ExitCode.CRASHED
+    err = capsys.readouterr().err
+    assert "traceback below" in err and "Traceback (most recent call last)" in err and err.rstrip().endswith("'k'")
+    monkeypatch.setenv(DEBUG_ENV, "0")
+    assert main(["window", "4", "--from", "hf"]) == ExitCode.CRASHED
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_real_process_that_crashes_exits_with_the_crash_status():
+    script = ("import swa_kit.commands.window as w\n"
+              "def run(args): raise TypeError('boom')\n"
+              "w.run = run\n"
+              "from swa_kit.cli import main\n"
+              "raise SystemExit(main(['window', '4', '--from', 'hf']))\n")
+    env = {k: v for k, v in os.environ.items() if k != DEBUG_ENV}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == ExitCode.CRASHED != ExitCode.DISAGREES
+    assert result.stderr.count("\n") == 1 and "internal error: TypeError: boom" in result.stderr
+
+
+def test_exit_statuses_are_distinct_and_a_crash_is_not_pythons_own():
+    assert len({int(c) for c in ExitCode}) == len(ExitCode)  # no alias: a crash shares no status with a command's
+    assert ExitCode.CRASHED != 1  # what Python itself exits with on an uncaught exception
 
 
 def test_tour_out_that_is_a_file(tmp_path, capsys):
@@ -94,19 +157,19 @@ def test_tour_out_that_is_a_file(tmp_path, capsys):
     target.write_text("")
     notebooks = tmp_path / "nb"
     notebooks.mkdir()
-    assert main(["tour", "--out", str(target), "--notebooks", str(notebooks)]) == EXIT_BAD_INPUT
+    assert main(["tour", "--out", str(target), "--notebooks", str(notebooks)]) == ExitCode.BAD_INPUT
     assert "is a file" in capsys.readouterr().err
 
 
 def test_empty_notebooks_folder(tmp_path, capsys):
-    assert main(["tour", "--notebooks", str(tmp_path), "--out", str(tmp_path / "o")]) == EXIT_BAD_INPUT
+    assert main(["tour", "--notebooks", str(tmp_path), "--out", str(tmp_path / "o")]) == ExitCode.BAD_INPUT
     assert "no .ipynb notebooks" in capsys.readouterr().err
 
 
 def test_python_dash_m_entry_point_rejects_bad_input_without_traceback():
     result = subprocess.run([sys.executable, "-m", "swa_kit", "tour", "--notebooks", "/nonexistent"],
                             capture_output=True, text=True, timeout=120)
-    assert result.returncode == EXIT_BAD_INPUT
+    assert result.returncode == ExitCode.BAD_INPUT
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 
 

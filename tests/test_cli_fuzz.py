@@ -2,7 +2,7 @@
 
 Every case runs ``swa_kit.cli.main`` in-process under tight limits (:func:`swa_kit.budget.limits`), with its
 wall time and traced peak memory measured; a sample also runs as a real process, whose exit status and
-peak resident memory (``os.wait4``) are checked. For every input: no traceback, an exit status from
+peak resident memory (``os.wait4``) are checked. For every input: no traceback, no crash, an exit status from
 :class:`swa_kit.exit_codes.ExitCode`, one line on stderr for bad input, and a bounded time and memory. The
 known-good inputs must still succeed with the status they promise.
 """
@@ -217,6 +217,8 @@ def check(outcome: Outcome) -> list[str]:
     problems = []
     if outcome.code not in {int(c) for c in ExitCode}:
         problems.append(f"exit status {outcome.code!r} is not in the table")
+    if outcome.code == ExitCode.CRASHED:  # in the table, but a bug of the kit's: never an answer to any input
+        problems.append(f"the kit crashed: {outcome.err.strip()}")
     if "Traceback" in outcome.err:  # stdout may quote one: the recorded benchmark holds a failed kernel's error
         problems.append("a traceback")
     if outcome.code == ExitCode.BAD_INPUT:

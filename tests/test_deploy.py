@@ -152,7 +152,9 @@ def test_request_cap_configurator():
     d = decide(launch(args=args, gpu_memory_gib=192, weights_gib=58))
     per_request = 1023 + 128 * 1 + 1 + 1  # window + eviction interval x draft tokens + page + decode allocation
     cap = per_request * 8 + 2 * 4096 + 1
-    assert "SWARequestCapPoolConfigurator" in d.pool_configurator.value and d.swa_tokens.value == cap
+    assert d.pool_configurator.value == "SWARequestCapPoolConfigurator" and d.swa_tokens.value == cap
+    assert d.pool_configurator.source.endswith("SWARequestCapPoolConfigurator (--max-running-requests with the radix "
+                                               "cache off)")
     budget = d.pools.budget_bytes
     assert d.full_tokens.value == (budget - cap * 819_200) // 81_920
 
@@ -160,6 +162,17 @@ def test_request_cap_configurator():
 def test_one_pool_when_hybrid_is_off():
     d = decide(launch("gemma3-27b", args="--max-total-tokens 4096"))
     assert d.swa_tokens.value is None and d.full_tokens.value == 4096 and d.bytes_saved_vs_one_pool.value == 0
+    assert d.pool_configurator.value == "DefaultPoolConfigurator"
+
+
+def test_the_configurator_is_a_name_and_its_source_apart():
+    """The decision's value is SGLang's class name, held as a field (never cut out of the source text)."""
+    for ratio in (None, 0.3):
+        d = decide(launch(args=None if ratio is None else f"--swa-full-tokens-ratio {ratio}"))
+        assert d.pool_configurator.value == d.pools.configurator == "HybridSWAPoolConfigurator"
+        how = "unset: SGLang's fallback" if ratio is None else "--swa-full-tokens-ratio"
+        assert f"HybridSWAPoolConfigurator, swa_full_tokens_ratio {ratio or 0.8} ({how}" in d.pool_configurator.source
+        assert d.swa_tokens.source == d.pools.source == d.pool_configurator.source
 
 
 # -- drafts ------------------------------------------------------------------------------------------------

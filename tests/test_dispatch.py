@@ -168,6 +168,16 @@ def test_explain_table_and_json(capsys):
     assert layer_ranges([0, 1, 2, 4]) == "0-2,4 (4 layers)"
 
 
+def test_each_verdict_carries_its_ways_out_as_a_list():
+    """JSON keeps the one-line messages and, beside each, its ways out as a list: no prose to split."""
+    for layer in routing.plan("gemma3-27b", "decode", strict=False).to_json()["layers"]:
+        for key in ("sglang_guard", "judgement"):
+            message, ways = layer[key], layer[f"{key}_ways_out"]
+            assert isinstance(ways, list) and all(isinstance(w, str) and "Ways out" not in w for w in ways)
+            assert (message is None and ways == []) or (ways and message.endswith("Ways out: " + "; or ".join(ways)))
+        assert layer["kind"] != "sliding" or (layer["sglang_guard_ways_out"] and layer["judgement_ways_out"])
+
+
 def test_cli_explain(capsys):
     assert main(["explain", "--model", "gemma4-31b", "--mode", "decode", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

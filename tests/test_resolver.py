@@ -27,7 +27,8 @@ from swa_kit.engine.resolver import (
     uses_sliding_window_kv_pool,
     with_hybrid_draft_pool,
 )
-from swa_kit.engine.workers import MODEL_KINDS, SpeculativeAlgorithm, build_workers
+from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
+from swa_kit.engine.workers import MODEL_KINDS, build_workers
 
 A = SpeculativeAlgorithm
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")

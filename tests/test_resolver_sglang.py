@@ -34,7 +34,7 @@ from swa_kit.engine.resolver import (
     naive_resolve_swa_kv_pool,
     resolve_swa_kv_pool,
 )
-from swa_kit.engine.workers import SpeculativeAlgorithm
+from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
 
 pytestmark = pytest.mark.sglang
 SG = spec_info.SpeculativeAlgorithm

@@ -1,4 +1,4 @@
-"""swa_kit.tables: aligned plain-text tables of dict rows, checked against widths counted by hand."""
+"""swa_kit.tables: aligned plain-text and Markdown tables of dict rows, checked against cells counted by hand."""
 
 from __future__ import annotations
 
@@ -50,3 +50,32 @@ def test_scalars_of_numpy_and_torch_read_as_python_numbers(capsys):
     assert plain({1: (np.int64(3), [torch.tensor(2.5)])}) == {"1": [3, [2.5]]}
     print_table([{"n": np.int64(7), "t": torch.tensor(True)}])
     assert capsys.readouterr().out.splitlines()[2] == "7  True"
+
+
+def test_markdown_rows_by_hand_with_a_pipe_escaped():
+    rows = [{"decision": "page_size", "value": 1}, {"decision": "guard", "value": "a | b"}]
+    assert format_table(rows, markdown=True).splitlines() == [
+        "| decision | value |",
+        "| --- | --- |",
+        "| page_size | 1 |",
+        "| guard | a \\| b |",
+    ]
+
+
+def test_random_markdown_cells_read_back():
+    """A Markdown table split on its unescaped pipes gives back every cell, written by ``cell``."""
+    rng = random.Random()
+    columns = [f"c{i}" for i in range(rng.randint(1, 5))]
+    rows = [{c: rng.choice(["", "x", "a|b", "||", "1.5", "(3, -1)"]) + str(rng.randint(0, 99)) for c in columns}
+            for _ in range(rng.randint(1, 8))]
+    lines = format_table(rows, columns, markdown=True, cell=lambda v: f"<{v}>").splitlines()
+    assert len(lines) == len(rows) + 2 and lines[1] == "|" + " --- |" * len(columns)
+    for line, row in zip(lines[2:], rows):
+        cells = [c.strip().replace("\0", "|") for c in line[1:-1].replace("\\|", "\0").split("|")]
+        assert cells == [f"<{row[c]}>" for c in columns]
+
+
+def test_cell_writes_every_value_but_a_missing_one():
+    rows = [{"a": 1, "b": 2}, {"a": 3}]
+    assert format_table(rows, ["a", "b"], cell=lambda v: f"{v:,}!").splitlines() == ["a   b ", "--  --", "1!  2!",
+                                                                                       "3!    "]

@@ -7,9 +7,8 @@ import pytest
 from swa_kit.models.configs import load_model
 from swa_kit.errors import ModelConfigError
 from swa_kit.engine.resolver import is_swa_pool
-from swa_kit.engine.workers import (
-    FROZEN_KV_DUMMY_POOL_SIZE, MODEL_KINDS, SpeculativeAlgorithm, WorkerLayout, build_workers,
-)
+from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
+from swa_kit.engine.workers import FROZEN_KV_DUMMY_POOL_SIZE, MODEL_KINDS, WorkerLayout, build_workers
 
 A = SpeculativeAlgorithm
 
@@ -24,14 +23,25 @@ def test_predicates(algo):
     assert algo.is_frozen_kv_mtp() == (algo.name == "FROZEN_KV_MTP")
     assert algo.is_eagle3() == (algo.name == "EAGLE3")
     assert algo.is_standalone() == (algo.name == "STANDALONE")
-    assert algo.draft_owns_kv() == (algo in {A.EAGLE, A.EAGLE3, A.STANDALONE})
+    # DFLASH keeps its own draft KV cache (SGLang 0.5.23 arg_groups/fields/spec.py); FROZEN_KV_MTP reads the target's
+    assert algo.draft_owns_kv() == (algo in {A.EAGLE, A.EAGLE3, A.STANDALONE, A.DFLASH})
     assert A.from_string(algo.name.lower()) is algo
 
 
-def test_from_string_none_and_bad():
+def test_from_string_none_aliases_and_bad():
     assert A.from_string(None) is A.NONE
+    assert A.from_string("nextn") is A.from_string("MTP") is A.EAGLE  # NEXTN: SGLang's own alias of EAGLE
     with pytest.raises(ModelConfigError, match="unknown speculative algorithm 'MEDUSA'.*EAGLE3"):
         A.from_string("MEDUSA")
+    with pytest.raises(ModelConfigError, match="unknown speculative algorithm 'UNO'"):  # SGLang's, not read by the kit
+        A.from_string("UNO")
+
+
+@pytest.mark.parametrize("algo", ["NGRAM", "dflash", A.NGRAM])
+def test_workers_the_kit_does_not_mirror_are_refused_by_name(algo):
+    name = getattr(algo, "name", str(algo)).upper()
+    with pytest.raises(ModelConfigError, match=f"does not mirror {name}'s workers.*frozen_kv_mtp"):
+        build_workers("hybrid_swa", algo)
 
 
 @pytest.mark.parametrize("model", list(MODEL_KINDS))

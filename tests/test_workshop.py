@@ -23,7 +23,8 @@ from swa_kit.errors import SlotError, UsageError
 from swa_kit.engine.pools import KVWriteLoc
 from swa_kit.engine.resolver import RESOLVERS, read_keys, slots_read
 from swa_kit.resources import data_path
-from swa_kit.engine.workers import SpeculativeAlgorithm, request_ids_past_swa_buffer
+from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
+from swa_kit.engine.workers import request_ids_past_swa_buffer
 
 # -- independent helpers -------------------------------------------------------------------------
 

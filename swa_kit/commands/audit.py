@@ -8,15 +8,22 @@ from pathlib import Path
 
 from swa_kit.models.configs import list_models
 from swa_kit.engine.environment import ENV_VARS
-from swa_kit.launch.inputs import PLATFORMS, SGLANG_VERSIONS
+from swa_kit.exit_codes import ExitCode
+from swa_kit.launch.inputs import PLATFORMS
 from swa_kit.errors import UsageError
+from swa_kit.sglang_versions import BEFORE_38756, SGLANG_VERSION, SGLANG_VERSIONS
 
 NAME = "audit"
 HELP = "audit an SGLang launch: the backend, pools and routes SGLang picks, then findings ranked by severity"
-EXIT_CODES = ("exit codes: 0 = no finding above info; 1 = findings (wrong keys, SGLang's guard refusals, one key "
-              "short, memory, a trace that differs from the plan); 2 = bad input (unreadable config or trace, unknown "
-              "architecture, conflicting arguments, unknown variable, a launch SGLang itself refuses at start-up), "
-              "with one line naming the value and what is accepted")
+STATUS_HELP = (f"exit codes: {int(ExitCode.OK)} = no finding above info; {int(ExitCode.DISAGREES)} = findings (wrong "
+              "keys, SGLang's guard refusals, one key short, memory, a trace that differs from the plan); "
+              f"{int(ExitCode.BAD_INPUT)} = bad input (unreadable config or trace, unknown architecture, conflicting "
+              "arguments, unknown variable, a launch SGLang itself refuses at start-up), with one line naming the "
+              "value and what is accepted")
+JSON_SHAPE = ("--json prints one object: model {name, architecture, sources}, sglang_version, platform, decisions "
+              "[{decision, value, source, how}], routes [{worker, mode, backend, kind, layers, kernel, window_arg, "
+              "keys, page_table, sglang, kit}], findings [{severity, title, detail, ways_out: [alternatives], where}] "
+              "worst first, and exit_code")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +35,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = f"{HELP}. {EXIT_CODES}"
+    parser.description = f"{HELP}. {STATUS_HELP}. {JSON_SHAPE}"
     add_model_arguments(parser)
     parser.add_argument("--server-args", metavar="ARGS_OR_FILE", default=None,
                         help="SGLang's flags in quotes (\"--attention-backend aiter --page-size 16\"), or a file "
@@ -41,15 +48,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="GPU memory in GiB (default: the platform's typical GPU, labelled as assumed)")
     parser.add_argument("--weights-gib", type=float, default=None,
                         help="model weights per GPU in GiB, subtracted from the static memory budget")
-    parser.add_argument("--sglang-version", default="0.5.23", choices=SGLANG_VERSIONS,
-                        help="0.5.23, or before-38756 (the release before PR #38756: no resolver, no guard)")
+    parser.add_argument("--sglang-version", default=SGLANG_VERSION, choices=SGLANG_VERSIONS,
+                        help=f"{SGLANG_VERSION}, or {BEFORE_38756} (the release before PR #38756: no resolver, no "
+                             "guard)")
     parser.add_argument("--draft-hf-config", metavar="PATH", default=None,
                         help="the draft model's config.json (what --speculative-draft-model-path points at)")
     parser.add_argument("--trace", metavar="FILE", default=None,
-                        help="kernel calls recorded by swa_kit.measure.trace in the live server (.jsonl), held against the "
-                             "plan: each difference is a finding")
+                        help="kernel calls recorded by swa_kit.measure.trace in the live server (.jsonl), held "
+                             "against the plan: each difference is a finding")
     out = parser.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help="print one JSON object")
+    out.add_argument("--json", action="store_true", help="print one JSON object (its shape: above)")
     out.add_argument("--markdown", action="store_true", help="print Markdown ready to paste into a bug report")
 
 
@@ -63,7 +71,8 @@ def _read_trace(path: str) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
-    from swa_kit.measure.audit import audit, render, render_json  # builds pools and reads transformers: import when asked
+    # builds pools and reads transformers: import when asked
+    from swa_kit.measure.audit import audit, render, render_json
     from swa_kit.launch.inputs import Launch, parse_env_pairs
 
     launch = Launch.from_inputs(hf_config=args.hf_config, model=args.model, server_args=args.server_args,

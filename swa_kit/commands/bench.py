@@ -21,17 +21,16 @@ from swa_kit.tables import print_table
 
 NAME = "bench"
 HELP = "benchmark sliding-window decode/prefill paths on this GPU (or show the recorded run)"
-EXIT_NO_GPU = ExitCode.CANNOT_MEASURE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="the headline shape only (about a minute)")
     parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
     parser.add_argument("--out", metavar="PATH", type=output_file,
-                        help=f"also write the fresh result JSON to PATH (exit {EXIT_NO_GPU} without a GPU: nothing "
-                             "measured, nothing written)")
+                        help=f"also write the fresh result JSON to PATH (exit {int(ExitCode.CANNOT_MEASURE)} without a "
+                             "GPU: nothing measured, nothing written)")
     parser.add_argument("--require-gpu", action="store_true",
-                        help=f"exit {EXIT_NO_GPU} without a GPU instead of showing the recorded run")
+                        help=f"exit {int(ExitCode.CANNOT_MEASURE)} without a GPU instead of showing the recorded run")
     parser.add_argument("--recorded", metavar="PATH", type=input_file,
                         help="show this recorded JSON instead of the newest one")
 
@@ -59,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         if not ok and (args.require_gpu or args.out):
             flag = f"--out set, nothing written to {args.out}" if args.out else "--require-gpu set"
             print(f"swa-kit bench: no GPU ({reason}); nothing timed; {flag}", file=sys.stderr)
-            return EXIT_NO_GPU
+            return ExitCode.CANNOT_MEASURE
         result = bench.load_recorded(args.recorded)
         if not ok:
             print(f"swa-kit bench: no GPU here ({reason}); showing the RECORDED run {result['recorded_file']} "

@@ -7,9 +7,11 @@ import argparse
 
 from swa_kit.commands._output import print_json
 from swa_kit.commands.audit import add_model_arguments
-from swa_kit.engine.routing import BACKENDS, ENV_DEFAULTS, MODES, RESOLVERS, SPEC_ALGOS, VERSIONS, plan
+from swa_kit.engine.routing import BACKENDS, ENV_DEFAULTS, MODES, RESOLVERS, plan
+from swa_kit.engine.spec_algorithms import PLANNED
 from swa_kit.measure.explain import explain
 from swa_kit.exit_codes import ExitCode
+from swa_kit.sglang_versions import BEFORE_38756, SGLANG_VERSION, SGLANG_VERSIONS
 
 NAME = "explain"
 HELP = ("show which kernel, window argument and page table SGLang uses per layer, what SGLang raises and what the kit "
@@ -17,28 +19,28 @@ HELP = ("show which kernel, window argument and page table SGLang uses per layer
 
 JSON_SHAPE = (
     "--json prints one object: {\"layers\": [{layer, kind, kernel, window_arg, page_table, sglang_guard, judgement, "
-    "...} per layer], \"error\": null or the refusal message, plus model, mode, spec, topk, env and the backend "
-    "flags}. "
-    "An object, not a bare list, because a list cannot also carry the top-level error. Exit 0 when the plan "
-    "is accepted, 3 when SGLang raises or the kit judges a route wrong (the JSON / table still prints)."
+    "sglang_guard_ways_out, judgement_ways_out (lists of alternatives), ...} per layer], \"error\": null or the "
+    "refusal message, plus model, mode, spec, topk, env and the backend flags}. "
+    "An object, not a bare list, because a list cannot also carry the top-level error. Exit "
+    f"{int(ExitCode.OK)} when the plan is accepted, {int(ExitCode.REFUSED)} when SGLang raises or the kit judges a "
+    "route wrong (the JSON / table still prints)."
 )
-EXIT_REFUSED = ExitCode.REFUSED
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = f"{HELP}. {JSON_SHAPE}"
     add_model_arguments(parser)
     parser.add_argument("--mode", required=True, choices=MODES, help="forward mode: " + ", ".join(MODES))
-    parser.add_argument("--spec", default="none", choices=SPEC_ALGOS, help="speculative algorithm (default none)")
+    parser.add_argument("--spec", default="none", choices=PLANNED, help="speculative algorithm (default none)")
     parser.add_argument("--topk", type=int, default=1, help="speculative topk (default 1)")
     parser.add_argument("--worker", choices=("target", "draft"), default=None,
                         help="worker whose backend is planned (default: draft for draft_* modes, else target)")
     parser.add_argument("--resolver", choices=RESOLVERS, default=None,
-                        help="SWA pool resolver: fixed (SGLang 0.5.23's, the default), legacy or naive (the broken "
-                             "ones)")
+                        help=f"SWA pool resolver: fixed (SGLang {SGLANG_VERSION}'s, the default), legacy or naive (the "
+                             "broken ones)")
     parser.add_argument("--backend", choices=BACKENDS, default="aiter", help="SGLang attention backend (default aiter)")
-    parser.add_argument("--sglang-version", choices=VERSIONS, default="0.5.23",
-                        help="0.5.23, or before-38756 (no resolver, no paged-decode guard)")
+    parser.add_argument("--sglang-version", choices=SGLANG_VERSIONS, default=SGLANG_VERSION,
+                        help=f"{SGLANG_VERSION}, or {BEFORE_38756} (no resolver, no paged-decode guard)")
     parser.add_argument("--draft-hf-config", metavar="PATH", default=None,
                         help="the draft's config.json (EAGLE-family drafts; default: the draft SGLang derives)")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
@@ -63,4 +65,4 @@ def run(args: argparse.Namespace) -> int:
         print_json(result.to_json())
     else:
         print(explain(result))
-    return EXIT_REFUSED if result.error else ExitCode.OK
+    return ExitCode.REFUSED if result.error else ExitCode.OK

@@ -9,14 +9,15 @@ from swa_kit.commands._output import print_json
 from swa_kit.models.configs import load_all, load_hf_config, load_model
 from swa_kit.errors import UsageError
 from swa_kit.models.memory import per_token_summary, savings
+from swa_kit.sglang_versions import SGLANG_VERSION
 from swa_kit.tables import print_table
 
 NAME = "models"
 HELP = ("list the bundled models with KV bytes per token, what SGLang's start-up pool sizing saves, and the "
         "per-request minimum beside it")
 MINIMUM_NOTE = ("min_* columns: the PER-REQUEST MINIMUM (SWA layers hold only the window of one request at that "
-                "context), not SGLang's sizing; sglang_saved_pct: what SGLang 0.5.23's pool configurator saves by "
-                "default (SWA tokens = full tokens x swa_full_tokens_ratio 0.8), per token of context.")
+                f"context), not SGLang's sizing; sglang_saved_pct: what SGLang {SGLANG_VERSION}'s pool configurator "
+                "saves by default (SWA tokens = full tokens x swa_full_tokens_ratio 0.8), per token of context.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

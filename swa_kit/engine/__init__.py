@@ -1,4 +1,4 @@
-"""SGLang's runtime, mirrored: pools, eviction, workers, the SWA-pool resolver and the router.
+"""SGLang's runtime, mirrored: pools, eviction, workers, resolver, router, speculative algorithms.
 
 Where new work goes:
 
@@ -12,5 +12,7 @@ Where new work goes:
   against SGLang's own classes in ``tests/test_pools_sglang.py``
 * when SWA slots are freed: ``swa_kit/engine/eviction.py``
 * how target and draft workers share pools: ``swa_kit/engine/workers.py``
+* a speculative algorithm (SGLang's name and what it means for pools and drafts):
+  ``swa_kit/engine/spec_algorithms.py``, the one registry every other list derives from
 * which pool a worker translates slot ids against: ``swa_kit/engine/resolver.py``, and its decision table
 """

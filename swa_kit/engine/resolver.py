@@ -35,7 +35,8 @@ from swa_kit.models.configs import ModelLayout
 from swa_kit.errors import SlotError, UsageError
 from swa_kit.engine.pools import SWAKVPool
 from swa_kit.window import Window
-from swa_kit.engine.workers import MODEL_KINDS, ModelRunner, SpeculativeAlgorithm, Workers, build_workers
+from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
+from swa_kit.engine.workers import MODEL_KINDS, ModelRunner, Workers, build_workers
 
 
 def is_swa_pool(pool: Any) -> bool:
@@ -152,14 +153,14 @@ def _rows(workers: Workers, runners: tuple, algorithm: SpeculativeAlgorithm, mod
 
 
 def decision_table(**build_kwargs: Any) -> list[dict[str, Any]]:
-    """Every resolver over every (role x algorithm x model kind), on real pools.
+    """Every resolver over every (role x algorithm the kit mirrors x model kind), on real pools.
 
     Rows: ``role``, ``algorithm``, ``model``, ``resolver``, ``returns``, ``wanted``,
     ``correct`` and ``consequence`` ('' when correct).
     """
     rows = []
     for model in MODEL_KINDS:
-        for algorithm in SpeculativeAlgorithm:
+        for algorithm in (a for a in SpeculativeAlgorithm if a.traits.kit_plans):
             workers = build_workers(model, algorithm, **build_kwargs)
             rows += _rows(workers, tuple(r for r in (workers.target, workers.draft) if r), algorithm, model)
     return rows
@@ -172,7 +173,7 @@ def hybrid_draft_table(**build_kwargs: Any) -> list[dict[str, Any]]:
     returns the target's pool and maps the draft's ids through the wrong table.
     """
     rows = []
-    for algorithm in (SpeculativeAlgorithm.EAGLE, SpeculativeAlgorithm.EAGLE3, SpeculativeAlgorithm.STANDALONE):
+    for algorithm in (a for a in SpeculativeAlgorithm if a.traits.kit_plans and a.traits.owns_kv_pool):
         workers = with_hybrid_draft_pool(build_workers("hybrid_swa", algorithm, **build_kwargs), ("sliding",))
         rows += _rows(workers, (workers.draft,), algorithm, "hybrid_swa + hybrid-SWA draft")
     return rows

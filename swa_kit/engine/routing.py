@@ -68,20 +68,18 @@ from swa_kit.models.drafts import default_draft_layout
 from swa_kit.engine.environment import ENV_VARS, check_env, env_flag, env_value
 from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.engine.resolver import RESOLVERS, uses_sliding_window_kv_pool, with_hybrid_draft_pool
+from swa_kit.engine.spec_algorithms import PLANNED, SpeculativeAlgorithm
+from swa_kit.sglang_versions import SGLANG_VERSION, SGLANG_VERSIONS, has_pr_38756
 from swa_kit.window import to_keys
-from swa_kit.engine.workers import SpeculativeAlgorithm, build_workers
+from swa_kit.engine.workers import build_workers
 
 #: Forward modes the planner knows: SGLang's EXTEND (without / with a cached prefix), DECODE,
 #: TARGET_VERIFY, DRAFT_EXTEND_V2 and the draft worker's multi-step DECODE.
 MODES = ("prefill", "extend", "decode", "verify", "draft_extend", "draft_decode")
-#: Speculative algorithms (SGLang's names, lower case); "none" is plain decoding.
-SPEC_ALGOS = ("none", "eagle", "eagle3", "standalone", "frozen_kv_mtp")
 #: Environment variables the launch may set, with SGLang's defaults (routing and SWA pool sizing).
 ENV_DEFAULTS = {name: default for name, (default, _, _) in ENV_VARS.items()}
 #: SGLang attention backends the planner routes.
 BACKENDS = ("aiter", "triton")
-#: SGLang versions: 0.5.23 carries PR #38756 (fixed resolver + paged-decode guard); the release before has neither.
-VERSIONS = ("0.5.23", "before-38756")
 
 
 # -- pools and workers ---------------------------------------------------------------------------
@@ -131,7 +129,7 @@ def resolve_pool(model: ModelLayout, worker: str, spec: str, resolver: str,
     A hybrid-SWA draft (``draft_model`` with its own hybrid pool) gets a real SWA pool of its own
     (:func:`swa_kit.engine.resolver.with_hybrid_draft_pool`), which the resolver then sees as its active pool.
     """
-    workers = build_workers(model, SpeculativeAlgorithm.from_string(spec))
+    workers = build_workers(model, spec)
     if worker == "draft" and draft_model is not None and draft_model.sglang_hybrid_swa_pool:
         workers = with_hybrid_draft_pool(workers, draft_model)
     return resolve_runner(workers.runner(worker), resolver)
@@ -171,17 +169,31 @@ def worker_layers(model: ModelLayout, worker: str, spec: str,
     """
     if worker == "target":
         return [WorkerLayer(i, i) for i in range(model.num_layers)]
-    if spec == "frozen_kv_mtp":
+    algorithm = SpeculativeAlgorithm.from_string(spec)
+    if algorithm.traits.reads_target_pool:
         ids = range(model.num_layers)
         picks = [max((i for i in ids if model.layer_kind(i).attention == a), default=None)
                  for a in ("sliding", "chunked", "full")]
         return [WorkerLayer(i, i) for i in sorted(p for p in picks if p is not None)]
     if draft_model is None:
-        draft_model, _ = default_draft_layout(model, spec)
+        draft_model, _ = default_draft_layout(model, algorithm.traits.mtp_draft_from_target)
     return [WorkerLayer(i, i) for i in range(draft_model.num_layers)]
 
 
 # -- the plan ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A refused route: what goes wrong, and the ways out, each a whole alternative (kept apart, never re-parsed)."""
+
+    problem: str
+    ways_out: tuple[str, ...] = ()
+
+    @property
+    def message(self) -> str:
+        """The problem and its ways out in one line, as the error names them."""
+        return self.problem + (". Ways out: " + "; or ".join(self.ways_out) if self.ways_out else "")
 
 
 @dataclass(frozen=True)
@@ -201,10 +213,20 @@ class LayerPlan:
     effective_keys: int | None  # the keys the call attends, read through the path's convention
     buffer: str  # "full" | "swa": the sub-pool the layer's KV lives in
     page_table: str  # "full" | "swa": the slot ids the kernel indexes with
-    sglang_guard: str | None  # the error SGLang itself raises on this route (None: it runs)
-    judgement: str | None  # the kit's verdict when the route runs but attends wrong keys / slots
+    sglang_verdict: Verdict | None  # what SGLang itself raises on this route (None: it runs)
+    kit_verdict: Verdict | None  # the kit's verdict when the route runs but attends wrong keys / slots
     note: str | None = None
     target_layer: int | None = None
+
+    @property
+    def sglang_guard(self) -> str | None:
+        """The error SGLang itself raises on this route, ways out included (None: it runs)."""
+        return self.sglang_verdict.message if self.sglang_verdict else None
+
+    @property
+    def judgement(self) -> str | None:
+        """The kit's verdict in one line, ways out included (None: the route attends the keys it should)."""
+        return self.kit_verdict.message if self.kit_verdict else None
 
     @property
     def guard(self) -> str | None:
@@ -212,7 +234,11 @@ class LayerPlan:
         return " | the kit also judges: ".join(m for m in (self.sglang_guard, self.judgement) if m) or None
 
     def to_json(self) -> dict[str, Any]:
-        row = asdict(self)
+        """The fields, each verdict as its one-line message and its ways out, and the combined ``guard``."""
+        row = {k: v for k, v in asdict(self).items() if k not in ("sglang_verdict", "kit_verdict")}
+        for key, verdict in (("sglang_guard", self.sglang_verdict), ("judgement", self.kit_verdict)):
+            row[key] = verdict.message if verdict else None
+            row[f"{key}_ways_out"] = list(verdict.ways_out) if verdict else []
         row["window_arg"] = list(self.window_arg) if isinstance(self.window_arg, tuple) else self.window_arg
         row["guard"] = self.guard
         return row
@@ -229,7 +255,7 @@ class Plan:
     env: dict[str, str]
     pool: PoolView
     layers: list[LayerPlan] = field(default_factory=list)
-    sglang_version: str = "0.5.23"
+    sglang_version: str = SGLANG_VERSION
 
     @property
     def guards(self) -> list[str]:
@@ -318,16 +344,16 @@ class _Route:
         return to_keys(self.path.convention, self.window_arg) if self.path.convention else None
 
 
-def sglang_guard(route: _Route, sglang_version: str = "0.5.23") -> str | None:
+def sglang_guard(route: _Route, sglang_version: str = SGLANG_VERSION) -> Verdict | None:
     """What SGLang itself raises on this route (``_reject_paged_decode_sliding_window``), or None.
 
     It fires only at aiter's paged decode and only for ``sliding_window_size > -1``, so chunked
     Llama-4 layers (-1) pass; the release before PR #38756 has no guard at all.
     """
-    if sglang_version != "0.5.23" or route.site.name != "decode.paged" or route.sws <= -1:
+    if not has_pr_38756(sglang_version) or route.site.name != "decode.paged" or route.sws <= -1:
         return None
-    return (f"aiter paged decode cannot honour a sliding window: SGLang raises ValueError for {route.who} at "
-            f"{route.site.name} (_reject_paged_decode_sliding_window). Ways out: {_ways_out(route.pool)}")
+    return Verdict(f"aiter paged decode cannot honour a sliding window: SGLang raises ValueError for {route.who} at "
+                   f"{route.site.name} (_reject_paged_decode_sliding_window)", (_ways_out(route.pool),))
 
 
 def _ways_out(pool: PoolView) -> str:
@@ -398,7 +424,7 @@ def _slot_problems(route: _Route) -> tuple[list[str], list[str]]:
                                     "fixed resolver)")
 
 
-def kit_judgement(route: _Route) -> tuple[str | None, int | None]:
+def kit_judgement(route: _Route) -> tuple[Verdict | None, int | None]:
     """The kit's verdict (None: the route attends the keys it should) and the keys the call attends."""
     effective = route.effective_keys()
     problems, ways = _window_problems(route, effective)
@@ -408,8 +434,7 @@ def kit_judgement(route: _Route) -> tuple[str | None, int | None]:
         return None, effective
     prefix = "aiter paged decode cannot honour a sliding window: " if route.site.name == "decode.paged" and ways \
         else ""
-    message = f"{prefix}{route.who} at {route.site.name}: " + "; ".join(problems)
-    return message + (". Ways out: " + "; or ".join(ways) if ways else ""), effective
+    return Verdict(f"{prefix}{route.who} at {route.site.name}: " + "; ".join(problems), tuple(ways)), effective
 
 
 def _note(intended: int | None, effective: int | None, site: CallSite) -> str | None:
@@ -423,14 +448,14 @@ def _note(intended: int | None, effective: int | None, site: CallSite) -> str | 
 def _check_args(mode: str, spec: str, topk: int, worker: str, resolver: str, backend: str, version: str) -> None:
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
-    if spec not in SPEC_ALGOS:
-        raise UsageError(f"unknown speculative algorithm {spec!r}; one of {', '.join(SPEC_ALGOS)}")
+    if spec not in PLANNED:
+        raise UsageError(f"unknown speculative algorithm {spec!r}; one of {', '.join(PLANNED)}")
     if resolver not in RESOLVERS:
         raise UsageError(f"unknown resolver {resolver!r}; one of {', '.join(RESOLVERS)}")
     if backend not in BACKENDS:
         raise UsageError(f"attention backend {backend!r}: the planner routes {', '.join(BACKENDS)}")
-    if version not in VERSIONS:
-        raise UsageError(f"SGLang version {version!r}: one of {', '.join(VERSIONS)}")
+    if version not in SGLANG_VERSIONS:
+        raise UsageError(f"SGLang version {version!r}: one of {', '.join(SGLANG_VERSIONS)}")
     if worker not in ("target", "draft"):
         raise UsageError(f"worker {worker!r}: 'target' or 'draft'")
     if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
@@ -438,13 +463,13 @@ def _check_args(mode: str, spec: str, topk: int, worker: str, resolver: str, bac
     needs_spec = mode in ("verify", "draft_extend", "draft_decode") or worker == "draft"
     if needs_spec and spec == "none":
         raise UsageError(f"mode {mode!r} / worker {worker!r} happens only with speculative decoding: pass a spec "
-                         f"algorithm ({', '.join(SPEC_ALGOS[1:])})")
+                         f"algorithm ({', '.join(a for a in PLANNED if a != 'none')})")
     if mode.startswith("draft_") and worker != "draft":
         raise UsageError(f"mode {mode!r} runs on the draft worker: pass worker='draft'")
     if mode == "verify" and worker != "target":
         raise UsageError("target verify runs on the target worker: pass worker='target'")
-    if spec == "frozen_kv_mtp" and topk != 1:
-        raise UsageError(f"FROZEN_KV MTP drafts a single chain: topk must be 1, got {topk}")
+    if SpeculativeAlgorithm.from_string(spec).traits.single_chain and topk != 1:
+        raise UsageError(f"{spec.upper()} drafts a single chain: topk must be 1, got {topk}")
 
 
 def _pool_view(model: ModelLayout, worker: str, spec: str, topk: int, env: dict[str, str], resolver: str,
@@ -481,7 +506,7 @@ def plan(
     model_runner: Any = None,
     backend: str = "aiter",
     draft_model: ModelLayout | None = None,
-    sglang_version: str = "0.5.23",
+    sglang_version: str = SGLANG_VERSION,
 ) -> Plan:
     """Route every layer of ``model`` the way SGLang's attention ``backend`` does in forward ``mode``.
 
@@ -500,16 +525,17 @@ def plan(
         worker, spec = _runner_role(model_runner, worker, spec)
     spec = spec or "none"
     worker = worker or ("draft" if mode.startswith("draft_") else "target")
-    resolver = resolver or ("fixed" if sglang_version == "0.5.23" else "legacy")
+    resolver = resolver or ("fixed" if has_pr_38756(sglang_version) else "legacy")
     _check_args(mode, spec, topk, worker, resolver, backend, sglang_version)
     env = check_env(env)
     pool = _pool_view(target, worker, spec, topk, env, resolver, backend, model_runner, draft_model)
     site = _choose_site(pool, mode)
     path = site_path(site) if site.paths else None
     result = Plan(target.name, mode, spec, topk, env, pool, sglang_version=sglang_version)
-    own = worker == "draft" and spec != "frozen_kv_mtp"
+    algorithm = SpeculativeAlgorithm.from_string(spec)
+    own = worker == "draft" and algorithm.traits.owns_kv_pool
     if own and draft_model is None:
-        draft_model, _ = default_draft_layout(target, spec)
+        draft_model, _ = default_draft_layout(target, algorithm.traits.mtp_draft_from_target)
     layout = draft_model if own else target
     for entry in worker_layers(target, worker, spec, draft_model if own else None):
         kind = layout.layer_kind(entry.source_layer)
@@ -528,7 +554,7 @@ def plan(
             site=site.name, kernel=site.kernel, path=path.name if path else "-",
             tier=path.tier if path else "declared (no runnable path in the kit)", window_arg=route.window_arg,
             window_expr=site.window_expr, effective_keys=effective, buffer=buffer, page_table=route.page_table,
-            sglang_guard=sglang_guard(route, sglang_version), judgement=judgement,
+            sglang_verdict=sglang_guard(route, sglang_version), kit_verdict=judgement,
             note=_note(intended, effective, site), target_layer=None if worker == "target" else entry.source_layer,
         ))
     return result.check() if strict else result

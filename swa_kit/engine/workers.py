@@ -20,7 +20,6 @@ spec workers passes the target's ``req_to_token_pool`` and allocator to the draf
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 import torch
@@ -28,6 +27,7 @@ import torch
 from swa_kit.models.configs import ModelLayout
 from swa_kit.errors import ModelConfigError, PoolExhaustedError
 from swa_kit.engine.eviction import ReqKV, free_swa_out_of_window_slots
+from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm, planned
 from swa_kit.engine.pools import (
     MHATokenToKVPool,
     PagedTokenToKVPoolAllocator,
@@ -38,53 +38,6 @@ from swa_kit.engine.pools import (
 )
 
 FROZEN_KV_DUMMY_POOL_SIZE = 64  # SGLang's FrozenKVMTPDraftWorker: max_total_num_tokens=64 ("Dummy value")
-
-
-class SpeculativeAlgorithm(Enum):
-    """The speculative algorithms the kit models, with SGLang's predicates."""
-
-    NONE = "NONE"
-    EAGLE = "EAGLE"
-    EAGLE3 = "EAGLE3"
-    STANDALONE = "STANDALONE"
-    FROZEN_KV_MTP = "FROZEN_KV_MTP"
-
-    @classmethod
-    def from_string(cls, name: str | None) -> "SpeculativeAlgorithm":
-        if name is None:
-            return cls.NONE
-        try:
-            return cls[str(name).upper()]
-        except KeyError:
-            raise ModelConfigError(
-                f"unknown speculative algorithm {name!r}; known: {', '.join(m.name for m in cls)}"
-            ) from None
-
-    def is_none(self) -> bool:
-        return self is SpeculativeAlgorithm.NONE
-
-    def is_some(self) -> bool:
-        return self is not SpeculativeAlgorithm.NONE
-
-    is_speculative = is_some
-
-    def is_eagle(self) -> bool:
-        # As in SGLang 0.5.23: FROZEN_KV_MTP counts as EAGLE (it reuses EAGLE's scheduling),
-        # STANDALONE does not. Memory wiring must therefore never key off is_eagle().
-        return self in (SpeculativeAlgorithm.EAGLE, SpeculativeAlgorithm.EAGLE3, SpeculativeAlgorithm.FROZEN_KV_MTP)
-
-    def is_eagle3(self) -> bool:
-        return self is SpeculativeAlgorithm.EAGLE3
-
-    def is_standalone(self) -> bool:
-        return self is SpeculativeAlgorithm.STANDALONE
-
-    def is_frozen_kv_mtp(self) -> bool:
-        return self is SpeculativeAlgorithm.FROZEN_KV_MTP
-
-    def draft_owns_kv(self) -> bool:
-        """Whether the draft writes KV into a pool of its own (every drafting algorithm but FROZEN_KV_MTP)."""
-        return self.is_some() and not self.is_frozen_kv_mtp()
 
 
 @dataclass(frozen=True)
@@ -153,12 +106,12 @@ class ModelRunner:
 
     @property
     def writes_kv(self) -> bool:
-        return not (self.is_draft_worker and self.spec_algorithm.is_frozen_kv_mtp())
+        return not (self.is_draft_worker and self.spec_algorithm.traits.reads_target_pool)
 
     @property
     def kv_pool_read(self) -> Any:
         """The pool this runner's attention reads: its own, except a FROZEN_KV draft, which reads the target's."""
-        if self.is_draft_worker and self.spec_algorithm.is_frozen_kv_mtp():
+        if self.is_draft_worker and self.spec_algorithm.traits.reads_target_pool:
             return self.target.token_to_kv_pool
         return self.token_to_kv_pool
 
@@ -215,6 +168,7 @@ def build_workers(
 
     ``layout`` is a :data:`MODEL_KINDS` name, a :class:`WorkerLayout`, or a
     :class:`~swa_kit.models.configs.ModelLayout` (its layer layout, with tiny heads so it fits on a CPU).
+    An algorithm whose workers the kit does not mirror (NGRAM, DFLASH) raises :class:`ModelConfigError`.
     """
     if isinstance(layout, ModelLayout):
         layout = WorkerLayout.from_model(layout)
@@ -222,7 +176,7 @@ def build_workers(
         if layout not in MODEL_KINDS:
             raise ModelConfigError(f"unknown model kind {layout!r}; known: {', '.join(MODEL_KINDS)}")
         layout = MODEL_KINDS[layout]
-    algorithm = SpeculativeAlgorithm.from_string(algorithm) if isinstance(algorithm, str) else algorithm
+    algorithm = planned(algorithm)
 
     req_to_token_pool = ReqToTokenPool(size=max_requests, max_context_len=max_context_len, device=device)
     pool_args = dict(page_size=page_size, dtype=dtype, head_num=head_num, head_dim=head_dim, device=device)
@@ -242,7 +196,7 @@ def build_workers(
     if algorithm.is_none():
         return Workers(target, None)
 
-    if algorithm.is_frozen_kv_mtp():
+    if algorithm.traits.reads_target_pool:  # FROZEN_KV_MTP
         # The dummy pool exists because the runner machinery wants one; nothing is written to it.
         dummy = MHATokenToKVPool(size=FROZEN_KV_DUMMY_POOL_SIZE, layer_num=len(layout.draft_layer_types), **pool_args)
         last = {kind: max(i for i, t in enumerate(layout.layer_types) if t == kind)

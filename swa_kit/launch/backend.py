@@ -76,9 +76,9 @@ def _generic_default(launch: Launch) -> str:
     if platform == "cuda-sm90" and _topk_one(launch):
         return "fa3"
     # SM100 wants the topk settled: with speculation and no --speculative-eagle-topk (topk is chosen later, by
-    # speculative_hook.py _auto_choose_speculative_params) it skips trtllm_mha / fa4.
+    # speculative_hook.py _auto_choose_speculative_params) it skips trtllm_mha / fa4 (_forces_eagle_topk_one).
     settled = args.speculative_algorithm is None or args.speculative_eagle_topk is not None \
-        or args.speculative_algorithm == "DFLASH"
+        or launch.spec_algorithm.traits.topk_forced_to_one
     if platform == "cuda-sm100" and _topk_one(launch) and settled:
         asymmetric = any(k.head_dim != k.v_head_dim for k in launch.model.kinds.values())
         return "fa4" if asymmetric else "trtllm_mha"

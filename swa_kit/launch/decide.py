@@ -1,7 +1,7 @@
 """What SGLang decides for a launch, each decision with the SGLang source it mirrors.
 
 :func:`decide` reads a :class:`~swa_kit.launch.inputs.Launch` and returns :class:`Decisions`, whose
-fields are :class:`Decided` (value, source, how). ``how`` is ``"bundled 0.5.23 table"``: the kit's own
+fields are :class:`Decided` (value, source, how). ``how`` is :data:`BUNDLED`: the kit's own
 reading of SGLang 0.5.23 (``swa_kit.launch.sglang_oracle`` computes the same decisions with SGLang's own
 code where it imports). The per-layer routes come from :func:`swa_kit.engine.routing.plan`, for the backend
 SGLang picked, on the target and (with speculation) the draft.
@@ -20,8 +20,9 @@ from swa_kit.launch.inputs import Launch, Platform, parse_server_args
 from swa_kit.launch.pool_sizing import PoolSizes, kv_dtype_bytes, size_pools
 from swa_kit.launch.speculation import settle
 from swa_kit.models.memory import request_bytes
+from swa_kit.sglang_versions import SGLANG_VERSION
 
-BUNDLED = "bundled 0.5.23 table"
+BUNDLED = f"bundled {SGLANG_VERSION} table"
 #: Context at which the per-request minimum is shown beside SGLang's sizing.
 MINIMUM_CONTEXT = 32 * 1024
 
@@ -78,26 +79,28 @@ MODES_BY_ROLE = {"target": ("prefill", "extend", "decode", "verify"), "draft": (
 
 
 def _routes(launch: Launch, backend_of: dict[str, str], drafts: DraftPool, topk: int) -> tuple[dict, str]:
-    """Per (worker, mode) plans for the backends the planner knows; a note for the others."""
-    args = launch.server_args
-    spec = (args.speculative_algorithm or "none").lower()
-    spec = {"mtp": "eagle", "nextn": "eagle"}.get(spec, spec)
+    """Per (worker, mode) plans for the backends and algorithms the planner knows; a note naming the others."""
+    algorithm = launch.spec_algorithm  # an alias is planned as its algorithm (NEXTN as EAGLE)
     plans, skipped = {}, []
     for worker, modes in MODES_BY_ROLE.items():
-        if worker == "draft" and (spec == "none" or spec == "ngram"):
+        if worker == "draft" and not algorithm.traits.draft_model:
             continue
         for mode in modes:
-            if mode == "verify" and spec == "none":
+            if mode == "verify" and algorithm.is_none():
                 continue
             backend = backend_of["decode" if "decode" in mode else "prefill"]
-            if backend not in routing.BACKENDS or spec not in routing.SPEC_ALGOS:
+            if backend not in routing.BACKENDS or not algorithm.traits.kit_plans:
                 skipped.append(f"{worker} {mode} on {backend}")
                 continue
             plans[(worker, mode)] = routing.plan(
-                launch.model, mode, spec=spec, topk=topk if mode == "verify" else 1, env=launch.env, worker=worker,
-                strict=False, backend=backend, draft_model=drafts.layout, sglang_version=launch.sglang_version)
-    note = f"not planned (the kit routes {', '.join(routing.BACKENDS)} only): {', '.join(skipped)}" if skipped else ""
-    return plans, note
+                launch.model, mode, spec=algorithm.name.lower(), topk=topk if mode == "verify" else 1, env=launch.env,
+                worker=worker, strict=False, backend=backend, draft_model=drafts.layout,
+                sglang_version=launch.sglang_version)
+    if not skipped:
+        return plans, ""
+    why = (f"the kit routes {', '.join(routing.BACKENDS)} only" if algorithm.traits.kit_plans else
+           f"the kit plans no routes for {algorithm.name}")
+    return plans, f"not planned ({why}): {', '.join(skipped)}"
 
 
 def decide(launch: Launch) -> Decisions:
@@ -122,7 +125,7 @@ def decide(launch: Launch) -> Decisions:
     drafts = draft_pool(launch)
     backends = {"prefill": choice.prefill_attention_backend, "decode": choice.decode_attention_backend}
     routes, note = _routes(launch, backends, drafts, speculation.topk or 1)
-    pc = pools.configurator
+    pc = pools.source
     label = (f"PER-REQUEST MINIMUM, not SGLang's sizing: one request of {MINIMUM_CONTEXT} tokens with its SWA "
              "layers holding only the window (what an SWA pool sized by the request cap approaches)")
     saved = pools.saved_fraction_vs_one_pool if hybrid else 0.0
@@ -134,7 +137,7 @@ def decide(launch: Launch) -> Decisions:
         decode_attention_backend=Decided(choice.decode_attention_backend, choice.why),
         hybrid_swa_memory=Decided(hybrid, why),
         page_size=Decided(page_size, page_source),
-        pool_configurator=Decided(pc.split()[3].rstrip(","), pc),
+        pool_configurator=Decided(pools.configurator, pc),
         full_tokens=Decided(pools.full_tokens, f"{pc}; budget: {pools.budget_how}"),
         swa_tokens=Decided(pools.swa_tokens, pc),
         full_bytes=Decided(pools.full_bytes, f"{pools.full_cell_bytes} B per token x full tokens"),

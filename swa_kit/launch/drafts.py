@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from swa_kit.engine.workers import FROZEN_KV_DUMMY_POOL_SIZE
 from swa_kit.launch.inputs import Launch
 from swa_kit.models.drafts import DraftPool, default_draft_layout
 
@@ -10,15 +11,16 @@ def draft_pool(launch: Launch) -> DraftPool:
     """The draft worker's layout and pool for ``launch`` (``pool="none"`` without speculation)."""
     algorithm = launch.server_args.speculative_algorithm
     window = launch.server_args.speculative_draft_window_size
+    traits = launch.spec_algorithm.traits
     if algorithm is None:
         return DraftPool("NONE", "none", None, "no speculative algorithm", None, "server arguments")
-    if algorithm == "FROZEN_KV_MTP":
-        return DraftPool(algorithm, "dummy (64 tokens); reads the target's pool", None,
+    if traits.reads_target_pool:
+        return DraftPool(algorithm, f"dummy ({FROZEN_KV_DUMMY_POOL_SIZE} tokens); reads the target's pool", None,
                          "the target's last sliding and last full layers", None,
                          "sglang 0.5.23 speculative/frozen_kv_mtp_worker_v2.py, frozen_kv_mtp_utils.py")
-    if algorithm == "NGRAM":
+    if not traits.draft_model:
         return DraftPool(algorithm, "none (no draft model)", None, "n-gram lookup", None, "sglang 0.5.23 speculative/")
-    layout, origin = default_draft_layout(launch.model, algorithm, window, launch.draft_model)
+    layout, origin = default_draft_layout(launch.model, traits.mtp_draft_from_target, window, launch.draft_model)
     pool = "own SWA pool (hybrid-SWA draft)" if layout.sglang_hybrid_swa_pool else "own full pool"
     return DraftPool(algorithm, pool, layout, origin, window,
                      "sglang 0.5.23 model_executor/pool_configurator.py (eagle_draft_swa_num_layers), "

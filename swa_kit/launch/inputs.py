@@ -25,7 +25,9 @@ from typing import Any
 
 from swa_kit.models.configs import ModelLayout, load_hf_config, load_model
 from swa_kit.engine.environment import check_env
+from swa_kit.engine.spec_algorithms import LAUNCH_NAMES, SpeculativeAlgorithm
 from swa_kit.errors import UsageError
+from swa_kit.sglang_versions import BEFORE_38756, SGLANG_VERSION, SGLANG_VERSIONS, has_pr_38756
 
 GIB = 1 << 30
 
@@ -39,9 +41,6 @@ PLATFORMS: dict[str, tuple[str, int | None]] = {
     "cuda-sm100": ("is_sm100 (B200, 180 GB)", 180 * 10**9),
     "cpu": ("no GPU", None),
 }
-#: "0.5.23" has SGLang PR #38756 (resolver + paged-decode guard); the release before it has neither.
-SGLANG_VERSIONS = ("0.5.23", "before-38756")
-SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "STANDALONE", "FROZEN_KV_MTP", "NEXTN", "MTP", "NGRAM", "DFLASH")
 
 
 @dataclass(frozen=True)
@@ -187,16 +186,17 @@ def _check_args(args: ServerArgsView) -> ServerArgsView:
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} {value}: must be >= 1")
     algorithm = args.speculative_algorithm
-    if algorithm is not None and algorithm.upper() not in SPEC_ALGORITHMS:
-        raise UsageError(f"--speculative-algorithm {algorithm!r}: one of {', '.join(SPEC_ALGORITHMS)}")
+    if algorithm is not None and algorithm.upper() not in LAUNCH_NAMES:
+        raise UsageError(f"--speculative-algorithm {algorithm!r}: one of {', '.join(LAUNCH_NAMES)}")
     spec_only = [n for n in ("speculative_eagle_topk", "speculative_num_draft_tokens", "speculative_draft_window_size",
                              "speculative_draft_model_path", "speculative_num_steps") if getattr(args, n) is not None]
     if algorithm is None and spec_only:
         raise UsageError(f"--{spec_only[0].replace('_', '-')} is set but --speculative-algorithm is not: "
                          "give the algorithm, or drop the speculative flags")
-    if algorithm and algorithm.upper() == "FROZEN_KV_MTP" and (args.speculative_eagle_topk or 1) != 1:
-        raise UsageError(f"--speculative-eagle-topk {args.speculative_eagle_topk} with FROZEN_KV_MTP: it drafts a "
-                         "single chain, topk must be 1")
+    single_chain = algorithm is not None and SpeculativeAlgorithm.from_string(algorithm).traits.single_chain
+    if single_chain and (args.speculative_eagle_topk or 1) != 1:
+        raise UsageError(f"--speculative-eagle-topk {args.speculative_eagle_topk} with {algorithm.upper()}: it drafts "
+                         "a single chain, topk must be 1")
     return dataclasses.replace(args, speculative_algorithm=algorithm.upper() if algorithm else None)
 
 
@@ -231,7 +231,7 @@ class Launch:
     server_args: ServerArgsView = field(default_factory=ServerArgsView)
     env: dict[str, str] = field(default_factory=dict)
     platform: Platform = field(default_factory=lambda: Platform.parse("rocm-gfx942"))
-    sglang_version: str = "0.5.23"
+    sglang_version: str = SGLANG_VERSION
     draft_model: ModelLayout | None = None  # the draft's own config (--speculative-draft-model-path)
     weights_bytes: int | None = None  # model weights on the GPU, to subtract from the static budget
 
@@ -245,7 +245,7 @@ class Launch:
         env: Mapping[str, str] | None = None,
         platform: str = "rocm-gfx942",
         gpu_memory_gib: float | None = None,
-        sglang_version: str = "0.5.23",
+        sglang_version: str = SGLANG_VERSION,
         draft_hf_config: str | Path | None = None,
         weights_gib: float | None = None,
     ) -> Launch:
@@ -255,7 +255,7 @@ class Launch:
         layout = load_hf_config(hf_config) if hf_config is not None else load_model(model)
         if sglang_version not in SGLANG_VERSIONS:
             raise UsageError(f"SGLang version {sglang_version!r}: one of {', '.join(SGLANG_VERSIONS)} "
-                             "(before-38756 = the release before PR #38756: no resolver, no paged-decode guard)")
+                             f"({BEFORE_38756} = the release before PR #38756: no resolver, no paged-decode guard)")
         args = read_server_args(server_args)
         draft = load_hf_config(draft_hf_config) if draft_hf_config is not None else None
         if draft is not None and args.speculative_algorithm is None:
@@ -269,7 +269,12 @@ class Launch:
 
     @property
     def has_pr_38756(self) -> bool:
-        return self.sglang_version == "0.5.23"
+        return has_pr_38756(self.sglang_version)
+
+    @property
+    def spec_algorithm(self) -> SpeculativeAlgorithm:
+        """The speculative algorithm the server runs, an alias read as its algorithm (NEXTN is EAGLE)."""
+        return SpeculativeAlgorithm.from_string(self.server_args.speculative_algorithm)
 
 
 _ENV_PAIR = re.compile(r"^([A-Z0-9_]+)=(.*)$")

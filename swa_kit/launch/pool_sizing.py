@@ -35,7 +35,8 @@ _KV_DTYPE_BYTES = {"fp8_e4m3": 1, "fp8_e5m2": 1, "bf16": 2, "bfloat16": 2, "fp16
 class PoolSizes:
     """What the configurator decides, with the cells it used and how the budget was found."""
 
-    configurator: str
+    configurator: str  # SGLang's class name, e.g. HybridSWAPoolConfigurator
+    source: str  # the file and class it mirrors, and why it applies
     hybrid: bool
     ratio: float | None
     full_cell_bytes: int  # one token in every full-attention layer (all layers without a hybrid pool)
@@ -148,7 +149,8 @@ def size_pools(launch: Launch, hybrid: bool, page_size: int) -> PoolSizes:
         cell = _cell(model, list(range(model.num_layers)), dtype_bytes)
         tokens = args.max_total_tokens or (budget // cell if budget else None)
         tokens = _align(tokens, page_size) if tokens else None
-        return PoolSizes(f"{_PC} DefaultPoolConfigurator", False, None, cell, 0, budget, how, tokens, None, None, None)
+        name = "DefaultPoolConfigurator"
+        return PoolSizes(name, f"{_PC} {name}", False, None, cell, 0, budget, how, tokens, None, None, None)
     full_cell = _cell(model, model.full_attention_layer_ids, dtype_bytes)
     swa_cell = _cell(model, model.swa_attention_layer_ids, dtype_bytes)
     sws = model.sliding_window_size
@@ -162,8 +164,9 @@ def size_pools(launch: Launch, hybrid: bool, page_size: int) -> PoolSizes:
         swa = -(-swa_request_cap(launch, sws, page_size, chunked) // page_size) * page_size
         full = args.max_total_tokens or ((budget - swa * swa_cell) // full_cell if budget else None)
         full = _align(full, page_size) if full else None
-        name = f"{_PC} SWARequestCapPoolConfigurator (--max-running-requests with the radix cache off)"
-        return PoolSizes(name, True, None, full_cell, swa_cell, budget, how, full, swa, None, None)
+        name = "SWARequestCapPoolConfigurator"
+        source = f"{_PC} {name} (--max-running-requests with the radix cache off)"
+        return PoolSizes(name, source, True, None, full_cell, swa_cell, budget, how, full, swa, None, None)
     full = args.max_total_tokens or (int(budget // (full_cell + ratio * swa_cell)) if budget else None)
     full = _align(full, page_size) if full else None
     swa = _align(int(full * ratio), page_size) if full else None
@@ -173,6 +176,6 @@ def size_pools(launch: Launch, hybrid: bool, page_size: int) -> PoolSizes:
                    f"sliding_window_size ({sws}) + page_size ({page_size}) (validate_swa_pool_size)")
     ratio_how = "--swa-full-tokens-ratio" if args.swa_full_tokens_ratio else "unset: SGLang's fallback in " \
                                                                              "arg_groups/fields/schedule.py"
-    return PoolSizes(f"{_PC} HybridSWAPoolConfigurator, swa_full_tokens_ratio {ratio} ({ratio_how})", True, ratio,
-                     full_cell,
+    name = "HybridSWAPoolConfigurator"
+    return PoolSizes(name, f"{_PC} {name}, swa_full_tokens_ratio {ratio} ({ratio_how})", True, ratio, full_cell,
                      swa_cell, budget, how, full, swa, sws + page_size, refused)

@@ -19,7 +19,7 @@ version answered:
 * **call sites**: the window expressions of the installed ``aiter_backend.py``, read with ``ast``.
 
 Decisions SGLang's code cannot answer off a GPU (per-request minimum, draft pool, resolver,
-routes) are copied from :func:`decide` and keep ``how="bundled 0.5.23 table"``: every
+routes) are copied from :func:`decide` and keep ``how=BUNDLED`` ("bundled 0.5.23 table"): every
 :class:`Decided` says which of the two produced it. Without SGLang, :func:`decide_with_sglang`
 raises :class:`~swa_kit.errors.SGLangUnavailableError` naming how to install it.
 """
@@ -48,8 +48,9 @@ from typing import Any
 from swa_kit.launch.decide import Decided, Decisions, decide
 from swa_kit.launch.inputs import Launch
 from swa_kit.errors import SGLangUnavailableError, UsageError
+from swa_kit.sglang_versions import SGLANG_VERSION
 
-INSTALL_HINT = ("install SGLang's CPU-importable part: pip install --no-deps sglang==0.5.23, then "
+INSTALL_HINT = (f"install SGLang's CPU-importable part: pip install --no-deps sglang=={SGLANG_VERSION}, then "
                 "pip install -e '.[sglang]' and torch==2.14.1 torchvision==0.29.1 (see .ci/run)")
 
 #: ``runtime_context.override_platform`` facts per platform the kit names (every fact SGLang's

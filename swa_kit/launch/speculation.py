@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from swa_kit.engine.spec_algorithms import EAGLE_FAMILY_HANDLER, NGRAM_HANDLER
 from swa_kit.launch.backend import BackendChoice
 from swa_kit.launch.inputs import Launch
 from swa_kit.errors import LaunchRefusedError
 
-EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE", "NEXTN", "MTP")
 #: The backends that run topk > 1 draft trees on pages > 1 (the two-pass cascade draft decode).
 PAGE_TREE_BACKENDS = ("flashinfer", "fa3", "triton")
 #: ``_auto_choose_speculative_params``: (steps, topk, draft tokens) for every architecture the kit reads
@@ -22,7 +22,7 @@ PAGE_TREE_BACKENDS = ("flashinfer", "fa3", "triton")
 AUTO_PARAMS = (3, 1, 4)
 #: ``arg_groups/fields/spec.py`` speculative_ngram_max_bfs_breadth and ``_handle_ngram``'s draft tokens.
 NGRAM_BFS_BREADTH, NGRAM_DRAFT_TOKENS = 10, 12
-_HOOK = "sglang 0.5.23 arg_groups/speculative_hook.py _handle_eagle_family"
+_HOOK = f"sglang 0.5.23 arg_groups/speculative_hook.py {EAGLE_FAMILY_HANDLER}"
 
 
 @dataclass(frozen=True)
@@ -49,18 +49,19 @@ def _ngram(launch: Launch, choice: BackendChoice, page_size: int) -> Speculation
         raise LaunchRefusedError(
             f"SGLang refuses this launch: NGRAM drafts {topk} branches (--speculative-ngram-max-bfs-breadth) on "
             f"pages of {page_size} tokens, which only flashinfer runs, got attention_backend "
-            f"{choice.attention_backend} (sglang 0.5.23 arg_groups/speculative_hook.py _handle_ngram); use "
+            f"{choice.attention_backend} (sglang 0.5.23 arg_groups/speculative_hook.py {NGRAM_HANDLER}); use "
             "--page-size 1, --speculative-ngram-max-bfs-breadth 1, or --attention-backend flashinfer")
-    return Speculation(steps, topk, drafts, "sglang 0.5.23 arg_groups/speculative_hook.py _handle_ngram")
+    return Speculation(steps, topk, drafts, f"sglang 0.5.23 arg_groups/speculative_hook.py {NGRAM_HANDLER}")
 
 
 def settle(launch: Launch, choice: BackendChoice, page_size: int) -> Speculation:
     """The settled speculative parameters; raises :class:`LaunchRefusedError` where SGLang refuses the launch."""
     args = launch.server_args
     steps, topk, drafts = args.speculative_num_steps, args.speculative_eagle_topk, args.speculative_num_draft_tokens
-    if args.speculative_algorithm == "NGRAM":
+    handler = launch.spec_algorithm.traits.handler
+    if handler == NGRAM_HANDLER:
         return _ngram(launch, choice, page_size)
-    if args.speculative_algorithm not in EAGLE_FAMILY:
+    if handler != EAGLE_FAMILY_HANDLER:
         return Speculation(steps, topk, drafts, "server arguments (no EAGLE-family resolution)")
     source = "server arguments"
     if steps is None:

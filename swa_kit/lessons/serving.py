@@ -39,7 +39,8 @@ from swa_kit.masks import tree_depths, verify_tree_mask
 from swa_kit.lessons.tiny_model import TinyConfig, TinyModels
 from swa_kit.engine.pools import KVWriteLoc
 from swa_kit.engine.resolver import RESOLVERS, uses_sliding_window_kv_pool
-from swa_kit.engine.workers import SpeculativeAlgorithm, WorkerLayout, build_workers
+from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
+from swa_kit.engine.workers import WorkerLayout, build_workers
 
 
 def tiny_model_spec(cfg: TinyConfig) -> ModelLayout:

@@ -3,34 +3,44 @@
 Severities, worst first: ``wrong`` (the route runs but attends the wrong keys or slots, silently),
 ``raises`` (SGLang refuses: its guard, or a pool too small to start), ``one-short`` (a window attended
 one key short or too many), ``memory`` (what the pools really save against what the user probably
-expects), ``info``. Exit codes for scripts: :data:`EXIT_OK` (no finding above info),
-:data:`EXIT_FINDINGS`, and 2 for bad input (the CLI's).
+expects), ``info``. Each :class:`Finding` carries its ways out as a tuple of alternatives; text, Markdown
+and JSON are rendered from the fields, here at the edge only. The exit status (:class:`~swa_kit.exit_codes.ExitCode`)
+is ``OK`` without a finding above info, ``DISAGREES`` with one.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+from swa_kit.engine.routing import BACKENDS, LayerPlan
+from swa_kit.engine.spec_algorithms import PLANNED
+from swa_kit.exit_codes import ExitCode
 from swa_kit.measure import trace
 from swa_kit.launch.decide import Decisions, decide
 from swa_kit.launch.inputs import GIB, Launch
+from swa_kit.sglang_versions import SGLANG_VERSION
+from swa_kit.tables import format_table
 
 SEVERITIES = ("wrong", "raises", "one-short", "memory", "info")
-EXIT_OK, EXIT_FINDINGS = 0, 1
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One thing the engineer should know, with the layers it touches and the way out."""
+    """One thing the engineer should know, where it occurs, and the ways out (each a whole alternative)."""
 
     severity: str
     title: str
     detail: str
-    way_out: str
+    ways_out: tuple[str, ...]  # () when none is known beyond the detail
     where: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The finding's JSON object: severity, title, detail, ways_out (a list), where."""
+        return {"severity": self.severity, "title": self.title, "detail": self.detail,
+                "ways_out": list(self.ways_out), "where": self.where}
 
 
 @dataclass
@@ -40,27 +50,30 @@ class Audit:
     findings: list[Finding]
 
     @property
-    def exit_code(self) -> int:
-        return EXIT_FINDINGS if any(f.severity != "info" for f in self.findings) else EXIT_OK
+    def exit_code(self) -> ExitCode:
+        return ExitCode.DISAGREES if any(f.severity != "info" for f in self.findings) else ExitCode.OK
 
 
-def _route_finding(entry: Any) -> tuple[tuple, Finding] | None:
+_ONE_SHORT_WAYS = ("check whether it matters for your model (W vs W-1 comparison)",
+                   "a backend or path that passes the full window (e.g. CK prefill's (sws, -1))")
+
+
+def _route_finding(entry: LayerPlan) -> tuple[tuple, Finding] | None:
     """The finding one planned layer gives (keyed so identical findings across modes merge), or None."""
-    if entry.sglang_guard:
-        return ("raises", entry.site), Finding("raises", "SGLang's guard refuses this route", entry.sglang_guard,
-                                               entry.sglang_guard.split("Ways out: ")[-1])
-    if entry.judgement:
+    if entry.sglang_verdict:
+        return ("raises", entry.site), Finding("raises", "SGLang's guard refuses this route",
+                                               entry.sglang_verdict.problem, entry.sglang_verdict.ways_out)
+    if entry.kit_verdict:
         return ("wrong", entry.kind, entry.site), Finding(
-            "wrong", "runs, but attends the wrong keys (silently)", entry.judgement,
-            entry.judgement.split("Ways out: ")[-1] if "Ways out: " in entry.judgement else "see the detail")
+            "wrong", "runs, but attends the wrong keys (silently)", entry.kit_verdict.problem,
+            entry.kit_verdict.ways_out)
     if entry.note and entry.effective_keys is not None and entry.intended_keys is not None:
         gap = entry.intended_keys - entry.effective_keys
         size = "one key short" if gap == 1 else f"{-gap:+d} keys"
         return ("one-short", entry.kind, entry.effective_keys), Finding(
             "one-short", f"{entry.kind} layers attend {entry.effective_keys} of {entry.intended_keys} keys ({size})",
             f"{entry.kernel}: window argument {entry.window_arg} = {entry.window_expr}; {entry.note}",
-            "check whether it matters for your model (W vs W-1 comparison); a backend or path that passes the "
-            "full window (e.g. CK prefill's (sws, -1))")
+            _ONE_SHORT_WAYS)
     return None
 
 
@@ -85,7 +98,8 @@ def _memory_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
     out = []
     if pools is not None and pools.refused:
         out.append(Finding("raises", "the SWA pool is too small to start", pools.refused,
-                           "raise --swa-full-tokens-ratio or the KV budget (--mem-fraction-static)", "start-up"))
+                           ("raise --swa-full-tokens-ratio", "raise the KV budget (--mem-fraction-static)"),
+                           "start-up"))
     if decisions.hybrid_swa_memory.value:
         saved = decisions.bytes_saved_vs_one_pool.value
         minimum = decisions.per_request_minimum_bytes.value
@@ -96,16 +110,16 @@ def _memory_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
             f"SGLang sizes the SWA pool at start-up as full tokens x ratio ({decisions.pool_configurator.value}); "
             f"{100 * ideal:.0f}% is the per-request minimum at 32k tokens, reached only when the SWA pool holds just "
             "the window of each running request",
-            "lower --swa-full-tokens-ratio, or set --max-running-requests with --disable-radix-cache so the "
-            "request-cap configurator sizes the SWA pool from the running requests", "pools"))
+            ("lower --swa-full-tokens-ratio", "set --max-running-requests with --disable-radix-cache so the "
+             "request-cap configurator sizes the SWA pool from the running requests"), "pools"))
     elif launch.model.has_window:
         out.append(Finding("memory", "one full-size pool: the window saves no KV memory",
                            f"hybrid SWA memory is off: {decisions.hybrid_swa_memory.source}",
-                           "nothing to do on this SGLang version; the sliding layers still attend their window",
+                           ("nothing to do on this SGLang version; the sliding layers still attend their window",),
                            "pools"))
     if pools is not None and launch.weights_bytes is None and pools.full_tokens:
         out.append(Finding("info", "pool token counts are upper bounds", pools.budget_how,
-                           "pass --weights-gib (and --gpu-memory-gib) for the pool SGLang will log", "pools"))
+                           ("pass --weights-gib (and --gpu-memory-gib) for the pool SGLang will log",), "pools"))
     return out
 
 
@@ -113,18 +127,20 @@ def _input_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
     out = []
     if launch.server_args.not_read:
         out.append(Finding("info", "server arguments the kit does not read", ", ".join(launch.server_args.not_read),
-                           "none needed: they do not change attention routing or KV pool sizing", "inputs"))
+                           ("none needed: they do not change attention routing or KV pool sizing",), "inputs"))
     if decisions.route_note:
+        algorithms = ", ".join(a.upper() for a in PLANNED if a != "none")
         out.append(Finding("info", "routes not planned", decisions.route_note,
-                           "the kit plans SGLang's aiter and triton backends", "routes"))
+                           (f"none in the kit: it plans SGLang's {' and '.join(BACKENDS)} backends, without "
+                            f"speculation or with {algorithms}",), "routes"))
     drafts = decisions.draft_pool.value
     if drafts.layout_from.startswith("ASSUMED"):
         out.append(Finding("info", "the draft's layout is assumed", drafts.layout_from,
-                           "pass --draft-hf-config with the draft model's config.json", "draft"))
+                           ("pass --draft-hf-config with the draft model's config.json",), "draft"))
     if not launch.has_pr_38756:
         out.append(Finding("info", "SGLang before PR #38756",
-                           "no _resolve_swa_kv_pool and no paged-decode guard: routes 0.5.23 refuses run silently "
-                           "wrong here", "upgrade to SGLang 0.5.23", "version"))
+                           f"no _resolve_swa_kv_pool and no paged-decode guard: routes {SGLANG_VERSION} refuses run "
+                           "silently wrong here", (f"upgrade to SGLang {SGLANG_VERSION}",), "version"))
     return out
 
 
@@ -159,21 +175,21 @@ def _trace_findings(launch: Launch, decisions: Decisions, records: Sequence[trac
             detail = (f"traced {record.kernel} with {mismatch.field}={mismatch.traced!r}; the plan says "
                       f"{mismatch.planned!r} (sliding_window_size={record.sliding_window_size})")
             key = (severity, mismatch.field, str(mismatch.traced), str(mismatch.planned))
-            where = found.setdefault(key, (Finding(severity, title, detail, _TRACE_WAY_OUT[severity]), []))[1]
+            where = found.setdefault(key, (Finding(severity, title, detail, _TRACE_WAYS_OUT[severity]), []))[1]
             if f"layer {record.layer} {record.mode}" not in where:
                 where.append(f"layer {record.layer} {record.mode}")
     if not found:
         return [Finding("info", f"the trace agrees with the plan: {len(records)} kernel calls",
                         "every traced call has the planned kernel, window argument and page table",
-                        "none needed", "trace")]
+                        ("none needed",), "trace")]
     return [replace(f, where=f"trace: {', '.join(where)}") for f, where in found.values()]
 
 
-_TRACE_WAY_OUT = {
-    "wrong": "check the server's SGLang version, backend and environment against this launch; the traced call "
-             "is what really ran",
-    "one-short": "check whether it matters for your model (swa-kit key-gap); a path that passes the full window",
-    "info": "record the trace from the launch you audit (same server arguments and environment)",
+_TRACE_WAYS_OUT = {
+    "wrong": ("check the server's SGLang version, backend and environment against this launch; the traced call "
+              "is what really ran",),
+    "one-short": ("check whether it matters for your model (swa-kit key-gap)", "a path that passes the full window"),
+    "info": ("record the trace from the launch you audit (same server arguments and environment)",),
 }
 
 
@@ -229,18 +245,18 @@ def to_json(report: Audit) -> dict[str, Any]:
         "model": {"name": model.name, "architecture": model.architecture, "sources": model.sources},
         "sglang_version": report.launch.sglang_version, "platform": report.launch.platform.name,
         "decisions": report.decisions.rows(), "routes": _route_rows(report),
-        "findings": [asdict(f) for f in report.findings], "exit_code": report.exit_code,
+        "findings": [f.to_json() for f in report.findings], "exit_code": int(report.exit_code),
     }
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str], markdown: bool) -> list[str]:
-    cells = [[_fmt(r[c]).replace("|", "/") if markdown else _fmt(r[c]) for c in columns] for r in rows]
-    if markdown:
-        return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] + \
-            ["| " + " | ".join(r) + " |" for r in cells]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)] if cells else []
-    return ["  ".join(c.ljust(w) for c, w in zip(columns, widths)), "  ".join("-" * w for w in widths)] + \
-        ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
+    return format_table(rows, columns, markdown=markdown, cell=_fmt).splitlines()
+
+
+def _ways_out(finding: Finding) -> str:
+    """``way out: ...`` for one (or none: see the detail), ``ways out: A; or B`` for several."""
+    label = "ways out" if len(finding.ways_out) > 1 else "way out"
+    return f"{label}: {'; or '.join(finding.ways_out) or 'see the detail'}"
 
 
 def render(report: Audit, markdown: bool = False) -> str:
@@ -270,8 +286,9 @@ def render(report: Audit, markdown: bool = False) -> str:
         lines.append("none")
     for i, f in enumerate(report.findings, 1):
         bullet = f"{i}. **[{f.severity}]** {f.title}" if markdown else f"{i}. [{f.severity}] {f.title}"
-        lines += [f"{bullet} ({f.where})", f"   {f.detail}", f"   way out: {f.way_out}"]
-    lines += ["", f"exit code {report.exit_code} ({'findings' if report.exit_code else 'no finding above info'})"]
+        lines += [f"{bullet} ({f.where})", f"   {f.detail}", f"   {_ways_out(f)}"]
+    code = report.exit_code
+    lines += ["", f"exit code {int(code)} ({'findings' if code == ExitCode.DISAGREES else 'no finding above info'})"]
     return "\n".join(lines)
 
 

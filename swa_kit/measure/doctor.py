@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from swa_kit.exit_codes import ExitCode
 from swa_kit.machine import (
     LAYOUT_MOVED,
     LAYOUT_PINNED,
@@ -180,9 +181,9 @@ def diagnose(env: Environment) -> list[Finding]:
     return findings
 
 
-def exit_code(findings: list[Finding]) -> int:
-    """0 unless something the kit cannot run without is missing."""
-    return 1 if any(f.status == ERROR for f in findings) else 0
+def exit_code(findings: list[Finding]) -> ExitCode:
+    """``OK`` unless something the kit cannot run without is missing (``DISAGREES``)."""
+    return ExitCode.DISAGREES if any(f.status == ERROR for f in findings) else ExitCode.OK
 
 
 def render_text(findings: list[Finding]) -> str:
@@ -205,4 +206,5 @@ def render_text(findings: list[Finding]) -> str:
 def report(env: Environment) -> dict:
     """The doctor's JSON: the detected environment plus the findings."""
     findings = diagnose(env)
-    return {"environment": env.to_dict(), "findings": [asdict(f) for f in findings], "exit_code": exit_code(findings)}
+    return {"environment": env.to_dict(), "findings": [asdict(f) for f in findings],
+            "exit_code": int(exit_code(findings))}

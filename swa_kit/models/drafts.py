@@ -24,9 +24,6 @@ from dataclasses import dataclass
 from swa_kit.models.configs import ARCHITECTURES, LayerKind, ModelLayout
 from swa_kit.window import Window
 
-_MTP_FAMILY = ("EAGLE", "MTP", "NEXTN")
-
-
 @dataclass(frozen=True)
 class DraftPool:
     """What the draft worker owns or reads, and where the kit got its layout."""
@@ -67,16 +64,18 @@ def assumed_eagle_head(target: ModelLayout) -> ModelLayout:
                                kinds={"full": kind}, layer_types=("full",), sglang_hybrid_swa_pool=False)
 
 
-def default_draft_layout(target: ModelLayout, algorithm: str, window: int | None = None,
+def default_draft_layout(target: ModelLayout, mtp_from_target: bool, window: int | None = None,
                          draft: ModelLayout | None = None) -> tuple[ModelLayout, str]:
     """The layout of an EAGLE-family draft, and where it came from.
 
-    ``draft`` (the draft's own config) wins; then the MTP rewrite of the target's architecture; else
-    an assumed one-layer EAGLE head, labelled as assumed. ``window`` is ``--speculative-draft-window-size``.
+    ``draft`` (the draft's own config) wins; then, where the algorithm takes its draft from the target
+    (``mtp_from_target``: EAGLE and its aliases, the algorithm registry's ``mtp_draft_from_target``), the MTP
+    rewrite of the target's architecture; else an assumed one-layer EAGLE head, labelled as assumed. ``window`` is
+    ``--speculative-draft-window-size``.
     """
     if draft is not None:
         layout, origin = draft, f"--draft-hf-config ({draft.architecture})"
-    elif algorithm.upper() in _MTP_FAMILY and _mtp_draft(target) is not None:
+    elif mtp_from_target and _mtp_draft(target) is not None:
         layout = _mtp_draft(target)
         origin = (f"the target's config rewritten to {layout.architecture} (sglang 0.5.23 configs/model_config.py, "
                   "is_draft_model)")

@@ -1,0 +1,136 @@
+"""SGLang's speculative algorithms and what each means for the kit: the kit's one list of them.
+
+:class:`SpeculativeAlgorithm` mirrors SGLang 0.5.23's enum of that name (``speculative/spec_info.py``) with its
+predicates (``is_eagle()``, ``is_frozen_kv_mtp()``, ...), so the resolvers read the kit's runners and SGLang's
+alike. Each member also carries its :class:`Traits`, which every other module reads instead of keeping a list:
+
+* the draft: whether a draft model runs at all (NGRAM looks its drafts up in the context), whether it writes KV
+  into a pool of its own (EAGLE, EAGLE3, STANDALONE, DFLASH) or reads the target's (FROZEN_KV_MTP, whose own pool
+  is a 64-token dummy), and so which row of the fixed resolver's table applies to it
+  (:attr:`Traits.resolver_rule`, :mod:`swa_kit.engine.resolver`);
+* start-up: the ``arg_groups/speculative_hook.py`` handler SGLang settles its steps, topk and draft tokens with
+  (the kit mirrors ``_handle_eagle_family`` and ``_handle_ngram``), whether it drafts one chain only or has its
+  topk set to 1 (``model_override_base.py _forces_eagle_topk_one``), and whether a draft without its own config is
+  the target's config rewritten to its MTP architecture;
+* whether the kit mirrors its workers and plans its routes (:attr:`Traits.kit_plans`); the others are named in
+  the audit as not planned.
+
+``--speculative-algorithm`` also takes the :data:`ALIASES`: NEXTN is SGLang's own alias of EAGLE
+(``speculative/spec_registry.py _RESERVED_ALIASES``); the kit reads MTP as EAGLE too, a name SGLang 0.5.23 itself
+does not take. SGLang 0.5.23's UNO and DSPARK are not read: the kit refuses them, naming what it reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from swa_kit.errors import ModelConfigError
+
+EAGLE_FAMILY_HANDLER = "_handle_eagle_family"
+NGRAM_HANDLER = "_handle_ngram"
+
+
+@dataclass(frozen=True)
+class Traits:
+    """What one speculative algorithm means for the kit."""
+
+    draft_model: bool = False  # a draft model runs beside the target
+    owns_kv_pool: bool = False  # the draft writes KV into a pool of its own
+    reads_target_pool: bool = False  # the draft's attention reads the target's KV pool
+    sglang_is_eagle: bool = False  # SGLang's is_eagle(): EAGLE's scheduling (FROZEN_KV_MTP too, STANDALONE not)
+    handler: str | None = None  # the speculative_hook.py function that settles its steps / topk / draft tokens
+    single_chain: bool = False  # it drafts one chain: speculative topk must be 1
+    topk_forced_to_one: bool = False  # its handler sets topk 1, so the default backend counts topk as settled
+    mtp_draft_from_target: bool = False  # no draft config: the target's config rewritten to its MTP architecture
+    kit_plans: bool = False  # the kit mirrors its workers and plans its routes
+
+    @property
+    def resolver_rule(self) -> int | None:
+        """The fixed resolver's rule for the draft worker when its own pool is not an SWA pool (None: no draft).
+
+        Rule 2 returns no pool (the draft owns one, addressed with full-pool ids); rule 3 returns the
+        allocator's pool, the one the draft reads: SGLang tests ``is_frozen_kv_mtp()`` for it.
+        """
+        if not self.draft_model:
+            return None
+        return 3 if self.reads_target_pool else 2
+
+
+class SpeculativeAlgorithm(Enum):
+    """SGLang 0.5.23's speculative algorithms the kit reads, each with its :class:`Traits`."""
+
+    traits: Traits
+
+    def __new__(cls, traits: Traits) -> SpeculativeAlgorithm:
+        member = object.__new__(cls)
+        member._value_ = len(cls.__members__) + 1  # numbered in order, as SGLang's auto() does
+        member.traits = traits
+        return member
+
+    NONE = Traits(kit_plans=True)
+    EAGLE = Traits(draft_model=True, owns_kv_pool=True, sglang_is_eagle=True, handler=EAGLE_FAMILY_HANDLER,
+                   mtp_draft_from_target=True, kit_plans=True)
+    EAGLE3 = Traits(draft_model=True, owns_kv_pool=True, sglang_is_eagle=True, handler=EAGLE_FAMILY_HANDLER,
+                    kit_plans=True)
+    STANDALONE = Traits(draft_model=True, owns_kv_pool=True, handler=EAGLE_FAMILY_HANDLER, kit_plans=True)
+    FROZEN_KV_MTP = Traits(draft_model=True, reads_target_pool=True, sglang_is_eagle=True,
+                           handler="_handle_frozen_kv_mtp", single_chain=True, kit_plans=True)
+    NGRAM = Traits(handler=NGRAM_HANDLER)
+    DFLASH = Traits(draft_model=True, owns_kv_pool=True, handler="_handle_dflash", topk_forced_to_one=True)
+
+    @classmethod
+    def from_string(cls, name: str | None) -> SpeculativeAlgorithm:
+        """The member named ``name`` in any case (None: NONE), an alias's member, or a clear error."""
+        if name is None:
+            return cls.NONE
+        upper = str(name).upper()
+        if upper in cls.__members__:
+            return cls[upper]
+        if upper in ALIASES:
+            return ALIASES[upper]
+        raise ModelConfigError(f"unknown speculative algorithm {name!r}; known: {', '.join(LAUNCH_NAMES)}")
+
+    def is_none(self) -> bool:
+        return self is SpeculativeAlgorithm.NONE
+
+    def is_some(self) -> bool:
+        return self is not SpeculativeAlgorithm.NONE
+
+    is_speculative = is_some
+
+    def is_eagle(self) -> bool:
+        # As in SGLang 0.5.23: FROZEN_KV_MTP counts as EAGLE (it reuses EAGLE's scheduling),
+        # STANDALONE does not. Memory wiring must therefore never key off is_eagle().
+        return self.traits.sglang_is_eagle
+
+    def is_eagle3(self) -> bool:
+        return self is SpeculativeAlgorithm.EAGLE3
+
+    def is_standalone(self) -> bool:
+        return self is SpeculativeAlgorithm.STANDALONE
+
+    def is_frozen_kv_mtp(self) -> bool:
+        return self is SpeculativeAlgorithm.FROZEN_KV_MTP
+
+    def draft_owns_kv(self) -> bool:
+        """Whether the draft writes KV into a pool of its own (every drafting algorithm but FROZEN_KV_MTP)."""
+        return self.traits.owns_kv_pool
+
+
+#: Other spellings ``--speculative-algorithm`` takes, and the algorithm each one is.
+ALIASES: dict[str, SpeculativeAlgorithm] = {"NEXTN": SpeculativeAlgorithm.EAGLE, "MTP": SpeculativeAlgorithm.EAGLE}
+#: What ``--speculative-algorithm`` accepts, as SGLang spells it.
+LAUNCH_NAMES: tuple[str, ...] = tuple(a.name for a in SpeculativeAlgorithm if a.is_some()) + tuple(ALIASES)
+#: The algorithms the kit mirrors and plans, as the CLI and :func:`swa_kit.engine.routing.plan` spell them.
+PLANNED: tuple[str, ...] = tuple(a.name.lower() for a in SpeculativeAlgorithm if a.traits.kit_plans)
+
+
+def planned(algorithm: SpeculativeAlgorithm | str | None) -> SpeculativeAlgorithm:
+    """``algorithm`` (a member or any spelling) if the kit mirrors its workers and plans its routes; else an error."""
+    if not isinstance(algorithm, SpeculativeAlgorithm):
+        algorithm = SpeculativeAlgorithm.from_string(algorithm)
+    if not algorithm.traits.kit_plans:
+        raise ModelConfigError(f"the kit does not mirror {algorithm.name}'s workers or plan its routes; it does for "
+                               f"{', '.join(PLANNED)}")
+    return algorithm
