@@ -11,13 +11,13 @@ from swa_kit.tables import plural, print_table
 
 NAME = "bugs"
 HELP = "known SGLang/aiter sliding-window bugs by number; --replay runs the audit on them"
-EXIT_CODES = ("exit codes: 0 = the list, or every replay as the corpus expects (its finding raised, or a gap the "
-              "audit still cannot raise); 1 = a replay that disagrees; 2 = an unknown id or a malformed entry, named "
-              "by file and field")
+STATUSES = (f"exit status: {ExitCode.OK:d} = the list, or every replay as the corpus expects (its finding raised, or "
+            f"a gap the audit still cannot raise); {ExitCode.DISAGREES:d} = a replay that disagrees; "
+            f"{ExitCode.BAD_INPUT:d} = an unknown id or a malformed entry, named by file and field")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = f"{HELP}. {EXIT_CODES}"
+    parser.description = f"{HELP}. {STATUSES}"
     parser.add_argument("--replay", metavar="ID", help="build the entry's launch, run the audit on it and say whether "
                                                        "its finding class is raised; 'all' replays every entry")
     parser.add_argument("--json", action="store_true", help="print JSON")

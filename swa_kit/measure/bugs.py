@@ -49,8 +49,9 @@ from typing import Any
 
 from swa_kit.errors import SwaKitError, UsageError
 from swa_kit.launch.backend import choose_backend
+from swa_kit.sglang_versions import SGLANG_VERSION
 from swa_kit.launch.inputs import PLATFORMS, SGLANG_VERSIONS, Launch, Platform, parse_server_args
-from swa_kit.launch.speculation import EAGLE_FAMILY
+from swa_kit.engine.spec_algorithms import EAGLE_FAMILY_HANDLER, SpeculativeAlgorithm
 from swa_kit.engine.environment import check_env
 from swa_kit.measure.audit import Audit, Finding, audit
 from swa_kit.models.configs import list_models, load_model, parse_hf_config
@@ -98,7 +99,7 @@ FINDING_CLASSES: dict[str, FindingClass] = {c.name: c for c in (
     FindingClass("window-with-sinks", "attention sinks and a window together in one kernel give wrong output",
                  lacks="the audit models no attention sinks and does not plan the deterministic Triton path"),
     FindingClass("window-too-wide", "a model file passes W where SGLang's convention wants W - 1: one key too "
-                 "many", lacks="the audit reads each architecture's window rule of SGLang 0.5.23 only"),
+                 "many", lacks=f"the audit reads each architecture's window rule of SGLang {SGLANG_VERSION} only"),
     FindingClass("ck-head-dim-cap", "aiter's CK prefill refuses head_dim over 256", lacks="the audit checks no "
                  "head_dim limit of a kernel"),
     FindingClass("startup-refusal", "SGLang refuses the launch at start-up (a model's backend allow-list)",
@@ -388,7 +389,9 @@ class LaunchFacts:
 def launch_facts(launch: Launch) -> LaunchFacts:
     choice = choose_backend(launch)
     algorithm = launch.server_args.speculative_algorithm
-    family = "EAGLE family" if algorithm in EAGLE_FAMILY else algorithm
+    in_family = algorithm is not None and \
+        SpeculativeAlgorithm.from_string(algorithm).traits.handler == EAGLE_FAMILY_HANDLER
+    family = "EAGLE family" if in_family else algorithm
     return LaunchFacts(frozenset({choice.prefill_attention_backend, choice.decode_attention_backend}), family,
                        launch.sglang_version)
 
