@@ -146,7 +146,8 @@ def test_readme_cli_reference_matches_the_parser():
 
 def test_readme_setup_commands_and_ci_agree():
     text = README.read_text()
-    main_job, test_job = 'pip install -e ".[aiter]" && swa-kit tour', 'pip install -e ".[dev]" && python -m pytest -n 2'
+    main_job = 'pip install -e ".[aiter,notebooks]" && swa-kit tour'
+    test_job = 'pip install -e ".[dev]" && python -m pytest -n 2'
     assert f"```bash\n{main_job}\n```" in text and f"```bash\n{test_job}\n```" in text
     ci = (README.parent / ".ci" / "run").read_text().splitlines()
     assert 'python -m pip install -q -e ".[dev]"' in ci

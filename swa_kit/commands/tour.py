@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from swa_kit.commands._args import positive_seconds
+from swa_kit.commands._extras import NOTEBOOK_MODULES, require
 from swa_kit.commands._output import print_json
 from swa_kit.errors import UsageError
 from swa_kit.exit_codes import ExitCode
@@ -34,6 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if (stopped := require(NAME, NOTEBOOK_MODULES)) is not None:
+        return stopped
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {str(args.out)!r} is a file, not a folder; pass another --out DIR")
     notebooks = list_notebooks(find_notebooks_dir(args.notebooks))
