@@ -71,7 +71,7 @@ def _port(text: str) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--notebooks", type=Path, default=None, metavar="DIR",
-                        help="folder to open (default: notebooks/ of the kit's checkout)")
+                        help="folder to open (default: the notebooks shipped with the kit)")
     parser.add_argument("--port", type=_port, default=None, help="server port (default: JupyterLab's choice)")
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser")
     parser.add_argument("--dry-run", action="store_true", help="print the command and its environment, start nothing")

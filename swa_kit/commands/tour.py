@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
                         help=f"output folder (default ./{DEFAULT_OUT})")
     parser.add_argument("--notebooks", type=Path, default=None, metavar="DIR",
-                        help="folder of .ipynb notebooks (default: notebooks/ of the kit's checkout)")
+                        help="folder of .ipynb notebooks (default: the notebooks shipped with the kit)")
     parser.add_argument("--cell-timeout", type=positive_seconds, default=DEFAULT_CELL_TIMEOUT, metavar="SECONDS",
                         help=f"limit for any one cell (default {DEFAULT_CELL_TIMEOUT:g})")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
