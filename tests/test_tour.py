@@ -26,6 +26,7 @@ from swa_kit.lessons.tour import (
     render_summary,
     run_notebook,
     run_tour,
+    select_notebooks,
     twin_drift,
 )
 from swa_kit.resources import notebooks_path
@@ -119,10 +120,26 @@ def test_tour_command_exit_codes(tour, tmp_path, capsys):
     only_good = tmp_path / "good"
     only_good.mkdir()
     _write(only_good / "01_fine.ipynb", ["print(1 + 1)"])
+    _write(only_good / "02_not_chosen.ipynb", ["raise ValueError('not chosen, so never run')"])
     assert main(["tour", "--notebooks", str(only_good), "--out", str(tmp_path / "b"), "--no-progress",
-                 "--json"]) == 0
+                 "--json", "--only", "01"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["ok"] is True and printed == json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert [r["name"] for r in printed["notebooks"]] == ["01_fine"]
+    assert main(["tour", "--notebooks", str(only_good), "--out", str(tmp_path / "c"), "--only", "01",
+                 "--only", "9"]) == 2
+    assert capsys.readouterr().err == ("swa-kit tour: error: no notebook name starts with '9'; the notebooks: "
+                                       "01_fine, 02_not_chosen\n")
+    assert not (tmp_path / "c").exists()
+
+
+def test_select_notebooks_by_name_prefix():
+    notebooks = [Path(f"/n/{name}.ipynb") for name in ("00_story", "01_masks", "04_aiter", "04b_extra")]
+    assert select_notebooks(notebooks, None) == notebooks
+    assert select_notebooks(notebooks, ["04"]) == notebooks[2:]
+    assert select_notebooks(notebooks, ["04_", "00"]) == [notebooks[0], notebooks[2]]  # in course order
+    with pytest.raises(ValueError, match="no notebook name starts with '05', '1'; the notebooks: 00_story, "):
+        select_notebooks(notebooks, ["05", "01", "1"])
 
 
 # --- the announce convention ------------------------------------------------------------------------------------

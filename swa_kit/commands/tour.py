@@ -17,6 +17,7 @@ from swa_kit.lessons.tour import (
     list_notebooks,
     render_summary,
     run_tour,
+    select_notebooks,
 )
 
 NAME = "tour"
@@ -28,6 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"output folder (default ./{DEFAULT_OUT})")
     parser.add_argument("--notebooks", type=Path, default=None, metavar="DIR",
                         help="folder of .ipynb notebooks (default: the notebooks shipped with the kit)")
+    parser.add_argument("--only", action="append", metavar="NAME",
+                        help="run only the notebooks whose name starts with NAME, e.g. --only 04 (repeatable)")
     parser.add_argument("--cell-timeout", type=positive_seconds, default=DEFAULT_CELL_TIMEOUT, metavar="SECONDS",
                         help=f"limit for any one cell (default {DEFAULT_CELL_TIMEOUT:g})")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -39,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         return stopped
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {str(args.out)!r} is a file, not a folder; pass another --out DIR")
-    notebooks = list_notebooks(find_notebooks_dir(args.notebooks))
+    notebooks = select_notebooks(list_notebooks(find_notebooks_dir(args.notebooks)), args.only)
     summary = run_tour(notebooks, args.out, cell_timeout=args.cell_timeout, progress=not args.no_progress)
     if args.json:
         print_json(summary)

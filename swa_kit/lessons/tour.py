@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swa_kit.errors import UsageError
 from swa_kit.lessons.report import parse_announcements
 from swa_kit.resources import notebooks_path
 
@@ -56,6 +57,17 @@ def list_notebooks(directory: Path) -> list[Path]:
     if not notebooks:
         raise FileNotFoundError(f"no .ipynb notebooks in {str(directory)!r}")
     return notebooks
+
+
+def select_notebooks(notebooks: list[Path], prefixes: list[str] | None) -> list[Path]:
+    """Those of ``notebooks`` whose name starts with one of ``prefixes`` (all of them when ``prefixes`` is None)."""
+    if prefixes is None:
+        return notebooks
+    unmatched = [p for p in prefixes if not any(n.name.startswith(p) for n in notebooks)]
+    if unmatched:
+        raise UsageError(f"no notebook name starts with {', '.join(map(repr, unmatched))}; the notebooks: "
+                         f"{', '.join(n.stem for n in notebooks)}")
+    return [n for n in notebooks if n.name.startswith(tuple(prefixes))]
 
 
 @contextlib.contextmanager
