@@ -39,7 +39,6 @@
 
 # %%
 import json
-from pathlib import Path
 
 import torch
 import transformers
@@ -50,6 +49,7 @@ from swa_kit.measure import trace
 from swa_kit.lessons.workshop import debugging
 from swa_kit.launch.inputs import Launch
 from swa_kit.measure.key_gap import compare_window, tiny_model_from_config
+from swa_kit.resources import data_path
 
 # %% [markdown]
 # ## 1 · Audit the launch
@@ -97,7 +97,7 @@ debugging.check_decode_window(tuple(sliding.window_arg), sliding.effective_keys)
 
 # %%
 decode = routing.plan("gemma4-31b", "decode", strict=False)
-records = trace.read_records(Path("..") / "data" / "traces" / "gemma4-31b_decode_aiter_cpu.jsonl")
+records = trace.read_records(data_path("traces", "gemma4-31b_decode_aiter_cpu.jsonl"))
 for record in records:
     print(json.dumps(record.to_json()))
 mismatches = trace.compare(records, decode)
@@ -122,7 +122,7 @@ my_first_position = ...  # a position in the prompt
 debugging.check_first_changed_position(my_first_position, window=16)
 
 # %% tags=["solution"]
-bundled = json.loads((Path("..") / "data" / "models" / "gemma3-27b.json").read_text())["hf_config"]
+bundled = json.loads(data_path("models", "gemma3-27b.json").read_text())["hf_config"]
 model = tiny_model_from_config(transformers.AutoConfig.for_model(**bundled), window=16, seed=0)
 prompt = torch.randint(0, model.config.vocab_size, (64,), generator=torch.Generator().manual_seed(0))
 gap = compare_window(model, prompt, new_tokens=16)

@@ -53,3 +53,22 @@ def test_listing_and_choosing_paths_load_no_kernel():
     # the check can fail: asking a path whether it runs here imports its module, and only that one
     asked = "from swa_kit.attention.paths import get_path\nget_path('torch_sdpa').available()"
     assert loaded_after(asked, KERNELS) == {"swa_kit.attention.torch_paths"}
+
+
+#: The [notebooks] extra's packages and what they bring: none of them may load where a base install must work.
+NOTEBOOK_STACK = ("jupyterlab", "jupyter_server", "jupyter_client", "ipykernel", "IPython", "ipywidgets", "nbclient",
+                  "nbconvert", "nbformat", "jupytext", "matplotlib", "psutil")
+
+
+def test_the_cli_runs_without_the_notebook_stack():
+    runs = {"import": "import swa_kit.cli",
+            "--help": "from swa_kit.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass",
+            "explain": "from swa_kit.cli import main\nmain(['explain', '--model', 'gemma4-31b', '--mode', 'decode'])",
+            # tour's and lab's own modules load before their check for the extra runs
+            "tour/lab parsers": "from swa_kit.cli import build_parser\nbuild_parser(load={'tour', 'lab'})"}
+    for what, code in runs.items():
+        assert not loaded_after(code, NOTEBOOK_STACK), what
+    # the check can fail: a picture does import matplotlib, and the tour's kernel client jupyter_client
+    assert "matplotlib" in loaded_after("import swa_kit.viz.masks", NOTEBOOK_STACK)
+    assert "jupyter_client" in loaded_after("from swa_kit.lessons.tour import kernel_environment\n"
+                                            "with kernel_environment():\n    pass", NOTEBOOK_STACK)

@@ -16,17 +16,20 @@ from hypothesis import strategies as st
 
 from swa_kit.cli import main
 from swa_kit.commands import lab
+from swa_kit.lessons import tour as tour_module
 from swa_kit.lessons.report import announce, announce_all, format_announcement, parse_announcements
 from swa_kit.lessons.tour import (
     compute_paths,
     find_notebooks_dir,
     list_notebooks,
+    localize_links,
     render_summary,
-    repo_root,
     run_notebook,
     run_tour,
+    select_notebooks,
     twin_drift,
 )
+from swa_kit.resources import notebooks_path
 
 GOOD = [
     "import os, sys\nprint(sys.executable)\nprint(os.getcwd())",
@@ -117,10 +120,26 @@ def test_tour_command_exit_codes(tour, tmp_path, capsys):
     only_good = tmp_path / "good"
     only_good.mkdir()
     _write(only_good / "01_fine.ipynb", ["print(1 + 1)"])
+    _write(only_good / "02_not_chosen.ipynb", ["raise ValueError('not chosen, so never run')"])
     assert main(["tour", "--notebooks", str(only_good), "--out", str(tmp_path / "b"), "--no-progress",
-                 "--json"]) == 0
+                 "--json", "--only", "01"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["ok"] is True and printed == json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert [r["name"] for r in printed["notebooks"]] == ["01_fine"]
+    assert main(["tour", "--notebooks", str(only_good), "--out", str(tmp_path / "c"), "--only", "01",
+                 "--only", "9"]) == 2
+    assert capsys.readouterr().err == ("swa-kit tour: error: no notebook name starts with '9'; the notebooks: "
+                                       "01_fine, 02_not_chosen\n")
+    assert not (tmp_path / "c").exists()
+
+
+def test_select_notebooks_by_name_prefix():
+    notebooks = [Path(f"/n/{name}.ipynb") for name in ("00_story", "01_masks", "04_aiter", "04b_extra")]
+    assert select_notebooks(notebooks, None) == notebooks
+    assert select_notebooks(notebooks, ["04"]) == notebooks[2:]
+    assert select_notebooks(notebooks, ["04_", "00"]) == [notebooks[0], notebooks[2]]  # in course order
+    with pytest.raises(ValueError, match="no notebook name starts with '05', '1'; the notebooks: 00_story, "):
+        select_notebooks(notebooks, ["05", "01", "1"])
 
 
 # --- the announce convention ------------------------------------------------------------------------------------
@@ -172,13 +191,53 @@ def test_compute_paths_reads_stream_outputs_only_where_announced():
 
 # --- finding notebooks, and lab -------------------------------------------------------------------------------
 
-def test_find_notebooks_dir(tmp_path):
-    assert find_notebooks_dir() == (repo_root() / "notebooks").resolve()
+def test_find_notebooks_dir(tmp_path, monkeypatch):
+    assert find_notebooks_dir() == notebooks_path() == (Path(__file__).resolve().parents[1] / "notebooks")
+    monkeypatch.chdir(tmp_path)  # the shipped notebooks, wherever the command runs
+    assert find_notebooks_dir() == notebooks_path()
     assert find_notebooks_dir(tmp_path) == tmp_path.resolve()
     with pytest.raises(FileNotFoundError, match="--notebooks"):
         find_notebooks_dir(tmp_path / "missing")
     with pytest.raises(FileNotFoundError, match="no .ipynb"):
         list_notebooks(tmp_path)
+    monkeypatch.setattr(tour_module, "notebooks_path", lambda: tmp_path / "gone")
+    with pytest.raises(FileNotFoundError, match="missing from .*gone: reinstall swa_kit .* --notebooks DIR"):
+        find_notebooks_dir()
+
+
+LINKS = ("[g](../docs/g.md#term), [b](02_b.ipynb), [w](https://example.org/docs/g.md), [top](#top), "
+         "[gone](../docs/missing.md), [far](../../outside.md), [self](../notebooks/01_a.ipynb)")
+
+
+def test_localize_links_copies_what_leaves_the_folder_and_points_there(tmp_path):
+    kit = tmp_path / "kit"
+    (kit / "notebooks").mkdir(parents=True)
+    (kit / "docs").mkdir()
+    (kit / "docs" / "g.md").write_text("# g\n<a id=\"term\"></a>\n")
+    (tmp_path / "outside.md").write_text("not the kit's")
+    source = _write(kit / "notebooks" / "01_a.ipynb", ['print("[g](../docs/g.md)")'])
+    (kit / "notebooks" / "02_b.ipynb").write_text("{}")
+    nb = nbformat.read(source, as_version=4)
+    nb.cells[0].source = LINKS
+    out = tmp_path / "out"
+    assert localize_links(nb, kit / "notebooks", out) == [out / "docs" / "g.md"]
+    assert (out / "docs" / "g.md").read_text() == (kit / "docs" / "g.md").read_text()
+    assert nb.cells[0].source == LINKS.replace("(../docs/g.md#term)", "(docs/g.md#term)")  # the rest as written
+    assert nb.cells[1].source == 'print("[g](../docs/g.md)")'  # code is not markdown
+
+
+def test_every_link_of_the_shipped_notebooks_resolves_from_the_tour_output(tmp_path):
+    import re
+
+    notebooks = list_notebooks(find_notebooks_dir())
+    written = {p.name for p in notebooks}  # the tour writes each executed notebook beside the others
+    for path in notebooks:
+        nb = nbformat.read(path, as_version=4)
+        localize_links(nb, path.parent, tmp_path)
+        text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        targets = [t.partition("#")[0] for t in re.findall(r"\]\(([^)\s]+)\)", text) if not re.match(r"[a-z]+:", t)]
+        broken = [t for t in targets if t and not ((tmp_path / t).is_file() or t in written)]
+        assert targets and not broken, f"{path.name} links to {broken} from the tour's output"
 
 
 def test_lab_dry_run_prints_the_command(tmp_path, capsys):
@@ -238,9 +297,11 @@ def test_tour_runs_the_exercise_version_after_its_notebook(tmp_path):
 
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
-    nb = jupytext.reads('# %%\nimport os\nprint(os.getcwd())\n\n# %% tags=["solution"]\nprint("the answer")\n',
-                        fmt="py:percent")
+    nb = jupytext.reads('# %% [markdown]\n# [the doc](../docs/a.md)\n\n# %%\nimport os\nprint(os.getcwd())\n\n'
+                        '# %% tags=["solution"]\nprint("the answer")\n', fmt="py:percent")
     nbformat.write(nb, notebooks / "01_tagged.ipynb")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# a\n")
     _write(notebooks / "02_plain.ipynb", ["print(2)"])
     summary = run_tour(list_notebooks(notebooks), tmp_path / "out", cell_timeout=120, progress=False)
     assert [r["name"] for r in summary["notebooks"]] == ["01_tagged", "01_tagged.exercises", "02_plain"]
@@ -249,6 +310,10 @@ def test_tour_runs_the_exercise_version_after_its_notebook(tmp_path):
     printed = "".join(o.get("text", "") for c in executed.cells for o in c.get("outputs", []))
     assert "the answer" not in printed  # the solution cell is gone
     assert os.path.realpath(printed.split()[0]) == os.path.realpath(notebooks)  # runs in the source's folder
+    for name in ("01_tagged", "01_tagged.exercises"):  # the doc it links to is copied, and the link follows
+        assert nbformat.read(tmp_path / "out" / f"{name}.ipynb", as_version=4).cells[0].source == "[the doc](docs/a.md)"
+        assert 'href="docs/a.md"' in (tmp_path / "out" / f"{name}.html").read_text()
+    assert (tmp_path / "out" / "docs" / "a.md").read_text() == "# a\n"
 
 
 @pytest.mark.notebook

@@ -17,10 +17,13 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import psutil
-
+from swa_kit.commands._extras import NOTEBOOK_MODULES, require
 from swa_kit.lessons.tour import find_notebooks_dir
+
+if TYPE_CHECKING:
+    import psutil
 
 NAME = "lab"
 HELP = "start JupyterLab on notebooks/ with a kernel that runs this Python (--dry-run prints the command)"
@@ -68,13 +71,15 @@ def _port(text: str) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--notebooks", type=Path, default=None, metavar="DIR",
-                        help="folder to open (default: notebooks/ of the kit's checkout)")
+                        help="folder to open (default: the notebooks shipped with the kit)")
     parser.add_argument("--port", type=_port, default=None, help="server port (default: JupyterLab's choice)")
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser")
     parser.add_argument("--dry-run", action="store_true", help="print the command and its environment, start nothing")
 
 
 def run(args: argparse.Namespace) -> int:
+    if (stopped := require(NAME, NOTEBOOK_MODULES)) is not None:
+        return stopped
     notebooks = find_notebooks_dir(args.notebooks)
     data_dir = kernel_data_dir()
     command = lab_command(notebooks, args.port, browser=not args.no_browser)
@@ -124,6 +129,8 @@ def stop_server(server: subprocess.Popen, signum: int, grace_s: float) -> int:
     Kernels run in sessions of their own (jupyter_client starts them so), so they are found as the
     server's descendants before it exits; a second signal stops the waiting at once.
     """
+    import psutil  # the [notebooks] extra's, like JupyterLab; run() checked it is here
+
     family = _descendants(server.pid)
     _signal_group(server.pid, signum)
     with contextlib.suppress(subprocess.TimeoutExpired, _StopRequested):  # then the kill below
@@ -140,6 +147,8 @@ def stop_server(server: subprocess.Popen, signum: int, grace_s: float) -> int:
 
 
 def _descendants(pid: int) -> list[psutil.Process]:
+    import psutil
+
     try:
         return psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:

@@ -11,6 +11,7 @@ from tqdm import tqdm
 
 from swa_kit import budget
 from swa_kit.commands._args import add_budget_arguments, bounded_int, output_file
+from swa_kit.commands._extras import PICTURE_MODULES, require
 from swa_kit.commands._output import print_json
 from swa_kit.errors import MaskError
 from swa_kit.masks import MODES, BlockTally, ForwardMask, Progress, forward_mask
@@ -124,6 +125,8 @@ def _save_png(mask: ForwardMask, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.png and (stopped := require(NAME, PICTURE_MODULES)) is not None:
+        return stopped  # before any work: the picture is what was asked for
     mask = build_mask(args)
     if args.png:
         _save_png(mask, args)

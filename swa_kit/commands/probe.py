@@ -6,6 +6,7 @@ import argparse
 
 from swa_kit.attention.paths import all_paths
 from swa_kit.commands._args import add_budget_arguments, bounded_int, device, output_file
+from swa_kit.commands._extras import PICTURE_MODULES, require
 from swa_kit.commands._output import print_json
 from swa_kit.measure.probe import PROBE_MODES, probe_path, probe_sglang_sites
 from swa_kit.exit_codes import ExitCode
@@ -40,6 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.png and (stopped := require(NAME, PICTURE_MODULES)) is not None:
+        return stopped  # before any work: the picture is what was asked for
     modes = tuple(args.modes or PROBE_MODES)
     if args.sglang_sites:
         rows = [r for r in probe_sglang_sites(args.keys, device=args.device) if not args.modes or

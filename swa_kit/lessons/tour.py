@@ -4,8 +4,9 @@
 interpreter (``sys.executable``), with the notebook's folder as working directory, and
 talks to the kernel over Unix sockets in a private temporary folder: parallel runs (pytest
 -n, two tours at once) never race for TCP ports. :func:`run_tour` runs every notebook,
-writes the executed ``.ipynb``, rendered HTML, every PNG figure and ``summary.json`` to an
-output folder, and :func:`render_summary` prints the one-screen summary.
+writes the executed ``.ipynb``, rendered HTML, every PNG figure, the docs the notebooks link to
+(:func:`localize_links`) and ``summary.json`` to an output folder, and :func:`render_summary` prints
+the one-screen summary. Without ``--notebooks``, the notebooks are the ones shipped in the package.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import contextlib
 import html
 import json
 import os
+import re
+import shutil
 import sys
 import tempfile
 import time
@@ -23,7 +26,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swa_kit.errors import UsageError
 from swa_kit.lessons.report import parse_announcements
+from swa_kit.resources import notebooks_path
 
 KERNEL_NAME = "swa-kit-python"
 DEFAULT_OUT = Path("tour-out")
@@ -31,24 +36,19 @@ DEFAULT_CELL_TIMEOUT = 600.0
 OK, FAILED = "ok", "failed"
 
 
-def repo_root() -> Path:
-    """The checkout the kit is imported from (an editable install keeps it in place)."""
-    return Path(__file__).resolve().parents[2]
-
-
 def find_notebooks_dir(explicit: Path | str | None = None) -> Path:
-    """``explicit`` if given, else ``notebooks/`` of the checkout, else ``./notebooks``."""
+    """``explicit`` if given, else the notebooks shipped with the kit (``notebooks/`` of a checkout)."""
     if explicit is not None:
         directory = Path(explicit)
         if not directory.is_dir():
             raise FileNotFoundError(f"notebooks folder {str(directory)!r} does not exist; pass --notebooks DIR "
                                     "pointing at the kit's notebooks/ folder")
         return directory.resolve()
-    for candidate in (repo_root() / "notebooks", Path.cwd() / "notebooks"):
-        if candidate.is_dir():
-            return candidate.resolve()
-    raise FileNotFoundError(f"no notebooks/ folder next to the kit ({repo_root()}) or in {Path.cwd()}: run from "
-                            "a checkout of swa_kit (pip install -e .) or pass --notebooks DIR")
+    shipped = notebooks_path()
+    if not shipped.is_dir():
+        raise FileNotFoundError(f"the kit's notebooks are missing from {shipped}: reinstall swa_kit "
+                                "(pip install --force-reinstall swa_kit) or pass --notebooks DIR")
+    return shipped
 
 
 def list_notebooks(directory: Path) -> list[Path]:
@@ -57,6 +57,17 @@ def list_notebooks(directory: Path) -> list[Path]:
     if not notebooks:
         raise FileNotFoundError(f"no .ipynb notebooks in {str(directory)!r}")
     return notebooks
+
+
+def select_notebooks(notebooks: list[Path], prefixes: list[str] | None) -> list[Path]:
+    """Those of ``notebooks`` whose name starts with one of ``prefixes`` (all of them when ``prefixes`` is None)."""
+    if prefixes is None:
+        return notebooks
+    unmatched = [p for p in prefixes if not any(n.name.startswith(p) for n in notebooks)]
+    if unmatched:
+        raise UsageError(f"no notebook name starts with {', '.join(map(repr, unmatched))}; the notebooks: "
+                         f"{', '.join(n.stem for n in notebooks)}")
+    return [n for n in notebooks if n.name.startswith(tuple(prefixes))]
 
 
 @contextlib.contextmanager
@@ -178,6 +189,42 @@ def run_notebook(path: Path, *, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
     return nb, NotebookRun(path.stem, OK, round(time.perf_counter() - start, 2), paths=compute_paths(nb))
 
 
+_LINK = re.compile(r"(\]\()([^)\s]+)(\))")  # a markdown link's target, between "](" and ")"
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*:")  # https:, mailto:, file: ...: not relative
+
+
+def localize_links(nb: Any, source_dir: Path, out: Path) -> list[Path]:
+    """Make the relative links in ``nb``'s markdown work from ``out``, where the tour writes the notebook.
+
+    A link to a file beside the notebook (another notebook) stays: the tour writes its neighbours beside it. A
+    link that leaves ``source_dir`` for a file of the kit's tree (``../docs/glossary.md#aiter``) gets that file
+    copied under ``out`` at its place relative to ``source_dir``'s parent (``out/docs/glossary.md``) and points
+    there. Anything else (absolute URLs, anchors, missing files) stays as written. Returns the files copied.
+    """
+    here = Path(source_dir).resolve()
+    copies: dict[Path, Path] = {}
+
+    def rewrite(link: re.Match[str]) -> str:
+        target = link.group(2)
+        path, hash_, anchor = target.partition("#")
+        if not path or _SCHEME.match(target):
+            return link.group(0)
+        file = (here / path).resolve()
+        if not file.is_file() or file.parent == here or not file.is_relative_to(here.parent):
+            return link.group(0)
+        relative = file.relative_to(here.parent)
+        copies[Path(out) / relative] = file
+        return f"{link.group(1)}{relative.as_posix()}{hash_}{anchor}{link.group(3)}"
+
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = _LINK.sub(rewrite, cell.source)
+    for copy, original in copies.items():
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(original, copy)
+    return sorted(copies)
+
+
 def _code_cells(nb: Any) -> int:
     return sum(1 for cell in nb.cells if cell.cell_type == "code")
 
@@ -239,6 +286,7 @@ def run_tour(notebooks: list[Path], out: Path, *, cell_timeout: float = DEFAULT_
             nb, run = run_notebook(path, cell_timeout=cell_timeout, on_cell=lambda i: bar.update(1), cwd=cwd)
             bar.update(_code_cells(source) - (bar.n - done_before))  # cells skipped after a failure
             executed = out / f"{path.stem}.ipynb"
+            localize_links(nb, cwd, out)
             nbformat.write(nb, executed)
             (out / f"{path.stem}.html").write_text(render_html(nb), encoding="utf-8")
             run.executed, run.html = executed.name, f"{path.stem}.html"

@@ -169,7 +169,7 @@ def _jupyter_findings(env: Environment, add: Callable[[Finding], None]) -> None:
             add(Finding(package, OK, version))
         else:
             add(Finding(package, MISSING, "not installed", f"no {package} distribution",
-                        "swa-kit tour, swa-kit lab and the notebook tests need it: pip install -e ."))
+                        'swa-kit tour, swa-kit lab and the notebooks need it: pip install "swa_kit[notebooks]"'))
 
 
 def diagnose(env: Environment) -> list[Finding]:
