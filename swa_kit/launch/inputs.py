@@ -109,8 +109,10 @@ def _from_log_line(text: str) -> dict[str, Any]:
         call = None
     if not isinstance(call, ast.Call):
         raise UsageError("cannot read the ServerArgs(...) line: paste it whole, from 'ServerArgs(' to its ')'")
-    values = {}
+    values: dict[str, Any] = {}
     for keyword in call.keywords:
+        if keyword.arg is None:  # a **mapping: no field the kit can read
+            continue
         try:
             values[keyword.arg] = ast.literal_eval(keyword.value)
         except ValueError:  # non-literal values (enums, objects) are fields the kit does not read
@@ -125,6 +127,7 @@ def _from_flags(text: str) -> dict[str, Any]:
     except ValueError as error:
         raise UsageError(f"cannot split the server arguments ({error}): check the quotes") from None
     values: dict[str, Any] = {}
+    value: str | bool
     i = 0
     while i < len(tokens):
         token = tokens[i]
@@ -250,9 +253,12 @@ class Launch:
         weights_gib: float | None = None,
     ) -> Launch:
         """Build a launch from what an engineer has; every bad input raises one clear line."""
-        if (hf_config is None) == (model is None):
+        if hf_config is not None and model is None:
+            layout = load_hf_config(hf_config)
+        elif model is not None and hf_config is None:
+            layout = load_model(model)
+        else:
             raise UsageError("give exactly one of --hf-config PATH (a config.json or model directory) or --model NAME")
-        layout = load_hf_config(hf_config) if hf_config is not None else load_model(model)
         if sglang_version not in SGLANG_VERSIONS:
             raise UsageError(f"SGLang version {sglang_version!r}: one of {', '.join(SGLANG_VERSIONS)} "
                              "(before-38756 = the release before PR #38756: no resolver, no paged-decode guard)")
