@@ -296,9 +296,10 @@ def naive_reads(keys: int, held_in: str = "hf") -> list[NaiveRead]:
     then attend one key more. ``held_in="sglang"`` passes ``sliding_window_size`` (W - 1): APIs
     counting W attend one key less, and with W = 1 ``paged_attention_v1`` reads 0 as "off".
     """
-    keys = check_keys(keys)
-    if keys is None:
+    checked = check_keys(keys)
+    if checked is None:
         raise WindowConventionError("keys: invalid window value None: the trap needs a window; give keys >= 1")
+    keys = checked
     held = from_keys(held_in, keys)
     number = held[0] if isinstance(held, tuple) else held
     reads = []

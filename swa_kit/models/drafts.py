@@ -76,8 +76,8 @@ def default_draft_layout(target: ModelLayout, algorithm: str, window: int | None
     """
     if draft is not None:
         layout, origin = draft, f"--draft-hf-config ({draft.architecture})"
-    elif algorithm.upper() in _MTP_FAMILY and _mtp_draft(target) is not None:
-        layout = _mtp_draft(target)
+    elif algorithm.upper() in _MTP_FAMILY and (mtp := _mtp_draft(target)) is not None:
+        layout = mtp
         origin = (f"the target's config rewritten to {layout.architecture} (sglang 0.5.23 configs/model_config.py, "
                   "is_draft_model)")
     else:
