@@ -16,6 +16,7 @@ import sys
 from collections.abc import Collection
 from importlib.metadata import PackageNotFoundError, version
 from types import ModuleType
+from typing import NoReturn
 
 from swa_kit import budget
 from swa_kit.commands import COMMANDS
@@ -38,7 +39,7 @@ def command_modules() -> list[ModuleType]:
 class _Parser(argparse.ArgumentParser):
     """argparse that reports bad arguments in one line (exit 2), like every other bad input."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # The top level has no option that takes a value, so the first word that is no option names the command.
     named = next((word for word in argv if not word.startswith("-")), None)
-    args = build_parser(load={named} & COMMANDS.keys()).parse_args(argv)
+    args = build_parser(load=COMMANDS.keys() & {named}).parse_args(argv)
     try:
         with budget.limits(getattr(args, "max_memory", None), getattr(args, "max_seconds", None)):
             return int(args.run(args) or 0)

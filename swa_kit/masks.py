@@ -35,7 +35,7 @@ from __future__ import annotations
 import numbers
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -51,7 +51,7 @@ WindowLike = Window | int | None
 #: Peak bytes and seconds per cell of a dense mask (int64 position differences, then bools) and of a tile grid.
 DENSE_CELL_BYTES, DENSE_CELL_SECONDS = 24, 20e-9
 GRID_CELL_BYTES = 96
-Progress = Callable[[Iterator[Any]], Iterator[Any]]  # wraps an iterator, e.g. functools.partial(tqdm, total=n)
+Progress = Callable[[Iterator[Any]], Iterable[Any]]  # wraps an iterator, e.g. functools.partial(tqdm, total=n)
 
 
 def _int(name: str, value: Any, minimum: int, fix: str) -> int:
@@ -534,7 +534,7 @@ class BlockTally:
         reach = self.mask.kv_len if keys is None or self.mask.mode == "tree" else min(keys, self.mask.kv_len)
         return min(self.n_kv_blocks, -(-(reach + self.bq) // self.bk) + 1)
 
-    def rows(self, progress: Progress | None = None) -> Iterator[BlockRow]:
+    def rows(self, progress: Progress | None = None) -> Iterable[BlockRow]:
         """Each query block's :class:`BlockRow`, in order (``progress`` wraps the iterator, e.g. a tqdm bar)."""
         def each_row() -> Iterator[BlockRow]:
             for qb0, kb0, counts, sizes in self._slices():

@@ -253,8 +253,10 @@ def convert(value: Any, src: str, dst: str) -> Any:
     return from_keys(dst, to_keys(src, value))
 
 
-def parse_value(text: str, convention: str | None = None) -> object:
+def parse_value(text: str, convention: str | None = None) -> Any:
     """Parse a window value as typed on a command line: 4095, -1, none, 4095,0 or (4095, 0).
+
+    The value is not checked here: the convention's converter (or :class:`Window`) checks it.
 
     A lone ``none`` for a ``convention`` whose off value is ``(None, None)`` (FlashAttention 4) reads as that
     pair: on a command line both spell "no window".

@@ -314,6 +314,9 @@ class _Route:
 
     def effective_keys(self) -> int | None:
         if self.backend is None:
+            if self.site.keys_of is None:
+                raise UsageError(f"call site {self.site.name} runs no registered path and declares no keys_of: "
+                                 "give it one of the two")
             return self.site.keys_of(self.window_arg)
         return to_keys(self.backend.convention, self.window_arg) if self.backend.convention else None
 
@@ -510,7 +513,7 @@ def plan(
     own = worker == "draft" and spec != "frozen_kv_mtp"
     if own and draft_model is None:
         draft_model, _ = default_draft_layout(target, spec)
-    layout = draft_model if own else target
+    layout = draft_model if own and draft_model is not None else target  # own: draft_model is set just above
     for entry in worker_layers(target, worker, spec, draft_model if own else None):
         kind = layout.layer_kind(entry.source_layer)
         sws, intended = kind.sliding_window_size, kind.retained_tokens

@@ -181,7 +181,7 @@ def check_unconverted(answer: Any, keys: int = 1024, held_in: str = "hf") -> Ver
 
 
 #: Exercise 1.3's tree: a complete binary tree of 7 draft tokens after 8 committed tokens, window 4 keys.
-TREE = {"parents": (-1, 0, 0, 1, 1, 2, 2), "prefix": 8, "window": 4}
+TREE: dict[str, Any] = {"parents": (-1, 0, 0, 1, 1, 2, 2), "prefix": 8, "window": 4}
 
 
 def tree_keys_seen(token: int, parents: tuple[int, ...] = TREE["parents"], prefix: int = TREE["prefix"],
@@ -319,7 +319,8 @@ def guard_then_fix(model: str = "gemma3-27b", mode: str = "decode") -> tuple[str
 
 def attended_keys_per_site(keys: int = 5, device: str = "cpu") -> dict[str, int | None]:
     """Exercise 4.2 (probe): keys each aiter call site really attends for a layer meant to attend ``keys``."""
-    return {row.site: row.attended_keys for row in probe.probe_sglang_sites(keys, device=device)}
+    return {row.site: row.attended_keys for row in probe.probe_sglang_sites(keys, device=device)
+            if row.site is not None}  # every site row names its site
 
 
 def one_key_short_sites(keys: int = 5, device: str = "cpu") -> list[str]:
