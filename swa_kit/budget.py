@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -141,13 +141,13 @@ PROBE_CELL_BYTES = 40  # float64 weights + the path's float64 scores, mask and s
 PROBE_WAY_OUT = "use a smaller --keys, --device cuda, or fewer --mode"
 
 
-def probe_estimate(what: str, shapes: dict[str, tuple[int, int]], modes: object, tiers: list[str],
+def probe_estimate(what: str, shapes: dict[str, tuple[int, int]], modes: Container[str], tiers: list[str],
                    device: object = "cpu", head_dim: int = 64, heads: int = 4) -> Estimate:
     """Bound of probing paths of ``tiers`` over ``shapes`` (mode -> (q_len, kv_len)) restricted to ``modes``."""
     on_gpu = str(device).startswith("cuda")
     seconds, peak = 0.0, 0
     for mode, (q_len, kv_len) in shapes.items():
-        if mode not in modes:  # type: ignore[operator]
+        if mode not in modes:
             continue
         passes = -(-kv_len // head_dim)
         cells = heads * q_len * kv_len

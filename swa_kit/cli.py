@@ -20,6 +20,7 @@ import traceback
 from collections.abc import Collection
 from importlib.metadata import PackageNotFoundError, version
 from types import ModuleType
+from typing import NoReturn
 
 from swa_kit import budget
 from swa_kit.commands import COMMANDS
@@ -40,7 +41,7 @@ def command_modules() -> list[ModuleType]:
 class _Parser(argparse.ArgumentParser):
     """argparse that reports bad arguments in one line (exit 2), like every other bad input."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(ExitCode.BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(argv: list[str], named: str | None) -> int:
     """Parse ``argv`` and run its command; the kit's deliberate errors become one line and an exit status."""
-    args = build_parser(load={named} & COMMANDS.keys()).parse_args(argv)
+    args = build_parser(load={named} & COMMANDS.keys() if named else set()).parse_args(argv)
     try:
         with budget.limits(getattr(args, "max_memory", None), getattr(args, "max_seconds", None)):
             return int(args.run(args) or 0)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import numbers
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -51,15 +51,15 @@ WindowLike = Window | int | None
 #: Peak bytes and seconds per cell of a dense mask (int64 position differences, then bools) and of a tile grid.
 DENSE_CELL_BYTES, DENSE_CELL_SECONDS = 24, 20e-9
 GRID_CELL_BYTES = 96
-Progress = Callable[[Iterator[Any]], Iterator[Any]]  # wraps an iterator, e.g. functools.partial(tqdm, total=n)
+Progress = Callable[[Iterator[Any]], Iterable[Any]]  # wraps an iterator, e.g. functools.partial(tqdm, total=n)
 
 
 def _int(name: str, value: Any, minimum: int, fix: str) -> int:
     if not isinstance(value, numbers.Integral) or isinstance(value, bool):
         raise MaskError(f"{name} must be a whole number, got {value!r}; {fix}")
-    if value < minimum:
+    if int(value) < minimum:
         raise MaskError(f"{name} must be >= {minimum}, got {value!r}; {fix}")
-    if value > MAX_KEYS:  # positions are int64 in numpy and torch
+    if int(value) > MAX_KEYS:  # positions are int64 in numpy and torch
         raise MaskError(f"{name} must be <= 2**62 = {MAX_KEYS} (64-bit positions), got {value!r}")
     return int(value)
 
@@ -82,7 +82,7 @@ def check_parents(parents: Sequence[int]) -> tuple[int, ...]:
             f"parents must be a non-empty list of ints, got {parents!r}; e.g. [-1, 0, 0, 1, 1] "
             "(-1 = root on the committed prefix, else the index of an earlier draft token)"
         )
-    checked = []
+    checked: list[int] = []
     for i, p in enumerate(parents):
         if not isinstance(p, numbers.Integral) or isinstance(p, bool) or not -1 <= p < i:
             raise MaskError(
@@ -168,10 +168,24 @@ class ForwardMask:
         """Committed/cached KV entries before the queries' own keys."""
         return self.kv_len - self.q_len
 
+    @property
+    def _tree_parents(self) -> tuple[int, ...]:
+        """A tree's parents (``__post_init__`` fills them in for mode ``tree``; no other mode has them)."""
+        if self.parents is None:
+            raise MaskError(f"mode {self.mode!r} has no draft tree; only mode 'tree' has parents")
+        return self.parents
+
+    @property
+    def _chunk_size(self) -> int:
+        """A chunked mask's chunk (no other mode has one)."""
+        if self.chunk is None:
+            raise MaskError(f"mode {self.mode!r} has no chunk; only mode 'chunked' has a chunk size")
+        return self.chunk
+
     def q_positions(self) -> torch.Tensor:
         """Absolute position of each query row (int64, ``[q_len]``)."""
         if self.mode == "tree":
-            return self.prefix_len + torch.tensor(tree_depths(self.parents), dtype=torch.int64)
+            return self.prefix_len + torch.tensor(tree_depths(self._tree_parents), dtype=torch.int64)
         return torch.arange(self.prefix_len, self.kv_len, dtype=torch.int64)
 
     def k_positions(self) -> torch.Tensor:
@@ -189,10 +203,10 @@ class ForwardMask:
         k = self.k_positions()[None, :]
         mask = self.window.attends(q, k)
         if self.mode == "chunked":
-            mask = mask & (q // self.chunk == k // self.chunk)
+            mask = mask & (q // self._chunk_size == k // self._chunk_size)
         elif self.mode == "tree":
             visible = torch.ones(self.q_len, self.kv_len, dtype=torch.bool)
-            visible[:, self.prefix_len:] = tree_ancestors(self.parents)
+            visible[:, self.prefix_len:] = tree_ancestors(self._tree_parents)
             mask = mask & visible
         return mask
 
@@ -207,8 +221,15 @@ class ForwardMask:
             return None
         stop = self.q_len if stop is None else stop
         q = np.arange(self.prefix_len + start, self.prefix_len + stop, dtype=np.int64)
-        lo = q - q % self.chunk if self.mode == "chunked" else self.window.first_keys(q)
+        lo = q - q % self._chunk_size if self.mode == "chunked" else self.window.first_keys(q)
         return lo, q + 1
+
+    def _run_ranges(self, start: int = 0, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`row_ranges` of a contiguous mode; a tree, which has none, is refused."""
+        ranges = self.row_ranges(start, stop)
+        if ranges is None:
+            raise MaskError("a draft tree attends no single run of columns per row; use dense() or block_view()")
+        return ranges
 
     def block_view(self, block: int | tuple[int, int] = 128) -> "BlockView":
         """See :func:`block_view`."""
@@ -221,7 +242,7 @@ class ForwardMask:
         of the KV is applied inside, so the same function serves prefill, extend, decode and verify.
         A tree captures its small ``[q_len, kv_len]`` mask and looks it up.
         """
-        window, offset, chunk = self.window, self.prefix_len, self.chunk
+        window, offset = self.window, self.prefix_len
         if self.mode == "tree":
             table = self.dense()
 
@@ -230,6 +251,7 @@ class ForwardMask:
 
             return tree_mod
         if self.mode == "chunked":
+            chunk = self._chunk_size
 
             def chunked_mod(b: Any, h: Any, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
                 q_pos = q_idx + offset
@@ -423,7 +445,8 @@ def _block_sizes(block: int | tuple[int, int]) -> tuple[int, int]:
     pair = block if isinstance(block, tuple) else (block, block)
     if len(pair) != 2:
         raise MaskError(f"block must be an int or a (query, kv) pair, got {block!r}")
-    return tuple(_int("block", b, 1, "blocks hold at least one row/column, e.g. 128") for b in pair)  # type: ignore
+    rows, cols = (_int("block", b, 1, "blocks hold at least one row/column, e.g. 128") for b in pair)
+    return rows, cols
 
 
 def _tile_counts(mask: ForwardMask, bq: int, bk: int, qb0: int, qb1: int, kb0: int, kb1: int) -> np.ndarray:
@@ -435,7 +458,7 @@ def _tile_counts(mask: ForwardMask, bq: int, bk: int, qb0: int, qb1: int, kb0: i
     Memory is O(rows + tiles) of the slice.
     """
     row0, row1 = qb0 * bq, min(qb1 * bq, mask.q_len)
-    lo, hi = mask.row_ranges(row0, row1)
+    lo, hi = mask._run_ranges(row0, row1)
     lo_cum = np.concatenate([[0], np.cumsum(lo)])
     hi_cum = np.concatenate([[0], np.cumsum(hi)])
     bounds = np.minimum(np.arange(kb0, kb1 + 1, dtype=np.int64) * bk, mask.kv_len)  # [kb1 - kb0 + 1]
@@ -511,7 +534,7 @@ class BlockTally:
         reach = self.mask.kv_len if keys is None or self.mask.mode == "tree" else min(keys, self.mask.kv_len)
         return min(self.n_kv_blocks, -(-(reach + self.bq) // self.bk) + 1)
 
-    def rows(self, progress: Progress | None = None) -> Iterator[BlockRow]:
+    def rows(self, progress: Progress | None = None) -> Iterable[BlockRow]:
         """Each query block's :class:`BlockRow`, in order (``progress`` wraps the iterator, e.g. a tqdm bar)."""
         def each_row() -> Iterator[BlockRow]:
             for qb0, kb0, counts, sizes in self._slices():
@@ -546,8 +569,8 @@ class BlockTally:
         for qb0 in range(0, self.n_q_blocks, group):
             qb1 = min(qb0 + group, self.n_q_blocks)
             last_row = min(qb1 * bq, mask.q_len)
-            first_lo = int(mask.row_ranges(qb0 * bq, qb0 * bq + 1)[0][0])
-            last_hi = int(mask.row_ranges(last_row - 1, last_row)[1][-1])
+            first_lo = int(mask._run_ranges(qb0 * bq, qb0 * bq + 1)[0][0])
+            last_hi = int(mask._run_ranges(last_row - 1, last_row)[1][-1])
             kb0, kb1 = first_lo // bk, -(-last_hi // bk)
             yield qb0, kb0, _tile_counts(mask, bq, bk, qb0, qb1, kb0, kb1)
 

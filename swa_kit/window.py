@@ -253,8 +253,10 @@ def convert(value: Any, src: str, dst: str) -> Any:
     return from_keys(dst, to_keys(src, value))
 
 
-def parse_value(text: str, convention: str | None = None) -> object:
+def parse_value(text: str, convention: str | None = None) -> Any:
     """Parse a window value as typed on a command line: 4095, -1, none, 4095,0 or (4095, 0).
+
+    The value is not checked here: the convention's converter (or :class:`Window`) checks it.
 
     A lone ``none`` for a ``convention`` whose off value is ``(None, None)`` (FlashAttention 4) reads as that
     pair: on a command line both spell "no window".
@@ -296,9 +298,10 @@ def naive_reads(keys: int, held_in: str = "hf") -> list[NaiveRead]:
     then attend one key more. ``held_in="sglang"`` passes ``sliding_window_size`` (W - 1): APIs
     counting W attend one key less, and with W = 1 ``paged_attention_v1`` reads 0 as "off".
     """
-    keys = check_keys(keys)
-    if keys is None:
+    checked = check_keys(keys)
+    if checked is None:
         raise WindowConventionError("keys: invalid window value None: the trap needs a window; give keys >= 1")
+    keys = checked
     held = from_keys(held_in, keys)
     number = held[0] if isinstance(held, tuple) else held
     reads = []

@@ -10,6 +10,7 @@ import pytest
 from swa_kit.models.configs import MODELS_DIR
 from swa_kit.launch.backend import choose_backend
 from swa_kit.launch.decide import MINIMUM_CONTEXT, decide
+from swa_kit.launch.pool_sizing import swa_request_cap
 from swa_kit.launch.inputs import GIB, Launch, parse_env_pairs, parse_server_args, read_server_args
 from swa_kit.errors import LaunchRefusedError, ModelConfigError, UsageError
 
@@ -31,6 +32,9 @@ def test_flags_command_and_logged_line_read_the_same():
     keys = ("attention_backend", "page_size", "speculative_algorithm", "disable_radix_cache")
     assert {tuple(getattr(v, k) for k in keys) for v in views} == {("aiter", 16, "FROZEN_KV_MTP", True)}
     assert "tp" in views[1].not_read and "tp_size" in views[2].not_read and "load_format" in views[2].not_read
+    # A **mapping in the logged call names no field: skipped (it once made not_read fail on a None name).
+    unpacked = parse_server_args("server_args=ServerArgs(**overrides, page_size=16, tp_size=8)")
+    assert unpacked.page_size == 16 and unpacked.not_read == ("tp_size",)
 
 
 def test_server_args_from_a_file(tmp_path):
@@ -159,6 +163,22 @@ def test_request_cap_configurator():
     assert d.full_tokens.value == (budget - cap * 819_200) // 81_920
 
 
+def test_request_cap_without_gpu_memory_sizes_the_swa_pool_only(capsys):
+    # Without a KV budget the full pool's size, and so the bytes saved per token, are unknown; decide() once
+    # raised TypeError here (and so did swa-kit audit on such a launch).
+    from swa_kit.cli import main
+
+    args = "--max-running-requests 8 --disable-radix-cache --chunked-prefill-size 4096 --page-size 1"
+    on_gpu = decide(launch(args=args, gpu_memory_gib=192, weights_gib=58))
+    d = decide(launch(args=args, platform="cpu"))
+    assert d.swa_tokens.value == on_gpu.swa_tokens.value and d.full_tokens.value is None
+    assert d.bytes_saved_vs_one_pool.value is None and "--gpu-memory-gib" in d.bytes_saved_vs_one_pool.source
+    assert main(["audit", "--model", "gemma4-31b", "--platform", "cpu", "--server-args", args]) in (0, 1)
+    assert "bytes_saved_vs_one_pool" in capsys.readouterr().out
+    with pytest.raises(UsageError, match="give --max-running-requests"):
+        swa_request_cap(launch(), 1023, 1, 4096)
+
+
 def test_one_pool_when_hybrid_is_off():
     d = decide(launch("gemma3-27b", args="--max-total-tokens 4096"))
     assert d.swa_tokens.value is None and d.full_tokens.value == 4096 and d.bytes_saved_vs_one_pool.value == 0
@@ -223,6 +243,8 @@ def test_models_command_shows_sglang_sizing_beside_the_labelled_minimum(capsys):
      "--speculative-num-steps 3 --speculative-num-draft-tokens 8", "trtllm_mha runs speculative topk 1 only"),
     ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm EAGLE --speculative-eagle-topk 2",
      "without --speculative-num-steps"),
+    ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm EAGLE --speculative-num-steps 3",
+     "without --speculative-eagle-topk"),
     ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm NGRAM --page-size 16", "NGRAM drafts 10 branches"),
 ])
 def test_launches_sglang_refuses_are_refused_in_one_line(model, platform, args, rule):

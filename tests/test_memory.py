@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -67,6 +69,16 @@ def test_slack_and_bad_inputs():
             request_bytes(spec, bad, hybrid=True)
     with pytest.raises(ModelConfigError, match="slack"):
         request_bytes(spec, 10, hybrid=True, swa_slack_tokens=-1)
+
+
+def test_a_swa_pool_kind_without_a_bound_keeps_the_whole_context():
+    # A chunked kind built by hand without chunk_size retains every token (LayerKind.retained_tokens is None);
+    # request_bytes once added the slack to that None and raised TypeError.
+    spec = load_model("llama4-scout")
+    kinds = {name: replace(kind, chunk_size=None) for name, kind in spec.kinds.items()}
+    unbounded = replace(spec, kinds=kinds)
+    assert request_bytes(unbounded, 20_000, hybrid=True, swa_slack_tokens=64) == request_bytes(spec, 20_000,
+                                                                                                 hybrid=False)
 
 
 kinds = st.fixed_dictionaries({

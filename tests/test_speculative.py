@@ -104,6 +104,11 @@ def test_window_ignoring_kernel_diverges_only_after_the_window_fills(setup) -> N
     # the reference for the others.
     used = {(c["path"], c["tier"]) for c in report["computed_by"]}
     assert ("aiter_emulated_paged_ragged", "emulated") in used and ("reference", "reference") in used
+    # A full or missing layer has no window to drop: refused before decoding (a full one once decoded twice,
+    # then failed on None - int).
+    for layer in (models.cfg.full_layers[0], len(models.cfg.windows)):
+        with pytest.raises(UsageError, match=f"layer {layer}: the guard experiment reroutes a sliding layer"):
+            guard_experiment(models, ids, NEW, plain, layer=layer)
 
 
 def test_sglang_window_argument_is_one_key_short_and_changes_the_output(setup) -> None:

@@ -22,6 +22,11 @@ def test_draw_probe_agreeing_row_has_no_crosses():
     assert all(len(ax.collections[0].get_offsets()) == 0 for ax in fig.axes[1::2])
 
 
+def test_draw_probe_of_a_full_context_row_says_every_key():
+    title = draw_probe(probe_path("torch_sdpa", None))._suptitle.get_text()  # once "meant None keys"
+    assert "meant every key, attends" in title and "None keys" not in title
+
+
 def test_draw_probe_table_and_errors():
     rows = probe_sglang_sites(3)
     fig = draw_probe_table(rows, "decode")

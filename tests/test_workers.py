@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
 import pytest
 
 from swa_kit.models.configs import load_model
 from swa_kit.errors import ModelConfigError
 from swa_kit.engine.resolver import is_swa_pool
+from swa_kit.window import Window
 from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
 from swa_kit.engine.workers import FROZEN_KV_DUMMY_POOL_SIZE, MODEL_KINDS, WorkerLayout, build_workers
 
@@ -113,3 +117,16 @@ def test_bad_layouts_and_inputs():
     w = build_workers("hybrid_swa", "EAGLE")
     with pytest.raises(ModelConfigError, match="layers 0..0"):
         w.draft.source_layer(3)
+
+
+@pytest.mark.parametrize("chunk, shown", [(8, "[4, 8]"), (None, "[None, 4]")])
+def test_a_model_with_two_bounds_in_its_swa_pool_is_refused(chunk, shown):
+    # A sliding kind and a chunked kind both live in the SWA pool; the kit's pools hold one bound. A chunked kind
+    # with no chunk_size (built by hand) once made the message's sort fail with a TypeError.
+    spec = load_model("llama4-scout")
+    chunked = next(name for name, kind in spec.kinds.items() if kind.attention == "chunked")
+    sliding = replace(spec.kinds[chunked], name="sliding", attention="sliding", window=Window(4), chunk_size=None)
+    kinds = {**spec.kinds, chunked: replace(spec.kinds[chunked], chunk_size=chunk), "sliding": sliding}
+    two = replace(spec, kinds=kinds, layer_types=spec.layer_types + ("sliding",))
+    with pytest.raises(ModelConfigError, match=re.escape(f"take one window, the model has {shown}")):
+        WorkerLayout.from_model(two)

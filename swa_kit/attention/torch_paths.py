@@ -162,7 +162,7 @@ def _flex_on(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, compiled: bool, 
         return _COMPILED["flex"](q, k, v, **kwargs), COMPILED_UNCHECKED
     setting, limit_hit = switch
     try:
-        with torch._dynamo.config.patch(**{setting: True}):
+        with torch._dynamo.config.patch(setting, True):
             return _COMPILED["flex"](q, k, v, **kwargs), COMPILED
     except limit_hit:
         return flex.flex_attention(q, k, v, **kwargs), EAGER_PAST_LIMIT

@@ -340,6 +340,9 @@ class _Route:
 
     def effective_keys(self) -> int | None:
         if self.path is None:
+            if self.site.keys_of is None:
+                raise UsageError(f"call site {self.site.name} runs no registered path and declares no keys_of: "
+                                 "give it one of the two")
             return self.site.keys_of(self.window_arg)
         return to_keys(self.path.convention, self.window_arg) if self.path.convention else None
 
@@ -536,7 +539,7 @@ def plan(
     own = worker == "draft" and algorithm.traits.owns_kv_pool
     if own and draft_model is None:
         draft_model, _ = default_draft_layout(target, algorithm.traits.mtp_draft_from_target)
-    layout = draft_model if own else target
+    layout = draft_model if own and draft_model is not None else target  # own: draft_model is set just above
     for entry in worker_layers(target, worker, spec, draft_model if own else None):
         kind = layout.layer_kind(entry.source_layer)
         sws, intended = kind.sliding_window_size, kind.retained_tokens

@@ -29,6 +29,7 @@ from swa_kit.errors import ModelConfigError, PoolExhaustedError
 from swa_kit.engine.eviction import ReqKV, free_swa_out_of_window_slots
 from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm, planned
 from swa_kit.engine.pools import (
+    BaseTokenToKVPoolAllocator,
     MHATokenToKVPool,
     PagedTokenToKVPoolAllocator,
     ReqToTokenPool,
@@ -73,7 +74,8 @@ class WorkerLayout:
         """A real model's layout (chunked layers sit in the SWA pool, so they count as sliding here)."""
         retained = {k.retained_tokens for k in spec.kinds.values() if k.uses_swa_pool}
         if len(retained) > 1:
-            raise ModelConfigError(f"{spec.name}: the kit's pools take one window, the model has {sorted(retained)}")
+            shown = sorted(retained, key=lambda keys: -1 if keys is None else keys)  # None: a kind with no bound
+            raise ModelConfigError(f"{spec.name}: the kit's pools take one window, the model has {shown}")
         window = retained.pop() if retained else None
         types = tuple("sliding" if spec.kinds[t].uses_swa_pool else "full" for t in spec.layer_types)
         return cls(spec.name, types, window, spec.sglang_hybrid_swa_pool,
@@ -112,6 +114,8 @@ class ModelRunner:
     def kv_pool_read(self) -> Any:
         """The pool this runner's attention reads: its own, except a FROZEN_KV draft, which reads the target's."""
         if self.is_draft_worker and self.spec_algorithm.traits.reads_target_pool:
+            if self.target is None:
+                raise ModelConfigError(f"a FROZEN_KV draft reads its target's pool; this {self.role} has no target")
             return self.target.token_to_kv_pool
         return self.token_to_kv_pool
 
@@ -179,7 +183,10 @@ def build_workers(
     algorithm = planned(algorithm)
 
     req_to_token_pool = ReqToTokenPool(size=max_requests, max_context_len=max_context_len, device=device)
-    pool_args = dict(page_size=page_size, dtype=dtype, head_num=head_num, head_dim=head_dim, device=device)
+    pool_args: dict[str, Any] = dict(page_size=page_size, dtype=dtype, head_num=head_num, head_dim=head_dim,
+                                     device=device)
+    target_pool: SWAKVPool | MHATokenToKVPool
+    allocator: BaseTokenToKVPoolAllocator
     if layout.hybrid_pool:
         target_pool = SWAKVPool(size=size, size_swa=size_swa, swa_attention_layer_ids=layout.swa_attention_layer_ids,
                                 full_attention_layer_ids=layout.full_attention_layer_ids, **pool_args)
@@ -261,7 +268,7 @@ def snapshot(workers: Workers, seq_lens: dict[int, int], step: int = 0) -> PoolS
         ids = target.req_to_token_pool.req_to_token[req, :seq_len].to(torch.int64)
         full_ids[req] = ids
         full_owner[ids] = req
-        if hybrid:
+        if swa_owner is not None:  # hybrid
             mapped = target.token_to_kv_pool.translate_loc_from_full_to_swa(ids).to(torch.int64)
             swa_ids[req] = mapped
             swa_owner[mapped[mapped > 0]] = req

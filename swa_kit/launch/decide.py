@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swa_kit.engine import routing
+from swa_kit.errors import UsageError
 from swa_kit.models.configs import ModelLayout
 from swa_kit.launch.backend import choose_backend, choose_page_size
 from swa_kit.launch.drafts import DraftPool, draft_pool
@@ -56,9 +57,9 @@ class Decisions:
     per_request_one_pool_bytes: Decided
     draft_pool: Decided
     resolver: Decided
+    pools: PoolSizes  # the sizes the Decided pool fields read
     routes: dict[tuple[str, str], routing.Plan] = field(default_factory=dict)  # (worker, mode) -> plan
     route_note: str = ""
-    pools: PoolSizes | None = None
 
     def rows(self) -> list[dict[str, Any]]:
         """The decisions as rows (name, value, source, how) for tables and JSON."""
@@ -129,6 +130,10 @@ def decide(launch: Launch) -> Decisions:
     label = (f"PER-REQUEST MINIMUM, not SGLang's sizing: one request of {MINIMUM_CONTEXT} tokens with its SWA "
              "layers holding only the window (what an SWA pool sized by the request cap approaches)")
     saved = pools.saved_fraction_vs_one_pool if hybrid else 0.0
+    per_token = pools.bytes_per_context_token
+    saved_how = (f"1 - {round(per_token):,} / {pools.one_pool_cell_bytes:,} B per token of context"
+                 if per_token is not None else "unknown without the full pool's size: give --gpu-memory-gib or "
+                 "--max-total-tokens")
     resolver = "fixed _resolve_swa_kv_pool (PR #38756)" if launch.has_pr_38756 else \
         "legacy: isinstance on the active pool (before PR #38756)"
     return Decisions(
@@ -142,8 +147,7 @@ def decide(launch: Launch) -> Decisions:
         swa_tokens=Decided(pools.swa_tokens, pc),
         full_bytes=Decided(pools.full_bytes, f"{pools.full_cell_bytes} B per token x full tokens"),
         swa_bytes=Decided(pools.swa_bytes, f"{pools.swa_cell_bytes} B per token x SWA tokens"),
-        bytes_saved_vs_one_pool=Decided(round(saved, 4), f"1 - {round(pools.bytes_per_context_token):,} / "
-                                                          f"{pools.one_pool_cell_bytes:,} B per token of context"),
+        bytes_saved_vs_one_pool=Decided(None if saved is None else round(saved, 4), saved_how),
         swa_pool_floor=Decided(pools.floor_tokens, pools.refused or "validate_swa_pool_size: sliding_window_size + "
                                                                     "page_size"),
         per_request_minimum_bytes=Decided(minimum, label, "swa_kit.models.memory.request_bytes"),
@@ -167,8 +171,11 @@ def default_sizing(model: str | ModelLayout, platform: str = "rocm-gfx942",
     launch = Launch(model=model, server_args=parse_server_args(args), platform=Platform.parse(platform)) \
         if isinstance(model, ModelLayout) else Launch.from_inputs(model=model, server_args=args, platform=platform)
     decisions = decide(launch)
+    per_token = decisions.pools.bytes_per_context_token
+    if per_token is None:  # only a request-capped SWA pool (server arguments this function never passes) has none
+        raise UsageError(f"{launch.model.name}: SGLang's default sizing has no per-token cost on {platform}")
     return {"model": launch.model.name, f"backend_{platform}": decisions.attention_backend.value,
             "sglang_hybrid_pool": decisions.hybrid_swa_memory.value,
-            "sglang_bytes_per_token": round(decisions.pools.bytes_per_context_token),
+            "sglang_bytes_per_token": round(per_token),
             "one_pool_bytes_per_token": decisions.pools.one_pool_cell_bytes,
             "sglang_saved_pct": round(100 * decisions.bytes_saved_vs_one_pool.value, 1)}

@@ -108,8 +108,10 @@ def _from_log_line(text: str) -> dict[str, Any]:
         call = None
     if not isinstance(call, ast.Call):
         raise UsageError("cannot read the ServerArgs(...) line: paste it whole, from 'ServerArgs(' to its ')'")
-    values = {}
+    values: dict[str, Any] = {}
     for keyword in call.keywords:
+        if keyword.arg is None:  # a **mapping: no field the kit can read
+            continue
         try:
             values[keyword.arg] = ast.literal_eval(keyword.value)
         except ValueError:  # non-literal values (enums, objects) are fields the kit does not read
@@ -124,6 +126,7 @@ def _from_flags(text: str) -> dict[str, Any]:
     except ValueError as error:
         raise UsageError(f"cannot split the server arguments ({error}): check the quotes") from None
     values: dict[str, Any] = {}
+    value: str | bool
     i = 0
     while i < len(tokens):
         token = tokens[i]
@@ -193,11 +196,12 @@ def _check_args(args: ServerArgsView) -> ServerArgsView:
     if algorithm is None and spec_only:
         raise UsageError(f"--{spec_only[0].replace('_', '-')} is set but --speculative-algorithm is not: "
                          "give the algorithm, or drop the speculative flags")
-    single_chain = algorithm is not None and SpeculativeAlgorithm.from_string(algorithm).traits.single_chain
-    if single_chain and (args.speculative_eagle_topk or 1) != 1:
+    if algorithm is None:
+        return args
+    if SpeculativeAlgorithm.from_string(algorithm).traits.single_chain and (args.speculative_eagle_topk or 1) != 1:
         raise UsageError(f"--speculative-eagle-topk {args.speculative_eagle_topk} with {algorithm.upper()}: it drafts "
                          "a single chain, topk must be 1")
-    return dataclasses.replace(args, speculative_algorithm=algorithm.upper() if algorithm else None)
+    return dataclasses.replace(args, speculative_algorithm=algorithm.upper())
 
 
 @dataclass(frozen=True)
@@ -250,9 +254,12 @@ class Launch:
         weights_gib: float | None = None,
     ) -> Launch:
         """Build a launch from what an engineer has; every bad input raises one clear line."""
-        if (hf_config is None) == (model is None):
+        if hf_config is not None and model is None:
+            layout = load_hf_config(hf_config)
+        elif model is not None and hf_config is None:
+            layout = load_model(model)
+        else:
             raise UsageError("give exactly one of --hf-config PATH (a config.json or model directory) or --model NAME")
-        layout = load_hf_config(hf_config) if hf_config is not None else load_model(model)
         if sglang_version not in SGLANG_VERSIONS:
             raise UsageError(f"SGLang version {sglang_version!r}: one of {', '.join(SGLANG_VERSIONS)} "
                              f"({BEFORE_38756} = the release before PR #38756: no resolver, no paged-decode guard)")

@@ -61,18 +61,25 @@ class PoolSizes:
         return self.full_cell_bytes + self.swa_cell_bytes
 
     @property
-    def bytes_per_context_token(self) -> float:
-        """KV bytes the pools spend per token of full-pool capacity (the unit the ratio is set in)."""
+    def bytes_per_context_token(self) -> float | None:
+        """KV bytes the pools spend per token of full-pool capacity (the unit the ratio is set in).
+
+        None for a request-capped SWA pool beside a full pool of unknown size (no KV budget, no --max-total-tokens).
+        """
         if not self.hybrid:
             return float(self.full_cell_bytes)
         if self.ratio is not None:  # the configurator's own cell: full + ratio x SWA (before page rounding)
             return self.full_cell_bytes + self.ratio * self.swa_cell_bytes
-        return (self.full_bytes + self.swa_bytes) / self.full_tokens
+        full, swa = self.full_bytes, self.swa_bytes
+        if full is None or swa is None or not self.full_tokens:
+            return None
+        return (full + swa) / self.full_tokens
 
     @property
-    def saved_fraction_vs_one_pool(self) -> float:
+    def saved_fraction_vs_one_pool(self) -> float | None:
         """Share of KV bytes per token of context the hybrid pool saves against one pool of every layer."""
-        return 1 - self.bytes_per_context_token / self.one_pool_cell_bytes
+        per_token = self.bytes_per_context_token
+        return None if per_token is None else 1 - per_token / self.one_pool_cell_bytes
 
 
 def kv_dtype_bytes(model: ModelLayout, kv_cache_dtype: str) -> int:
@@ -122,6 +129,8 @@ def _budget(launch: Launch) -> tuple[int | None, str]:
 def swa_request_cap(launch: Launch, sws: int, page_size: int, chunked_prefill_size: int) -> int:
     """``compute_swa_request_cap``: worst-case SWA slots the scheduler holds at max_running_requests."""
     args = launch.server_args
+    if args.max_running_requests is None:
+        raise UsageError("the SWA request cap counts running requests: give --max-running-requests")
     draft_tokens = args.speculative_num_draft_tokens or 1
     interval = max(1, int(env_value(launch.env, "SGLANG_SWA_EVICTION_INTERVAL")))
     trailing = sws + interval * draft_tokens + page_size
@@ -160,6 +169,7 @@ def size_pools(launch: Launch, hybrid: bool, page_size: int) -> PoolSizes:
     cap_mode = args.max_running_requests is not None and args.disable_radix_cache and chunked > 0 \
         and bool(model.full_attention_layer_ids)
     ratio = args.swa_full_tokens_ratio or RATIO_FALLBACK
+    swa: int | None
     if cap_mode:
         swa = -(-swa_request_cap(launch, sws, page_size, chunked) // page_size) * page_size
         full = args.max_total_tokens or ((budget - swa * swa_cell) // full_cell if budget else None)

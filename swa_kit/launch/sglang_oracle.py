@@ -296,12 +296,12 @@ def decide_with_sglang(launch: Launch) -> Decisions:
     how = read_from()
     with sglang_session(launch) as model_dir:
         resolved = resolve(launch, model_dir)
-        budget = bundled.pools.budget_bytes if bundled.pools is not None else None
+        budget = bundled.pools.budget_bytes
         sized = pool_sizes(launch, resolved, budget)
     platform = f"platform {launch.platform.name}"
     hybrid_why = ("configs/model_config.py ModelConfig.is_hybrid_swa (is_hybrid_swa_model and not "
                   f"disable_hybrid_swa_memory={resolved.disable_hybrid_swa_memory})")
-    changes: dict[str, Decided] = {
+    changes: dict[str, Any] = {  # Decisions field -> its Decided
         "attention_backend": Decided(resolved.attention_backend, f"{_PIPELINE} on {platform}: set by "
                                      f"{declared_by(resolved, 'attention_backend')}", how),
         "prefill_attention_backend": Decided(resolved.prefill_attention_backend,

@@ -70,6 +70,10 @@ def settle(launch: Launch, choice: BackendChoice, page_size: int) -> Speculation
             raise _refused(f"{given} is set without --speculative-num-steps",
                            "give --speculative-num-steps too, or drop it and let SGLang choose all three")
         (steps, topk, drafts), source = AUTO_PARAMS, f"{_HOOK}: _auto_choose_speculative_params"
+    if topk is None:  # SGLang's start-up then compares None with 1 and stops with a TypeError
+        raise _refused("--speculative-num-steps is set without --speculative-eagle-topk",
+                       "give --speculative-eagle-topk too, or drop --speculative-num-steps and let SGLang choose "
+                       "all three")
     if topk > 1 and "trtllm_mha" in (choice.prefill_attention_backend, choice.decode_attention_backend):
         raise _refused(f"trtllm_mha runs speculative topk 1 only, got --speculative-eagle-topk {topk}",
                        "use --speculative-eagle-topk 1, or another --attention-backend")

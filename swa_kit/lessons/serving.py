@@ -24,7 +24,7 @@ The network itself (weights, projections, the dense forward) is :mod:`swa_kit.le
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -36,7 +36,7 @@ from swa_kit.engine.routing import LayerPlan, Plan, plan
 from swa_kit.errors import DispatchGuardError, ModelConfigError, PoolExhaustedError
 from swa_kit.engine.eviction import ReqKV, free_swa_out_of_window_slots
 from swa_kit.masks import tree_depths, verify_tree_mask
-from swa_kit.lessons.tiny_model import TinyConfig, TinyModels
+from swa_kit.lessons.tiny_model import Block, TinyConfig, TinyModels
 from swa_kit.engine.pools import KVWriteLoc
 from swa_kit.engine.resolver import RESOLVERS, uses_sliding_window_kv_pool
 from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
@@ -275,7 +275,7 @@ class Server:
         pos_t = torch.cat(pos)
         loc = torch.cat([self.req_to_token[r.row, r.kv_len:n].to(torch.int64) for r, n in zip(reqs, seq_lens)])
         x = target.embed(torch.tensor([t for ts in tokens for t in ts]))
-        for i, block in enumerate(target.layers):
+        for i, block in enumerate(cast("list[Block]", target.layers)):  # nn.ModuleList yields untyped modules
             sliding = self.cfg.layer_types[i] == "sliding"
             self.write_target_kv(i, sliding, loc, *block.kv(x, pos_t))
             out = self.attend("target", mode, i, sliding, pool, block.q(x, pos_t), reqs, q_lens, seq_lens, masks)
@@ -285,7 +285,7 @@ class Server:
     def eagle_forward(self, reqs: list[Request], starts: list[int], tokens: list[list[int]],
                       features: list[torch.Tensor], mode: str) -> torch.Tensor:
         """The EAGLE draft on tokens at positions ``starts[b]..``: writes its own pool at full ids, reads it back."""
-        eagle, runner = self.models.eagle, self.workers.draft
+        eagle, runner = self.models.eagle, self.workers.runner("draft")
         q_lens = [len(t) for t in tokens]
         seq_lens = [s + n for s, n in zip(starts, q_lens)]
         pos = torch.cat([torch.arange(s, s + n) for s, n in zip(starts, q_lens)])
@@ -299,11 +299,11 @@ class Server:
 
     def mtp_step(self, reqs: list[Request], tokens: list[int], hidden: torch.Tensor) -> torch.Tensor:
         """One FROZEN_KV MTP step per request: queries at position kv_len-1 over the target's KV; writes none."""
-        mtp, runner = self.models.mtp, self.workers.draft
+        mtp, runner = self.models.mtp, self.workers.runner("draft")
         seq_lens = [r.kv_len for r in reqs]
         pos = torch.tensor([n - 1 for n in seq_lens])
         x = mtp.inputs(self.models.target, torch.tensor(tokens), hidden)
-        for b, (block, source) in enumerate(zip(mtp.blocks, mtp.source_layers)):
+        for b, (block, source) in enumerate(zip(cast("list[Block]", mtp.blocks), mtp.source_layers)):
             sliding = runner.layer_is_sliding(b)
             out = self.attend("draft", "draft_decode", source, sliding, runner.kv_pool_read, block.q(x, pos), reqs,
                               [1] * len(reqs), seq_lens)

@@ -282,6 +282,9 @@ def guard_experiment(models: TinyModels, prompts: list[list[int]], max_new_token
     """Plain decoding with one sliding layer on ``paged_attention_ragged`` (no window), guard off and on."""
     cfg = models.cfg
     layer = cfg.sliding_layers[0] if layer is None else layer
+    window = cfg.windows[layer] if layer in cfg.sliding_layers else None
+    if window is None:
+        raise UsageError(f"layer {layer!r}: the guard experiment reroutes a sliding layer, one of {cfg.sliding_layers}")
     max_len = max(map(len, prompts)) + max_new_tokens + 2
     unguarded = Server(models, "none", "fixed", max_requests=len(prompts), max_context_len=max_len,
                        enforce_guards=False, layer_sites={layer: "decode.paged"})
@@ -291,10 +294,10 @@ def guard_experiment(models: TinyModels, prompts: list[list[int]], max_new_token
     refused = greedy_decode(models, prompts, max_new_tokens, server=guarded)
     entry = unguarded.route("target", "decode", layer)
     return {
-        "layer": layer, "window": cfg.windows[layer], "path": entry.path, "tier": entry.tier,
+        "layer": layer, "window": window, "path": entry.path, "tier": entry.tier,
         "computed_by": run.computed_by,
         "agreement_with_plain": _round(agreement(run.outputs, plain.outputs)),
-        "window_fills_at": [max(0, cfg.windows[layer] - len(p)) for p in prompts],
+        "window_fills_at": [max(0, window - len(p)) for p in prompts],
         "first_divergence": [first_divergence(o, r) for o, r in zip(run.outputs, plain.outputs)],
         "outputs": [cfg.decode(o) for o in run.outputs],
         "plain_outputs": [cfg.decode(o) for o in plain.outputs],

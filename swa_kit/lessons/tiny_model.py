@@ -32,7 +32,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -185,6 +185,8 @@ class Block(nn.Module):
 
     def kv(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotated keys and values ``[..., T, Hkv, D]``: what serving writes into a pool."""
+        if self.wk is None or self.wv is None:
+            raise ModelConfigError("this block has no K/V projections: an MTP draft block reads the target's K/V")
         h = self.attn_norm(x)
         k = self.wk(h).unflatten(-1, (self.cfg.n_kv_heads, self.cfg.head_dim))
         v = self.wv(h).unflatten(-1, (self.cfg.n_kv_heads, self.cfg.head_dim))
@@ -224,7 +226,7 @@ class TinyModel(nn.Module):
         pos = torch.arange(tokens.shape[1], device=tokens.device).expand(tokens.shape)
         x = self.embed(tokens)
         kvs = {}
-        for i, block in enumerate(self.layers):
+        for i, block in enumerate(cast("list[Block]", self.layers)):  # nn.ModuleList yields untyped modules
             k, v = block.kv(x, pos)
             kvs[i] = (k, v)
             x = block.finish(x, dense_attention(block.q(x, pos), k, v, windows[i]))
@@ -284,7 +286,7 @@ class MtpDraft(nn.Module):
         """
         x = self.inputs(target, tokens, hidden)
         pos = torch.arange(tokens.shape[1], device=tokens.device).expand(tokens.shape)
-        for block, layer_id in zip(self.blocks, self.source_layers):
+        for block, layer_id in zip(cast("list[Block]", self.blocks), self.source_layers):
             k, v = target_kvs[layer_id]
             x = block.finish(x, dense_attention(block.q(x, pos), k, v, self.cfg.windows[layer_id]))
         return self.post_projection(x)

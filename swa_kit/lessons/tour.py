@@ -143,7 +143,7 @@ def extract_figures(nb: Any, stem: str, directory: Path) -> list[Path]:
 
 
 def run_notebook(path: Path, *, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
-                 on_cell: Callable[[int], None] | None = None,
+                 on_cell: Callable[[int], object] | None = None,
                  threads: int | None = None, cwd: Path | None = None) -> tuple[Any, NotebookRun]:
     """Execute the notebook at ``path`` headless; returns the executed notebook and its run record.
 

@@ -96,12 +96,12 @@ def _route_findings(decisions: Decisions) -> list[Finding]:
 def _memory_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
     pools = decisions.pools
     out = []
-    if pools is not None and pools.refused:
+    if pools.refused:
         out.append(Finding("raises", "the SWA pool is too small to start", pools.refused,
                            ("raise --swa-full-tokens-ratio", "raise the KV budget (--mem-fraction-static)"),
                            "start-up"))
-    if decisions.hybrid_swa_memory.value:
-        saved = decisions.bytes_saved_vs_one_pool.value
+    saved = decisions.bytes_saved_vs_one_pool.value
+    if decisions.hybrid_swa_memory.value and saved is not None:  # None: the full pool's size is unknown
         minimum = decisions.per_request_minimum_bytes.value
         one_pool = decisions.per_request_one_pool_bytes.value
         ideal = 1 - minimum / one_pool
@@ -153,7 +153,7 @@ def _traced_keys(window_arg: Any) -> int | None | str:
 
 def _trace_severity(launch: Launch, mismatch: trace.TraceFinding, record_window: Any) -> tuple[str, str]:
     """How bad one traced difference from the plan is, read through the keys the traced call attends."""
-    if mismatch.field in ("mode", "layer"):
+    if mismatch.field in ("mode", "layer") or mismatch.layer is None:  # a layer-less record is a "mode" finding
         return "info", "traced calls the plan does not cover (is the trace from this launch?)"
     if mismatch.field == "page_table":
         return "wrong", "the server passed another page table than planned (slot ids from the wrong pool)"
@@ -224,7 +224,7 @@ def _fmt(value: Any) -> str:
 
 
 def _route_rows(report: Audit) -> list[dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (worker, mode), plan in report.decisions.routes.items():
         seen: dict[tuple, dict] = {}
         for e in plan.layers:

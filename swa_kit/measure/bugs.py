@@ -216,9 +216,10 @@ def _launch(raw: Any, where: str) -> LaunchSpec:
     if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         raise _fail(where, "launch.env", "must map variable names to text values")
     args = _text(raw, "server_args", where, "launch.server_args", empty=True)
-    for field, check, value in (("launch.env", check_env, env), ("launch.server_args", parse_server_args, args)):
+    checks = (("launch.env", lambda: check_env(env)), ("launch.server_args", lambda: parse_server_args(args)))
+    for field, check in checks:
         try:
-            check(value)  # the audit's own reading: a value it refuses is refused here, by name
+            check()  # the audit's own reading: a value it refuses is refused here, by name
         except UsageError as error:
             raise _fail(where, field, str(error)) from None
     return LaunchSpec(model=model, server_args=args, env=env,
@@ -237,7 +238,8 @@ def _evidence(raw: Any, where: str) -> tuple[Evidence, ...]:
         line = item["line"]
         if line is not None:
             _count(line, where, f"{field}.line")
-        found.append(Evidence(*(_text(item, k, where, f"{field}.{k}") for k in ("file", "function", "at")), line))
+        file, function, at = (_text(item, k, where, f"{field}.{k}") for k in ("file", "function", "at"))
+        found.append(Evidence(file, function, at, line))
     return tuple(found)
 
 
@@ -428,7 +430,8 @@ def match(report: Audit, corpus: Sequence[BugEntry] | None = None) -> list[Match
                     facts[entry.id] = launch_facts(build_launch(entry))
                 except SwaKitError:  # a launch the kit refuses shares no facts with one it audited
                     facts[entry.id] = None
-            if facts[entry.id] is not None and _facts_match(facts[entry.id], audited):
+            known = facts[entry.id]
+            if known is not None and _facts_match(known, audited):
                 hits.append(entry)
         if hits:
             matches.append(Match(finding, tuple(hits)))

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from swa_kit.engine.routing import Plan
 from swa_kit.tables import format_table
@@ -27,15 +28,15 @@ def explain(plan_: Plan, *, as_json: bool = False, group: bool = True) -> str:
                 f"env={plan_.env or '{}'}")
     lines = [header, switches]
     groups: dict[tuple, list[int]] = {}
+    rows: dict[tuple, dict[str, Any]] = {}  # per group, its (last) row
     for entry in plan_.layers:
         row = {c: getattr(entry, c) for c in TABLE_COLUMNS[1:-2]}
         row["sglang"] = "RAISES" if entry.sglang_guard else "runs"
         row["kit"] = "WRONG KEYS" if entry.judgement else ("ok, " + entry.note if entry.note else "ok")
         key = tuple(str(row[c]) for c in TABLE_COLUMNS[1:]) if group else (entry.layer,)
         groups.setdefault(key, []).append(entry.layer)
-        groups[key + ("row",)] = row  # type: ignore[assignment]
-    table = [{"layer": layer_ranges(ids), **groups[key + ("row",)]}  # type: ignore[dict-item]
-             for key, ids in groups.items() if key[-1] != "row"]
+        rows[key] = row
+    table = [{"layer": layer_ranges(ids), **rows[key]} for key, ids in groups.items()]
     # Cells as str() shows them (a window argument prints as (1022, 0), as SGLang writes it)
     lines += format_table([{c: str(row[c]) for c in TABLE_COLUMNS} for row in table], TABLE_COLUMNS).splitlines()
     raised = next((p.sglang_guard for p in plan_.layers if p.sglang_guard), None)

@@ -186,10 +186,10 @@ def probe_path(path: str, keys: int | None, *, modes: Sequence[str] = PROBE_MODE
 
 def sglang_site_rows(keys: int) -> list[tuple[CallSite, AttentionPath, Any]]:
     """``(site, path, window_arg)`` for each aiter call site, for a layer meant to attend ``keys`` keys."""
-    keys = check_keys(keys)
-    if keys is None:
+    checked = check_keys(keys)
+    if checked is None:
         raise UsageError("--sglang-sites probes a sliding layer: give --keys W >= 1")
-    sws = from_keys("sglang", keys)
+    sws = from_keys("sglang", checked)
     return [(site, site_path(site), site.window_arg(sws)) for site in SITES.values()]
 
 

@@ -95,7 +95,7 @@ def _record(kernel: str, args: tuple, kwargs: dict) -> TraceRecord:
     return TraceRecord(layer=getattr(layer, "layer_id", None),
                        sliding_window_size=getattr(layer, "sliding_window_size", None), kernel=kernel,
                        window_arg=_window(kernel, args, kwargs), page_table_shape=_shape(table), page_table=which,
-                       mode=MODES.get(mode, mode.lower() if mode else None), method=method, pid=os.getpid())
+                       mode=MODES.get(mode, mode.lower()) if mode else None, method=method, pid=os.getpid())
 
 
 class Tracer:
@@ -220,7 +220,8 @@ def compare(records: Iterable[TraceRecord], plan: Any) -> list[TraceFinding]:
     findings = []
     for record in records:
         mode = record.mode
-        candidates = by_mode.get(mode, []) + (by_mode.get("draft_decode", []) if mode == "decode" else [])
+        candidates = (by_mode.get(mode, []) if mode is not None else []) + \
+            (by_mode.get("draft_decode", []) if mode == "decode" else [])
         if record.layer is None or not candidates:
             findings.append(TraceFinding(record.layer, record.mode, "mode", record.mode, sorted(by_mode)))
             continue
@@ -228,7 +229,7 @@ def compare(records: Iterable[TraceRecord], plan: Any) -> list[TraceFinding]:
         if not entries:
             findings.append(TraceFinding(record.layer, record.mode, "layer", record.layer, "not in the plan"))
             continue
-        best = None
+        best: list[tuple[str, Any, Any]] | None = None
         for entry in entries:
             differ = [(f, t, p) for f, t, p in (("kernel", record.kernel, entry.kernel),
                                                  ("window_arg", record.window_arg, _plain(entry.window_arg)),

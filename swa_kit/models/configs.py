@@ -162,9 +162,11 @@ ARCHITECTURES: dict[str, Architecture] = {
     "MiMoV2FlashForCausalLM": _arch("sliding_window_size", "mimo_v2.py", True, mtp_draft="MiMoV2MTP"),
     "MiMoV2MTP": _arch("sliding_window_size", "mimo_v2_nextn.py", True),
     "SwaKitTinyForCausalLM": Architecture(
-        "keys - 1", "swa_kit.lessons.tiny_model serves its tiny model as SGLang serves Gemma-4 (sliding_window - 1)", True),
+        "keys - 1", "swa_kit.lessons.tiny_model serves its tiny model as SGLang serves Gemma-4 (sliding_window - 1)",
+        True),
     "SwaKitTinyEagleForCausalLM": Architecture(
-        "keys - 1", "swa_kit.lessons.tiny_model's tiny EAGLE head: one windowed layer in a full pool of its own", False),
+        "keys - 1", "swa_kit.lessons.tiny_model's tiny EAGLE head: one windowed layer in a full pool of its own",
+        False),
 }
 
 
@@ -182,7 +184,7 @@ def _transformers_config(raw: dict, where: str) -> tuple[Any, str]:
         from huggingface_hub.errors import StrictDataclassError
     except ImportError:  # a declared dependency; a broken install says so in one line
         raise _fail(where, "reading a config needs transformers: pip install transformers") from None
-    model_type = raw.get("model_type")
+    model_type: Any = raw.get("model_type")  # any JSON value; transformers judges it
     values = {k: v for k, v in raw.items() if k != "model_type"}
     try:
         if model_type in transformers.CONFIG_MAPPING:
@@ -228,8 +230,8 @@ def _layer_attention(text: Any, raw_text: dict, where: str, arch: str) -> tuple[
     return ["full"] * n, "no sliding_window or layer_types: every layer full"
 
 
-def _heads(text: Any, raw_text: dict, layer: int, attention: str, arch: str) -> tuple[dict[str, int], str]:
-    """Heads and head dims of one layer, and where they came from."""
+def _heads(text: Any, raw_text: dict, layer: int, attention: str, arch: str) -> tuple[dict[str, Any], str]:
+    """Heads and head dims of one layer (unchecked: the caller checks each), and where they came from."""
     per_layer = getattr(text, "per_layer_config", None)
     cfg, origin = text, "num_attention_heads, num_key_value_heads, head_dim"
     if per_layer is not None and getattr(text, "is_heterogeneous", False) and layer < len(per_layer):
@@ -295,7 +297,7 @@ def parse_hf_config(
     arch = ARCHITECTURES[architecture]
     config, built_by = _transformers_config(raw, where)
     text = _text_config(config)
-    raw_text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    raw_text = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
     attention, layers_from = _layer_attention(text, raw_text, where, architecture)
     kinds: dict[str, LayerKind] = {}
     shape_of: dict[tuple, str] = {}

@@ -75,8 +75,8 @@ def default_draft_layout(target: ModelLayout, mtp_from_target: bool, window: int
     """
     if draft is not None:
         layout, origin = draft, f"--draft-hf-config ({draft.architecture})"
-    elif mtp_from_target and _mtp_draft(target) is not None:
-        layout = _mtp_draft(target)
+    elif mtp_from_target and (mtp := _mtp_draft(target)) is not None:
+        layout = mtp
         origin = (f"the target's config rewritten to {layout.architecture} (sglang 0.5.23 configs/model_config.py, "
                   "is_draft_model)")
     else:

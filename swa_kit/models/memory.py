@@ -62,7 +62,7 @@ def request_bytes(spec: ModelLayout, context: int, hybrid: bool, swa_slack_token
     for layer_id in range(spec.num_layers):
         kind = spec.layer_kind(layer_id)
         tokens = context
-        if hybrid and kind.uses_swa_pool:
+        if hybrid and kind.uses_swa_pool and kind.retained_tokens is not None:  # None: it keeps the whole context
             tokens = min(context, kind.retained_tokens + swa_slack_tokens)
         total += tokens * layer_bytes_per_token(kind, spec.dtype_bytes)
     return total

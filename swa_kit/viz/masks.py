@@ -6,6 +6,8 @@ whose first image holds the mask (or tile states) exactly, so tests can read the
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
@@ -51,7 +53,8 @@ class MaskPlot:
     what a render costs, so ``max_ticks`` bounds them per axis.
     """
 
-    def __init__(self, figsize: tuple[float, float] = (8.0, 5.5), layout: str | None = "constrained",
+    def __init__(self, figsize: tuple[float, float] = (8.0, 5.5),
+                 layout: Literal["constrained", "compressed", "tight"] | None = "constrained",
                  max_ticks: int = 24) -> None:
         self.max_ticks = max_ticks
         self.fig = Figure(figsize=figsize, layout=layout)
@@ -93,7 +96,7 @@ class MaskPlot:
             ys = np.column_stack([rows - 0.5, rows + 0.5]).ravel()
             self._decorations += ax.plot(xs, ys, color=EDGE, lw=2, label=f"window edge ({spec.window.keys} keys)",
                                          gid="window-edge")
-        if spec.mode == "chunked":
+        if spec.chunk is not None:  # mode "chunked", the only one with a chunk
             self._decorations += [ax.axvline(edge - 0.5, color=EDGE, lw=1.5, gid="chunk-edge")
                                   for edge in range(spec.chunk, spec.kv_len, spec.chunk)]
         if block:

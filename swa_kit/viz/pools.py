@@ -33,9 +33,10 @@ def _codes(owner: np.ndarray, req: int) -> np.ndarray:
 def occupancy_images(snapshots: list[PoolSnapshot], req: int = 0) -> tuple[np.ndarray, np.ndarray | None]:
     """Slot-state codes per step (rows) and slot (columns) for the full and the SWA pool."""
     full = np.stack([_codes(s.full_owner.numpy(), req) for s in snapshots])
-    if snapshots[0].swa_owner is None:
+    swa = [s.swa_owner.numpy() for s in snapshots if s.swa_owner is not None]
+    if len(swa) < len(snapshots):  # one pool: no SWA slots to draw
         return full, None
-    return full, np.stack([_codes(s.swa_owner.numpy(), req) for s in snapshots])
+    return full, np.stack([_codes(owner, req) for owner in swa])
 
 
 class OccupancyPlot:
@@ -80,7 +81,7 @@ class OccupancyPlot:
     def show(self, step: int) -> Figure:
         """Reveal the run up to decode step ``step`` (rows and points after it hidden)."""
         hidden = self.steps > step
-        for im, data in zip(self.images, (self.full, self.swa)):
+        for im, data in zip(self.images, [d for d in (self.full, self.swa) if d is not None]):
             im.set_data(np.ma.masked_array(data, np.broadcast_to(hidden[:, None], data.shape)))
         for key, line in self.lines.items():
             line.set_data(self.steps[~hidden], self.counts[key][~hidden])
@@ -126,7 +127,7 @@ class MappingPlot:
                       for f, s, ok in zip(full_ids, swa_ids, live)]
         self.full.set_offsets(np.column_stack([full_ids, np.ones_like(full_ids)]))
         self.swa.set_offsets(np.column_stack([swa_ids, np.zeros_like(swa_ids)]))
-        self.swa.set_facecolor(np.where(live, RIGHT, STATE_COLORS[1]))
+        self.swa.set_facecolor([RIGHT if ok else STATE_COLORS[1] for ok in live])
         self.title.set_text(f"request {req}, step {snapshot.step}: full -> SWA mapping "
                             f"({int(live.sum())} live, {int((~live).sum())} evicted -> slot 0; a -1 id maps to -1)")
         return self.fig

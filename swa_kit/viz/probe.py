@@ -41,7 +41,8 @@ def draw_probe(row: ProbeRow, *, cell: float = 0.28) -> Figure:
             ax.tick_params(labelsize=6)
     where = f" at {row.site}" if row.site else ""
     fig.suptitle(f"{row.path}{where} · tier {row.tier} · device {row.device} · window_arg {row.window_arg} · "
-                 f"meant {plural(row.intended_keys, 'key')}, attends {row.attended_keys}", fontsize=9)
+                 f"meant {'every key' if row.intended_keys is None else plural(row.intended_keys, 'key')}, "
+                 f"attends {row.attended_keys}", fontsize=9)
     fig.tight_layout()
     return fig
 

@@ -29,7 +29,7 @@ def explore(mode: str, window: int | None, q_len: int, kv_len: int, chunk: int =
     ``kv_len`` queries, decode one query, chunked ignores ``window`` and tree verifies a complete
     binary tree of ``q_len`` draft tokens; each such choice is said in the summary.
     """
-    notes = []
+    notes: list[str] = []
     if mode == "prefill" and q_len != kv_len:
         q_len, notes = kv_len, notes + [f"prefill: q_len = kv_len = {kv_len}"]
     if mode == "decode" and q_len != 1:

@@ -155,7 +155,7 @@ def _placeholder(name: str, path: Path, reason: str) -> types.ModuleType:
     module = types.ModuleType(name, f"swa_kit placeholder for {name}: its ROCm-bound __init__ was skipped")
     module.__path__ = [str(path)]
     module.__file__ = None
-    module.__swa_kit_placeholder__ = True
+    vars(module)["__swa_kit_placeholder__"] = True  # set in the namespace: ModuleType declares no such attribute
 
     def __getattr__(attr: str) -> None:  # what the skipped __init__ would have defined
         raise AttributeError(
@@ -163,7 +163,7 @@ def _placeholder(name: str, path: Path, reason: str) -> types.ModuleType:
             "only aiter's Triton kernel files can be loaded without ROCm"
         )
 
-    module.__getattr__ = __getattr__
+    vars(module)["__getattr__"] = __getattr__  # PEP 562: a module's __getattr__ lives in its namespace
     return module
 
 
@@ -177,9 +177,8 @@ def _types_module(reason: str) -> types.ModuleType:
 
     module = _placeholder(_TYPES_MODULE, Path("."), reason)
     del module.__path__
-    module.e4m3_dtype = torch.float8_e4m3fn
-    module.e5m2_dtype = torch.float8_e5m2
-    module.get_fp8_dtypes = lambda: (torch.float8_e5m2, torch.float8_e4m3fn)
+    vars(module).update(e4m3_dtype=torch.float8_e4m3fn, e5m2_dtype=torch.float8_e5m2,
+                        get_fp8_dtypes=lambda: (torch.float8_e5m2, torch.float8_e4m3fn))
     return module
 
 
@@ -289,10 +288,12 @@ def load_kernel_module(name: str, *, interpreted: bool) -> types.ModuleType:
     mode = "interpreter" if interpreted else "gpu"
     module_name = f"{_PRIVATE_PREFIX}.{mode}.{name}"
     spec = importlib.util.spec_from_file_location(module_name, root / KERNEL_FILES[name])
+    if spec is None or spec.loader is None:
+        raise PathUnavailableError(f"{root / KERNEL_FILES[name]} cannot be loaded as a Python module")
     module = importlib.util.module_from_spec(spec)
     with _interpret_mode(interpreted):
         spec.loader.exec_module(module)
-    module.__swa_kit_source__ = f"{DISTRIBUTION} {aiter_version()}: aiter/{KERNEL_FILES[name]}"
+    vars(module)["__swa_kit_source__"] = f"{DISTRIBUTION} {aiter_version()}: aiter/{KERNEL_FILES[name]}"
     _CACHE[key] = module
     return module
 

@@ -97,7 +97,12 @@ def unified_attention_args(batch: AttentionBatch, window_arg: Any, *, out: torch
     )
 
 
-def mha_batch_prefill_args(batch: AttentionBatch, window_arg: Any) -> tuple[tuple, dict]:
+#: ``mha_batch_prefill_func``'s positional arguments: q, k, v, cu_seqlens_q, kv_indptr, kv_page_indices, max_seqlen_q,
+#: max_seqlen_k.
+PrefillPositional = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int, int]
+
+
+def mha_batch_prefill_args(batch: AttentionBatch, window_arg: Any) -> tuple[PrefillPositional, dict[str, Any]]:
     """Positional and keyword arguments of SGLang's ``mha_batch_prefill_func`` call (page size 1).
 
     ``window_arg`` is in the ``aiter_ck`` convention; SGLang passes ``(sliding_window_size, -1)``.

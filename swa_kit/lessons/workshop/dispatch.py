@@ -59,7 +59,8 @@ def check_guard_way_out(refused_layers: Any, keys_after: Any, model: str = "gemm
 
 def attended_keys_per_site(keys: int = 5, device: str = "cpu") -> dict[str, int | None]:
     """Exercise 4.2 (probe): keys each aiter call site really attends for a layer meant to attend ``keys``."""
-    return {row.site: row.attended_keys for row in probe.probe_sglang_sites(keys, device=device)}
+    return {row.site: row.attended_keys for row in probe.probe_sglang_sites(keys, device=device)
+            if row.site is not None}  # every site row names its site
 
 
 def one_key_short_sites(keys: int = 5, device: str = "cpu") -> list[str]:

@@ -60,7 +60,7 @@ def check_unconverted(answer: Any, keys: int = 1024, held_in: str = "hf") -> Ver
 
 
 #: Exercise 1.3's tree: a complete binary tree of 7 draft tokens after 8 committed tokens, window 4 keys.
-TREE = {"parents": (-1, 0, 0, 1, 1, 2, 2), "prefix": 8, "window": 4}
+TREE: dict[str, Any] = {"parents": (-1, 0, 0, 1, 1, 2, 2), "prefix": 8, "window": 4}
 
 
 def tree_keys_seen(token: int, parents: tuple[int, ...] = TREE["parents"], prefix: int = TREE["prefix"],

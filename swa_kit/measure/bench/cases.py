@@ -6,6 +6,7 @@ Pure host-side arithmetic (no GPU): the recorded-run readers on CPU use it too.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -13,7 +14,7 @@ import torch
 K = 1024
 
 #: The headline configuration of the first targets (issue #6, section 3).
-HEADLINE = {"batch": 32, "hq": 32, "hkv": 8, "head_dim": 128, "window": 4096, "dtype": "bfloat16"}
+HEADLINE: dict[str, Any] = {"batch": 32, "hq": 32, "hkv": 8, "head_dim": 128, "window": 4096, "dtype": "bfloat16"}
 
 #: Head shapes of the grid: (Hq, Hkv, head_dim, attention sinks). GPT-OSS carries one sink logit per query head.
 HEAD_SHAPES = {

@@ -150,10 +150,11 @@ def grid_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             ratio = partial(_ratio, rows, kit)
             verify = twin.get(row_label(KIT, ps))
             tall, keys = in_verify_tile.get(row_label(KIT, ps)), over_verify_keys.get(row_label(KIT, ps))
+            window_bytes: Any = kit.get("window_bytes")  # a record's value; None finds no fraction
             out.append({"case": case, "page_size": ps, "kit_us": kit["time_ms"] * 1e3,
                         "copy_fraction": kit.get("copy_fraction"), "correct": kit.get("correct"),
-                        "same_bytes_copy_fraction": same_bytes.get(kit.get("window_bytes")),
-                        "same_bytes_read_fraction": read_bytes.get(kit.get("window_bytes")),
+                        "same_bytes_copy_fraction": same_bytes.get(window_bytes),
+                        "same_bytes_read_fraction": read_bytes.get(window_bytes),
                         "vs_sdpa_window": ratio("sdpa_window"), "vs_flex": ratio("flex_attention"),
                         "vs_aiter": ratio(row_label("aiter_triton_unified", 16)),
                         "vs_fastest": fastest / kit["time_ms"],

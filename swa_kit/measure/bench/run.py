@@ -153,7 +153,7 @@ def time_decode_case(result: dict[str, Any], case: DecodeCase, device: torch.dev
     cross = cross_checked(case)
     for path, ps, make in _decode_paths(data, quick):
         torch_path = ps is None
-        ref = None if path == "sdpa_full" else plain if torch_path else refs[ps]  # sdpa_full: not the window's
+        ref = None if path == "sdpa_full" else plain if ps is None else refs[ps]  # sdpa_full: not the window's
         measured, correct, note = time_and_check(make, ref, flush, reps, cross)
         if torch_path and case.sinks:
             note = "; ".join(filter(None, ["without sinks (this torch path takes none); same bytes read", note]))

@@ -62,7 +62,8 @@ def next_fastest_verify(record: dict[str, Any], page_size: int, min_batch: int =
     """Against the kit's verify at ``page_size``: the fastest other path's verify time over the kit's, per cell of
     batch ``min_batch`` and up (least, most, and which path it was); each other path at its fastest page size."""
     times = _times(record["rows"])
-    ratios, by = [], {}
+    ratios: list[float] = []
+    by: dict[str, int] = {}
     for (dim, batch, window, path, page, mode), kit in times.items():
         if (path, page, mode) != (KIT, page_size, "verify") or batch < min_batch:
             continue

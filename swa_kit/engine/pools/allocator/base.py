@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import torch
 
@@ -29,7 +29,7 @@ def frees_ids(method: _Free) -> _Free:
         if ids.numel():
             method(self, ids, *args, **kwargs)
 
-    return wrapper  # type: ignore[return-value]
+    return cast(_Free, wrapper)  # functools.wraps: the method's name and signature, ids made a tensor
 
 
 class PageLedger:
@@ -126,6 +126,9 @@ class BaseTokenToKVPoolAllocator:
 
     def alloc_decode(self, *args: Any, **kwargs: Any) -> torch.Tensor | None:
         raise PoolUsageError("alloc_decode is for paged allocators (page_size > 1); use alloc(need_size)")
+
+    def free(self, free_index: torch.Tensor) -> None:
+        raise NotImplementedError  # each allocator frees its own way (abstract in SGLang's base too)
 
     def free_full(self, free_index: Any) -> None:
         """Free full-attention slots whose SWA peers are already given back: one pool has none, so a plain free."""

@@ -6,11 +6,18 @@ from typing import Any
 
 import torch
 
-from swa_kit.errors import PoolUsageError, SlotError
+from swa_kit.errors import PoolExhaustedError, PoolUsageError, SlotError
 from swa_kit.engine.pools.allocator.base import BaseTokenToKVPoolAllocator, frees_ids, segment_page_reps
 from swa_kit.engine.pools.allocator.paged import PagedTokenToKVPoolAllocator
 from swa_kit.engine.pools.allocator.token import TokenToKVPoolAllocator
 from swa_kit.engine.pools.utils import get_num_new_pages
+
+
+def _allocated(ids: torch.Tensor | None) -> torch.Tensor:
+    """A sub-allocator's ids, where its free count (checked first) said it had room."""
+    if ids is None:
+        raise PoolExhaustedError("an SWA sub-allocator refused an allocation its free count allowed")
+    return ids
 
 
 class SWATokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
@@ -31,6 +38,8 @@ class SWATokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
         self._size_full = size
         self._size_swa = size_swa
         full_pool, swa_pool = getattr(kvcache, "full_kv_pool", None), kvcache.swa_kv_pool
+        self.full_attn_allocator: TokenToKVPoolAllocator | PagedTokenToKVPoolAllocator
+        self.swa_attn_allocator: TokenToKVPoolAllocator | PagedTokenToKVPoolAllocator
         if page_size == 1:
             self.full_attn_allocator = TokenToKVPoolAllocator(size, dtype, device, full_pool, need_sort)
             self.swa_attn_allocator = TokenToKVPoolAllocator(size_swa, dtype, device, swa_pool, need_sort)
@@ -99,7 +108,7 @@ class SWATokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
             return None
         full = self.full_attn_allocator.alloc(need_size)
         swa = self.swa_attn_allocator.alloc(need_size)
-        self.set_full_to_swa_mapping(full, swa)
+        self.set_full_to_swa_mapping(_allocated(full), _allocated(swa))
         return full
 
     def alloc_extend(self, prefix_lens: Any, prefix_lens_cpu: Any, seq_lens: Any, seq_lens_cpu: Any,
@@ -114,7 +123,7 @@ class SWATokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
                                                      last_loc, extend_num_tokens, num_new_pages)
         swa = self.swa_attn_allocator.alloc_extend(prefix_lens, prefix_lens_cpu, seq_lens, seq_lens_cpu,
                                                    swa_last_loc, extend_num_tokens, num_new_pages)
-        self.set_full_to_swa_mapping(full, swa)
+        self.set_full_to_swa_mapping(_allocated(full), _allocated(swa))
         return full
 
     def alloc_decode(self, seq_lens: Any, seq_lens_cpu: Any, last_loc: Any) -> torch.Tensor | None:
@@ -128,7 +137,7 @@ class SWATokenToKVPoolAllocator(BaseTokenToKVPoolAllocator):
         swa_last_loc = self.translate_loc_from_full_to_swa(last_loc)
         full = self.full_attn_allocator.alloc_decode(seq_lens, seq_lens_cpu, last_loc)
         swa = self.swa_attn_allocator.alloc_decode(seq_lens, seq_lens_cpu, swa_last_loc)
-        self.set_full_to_swa_mapping(full, swa)
+        self.set_full_to_swa_mapping(_allocated(full), _allocated(swa))
         return full
 
     # -- frees -------------------------------------------------------------------------------------------------------
