@@ -45,7 +45,7 @@ import torch
 
 from swa_kit.measure import bench
 from swa_kit.lessons import workshop
-from swa_kit.attention.kit import kernel as kit_triton
+from swa_kit.attention.kit import kernel, policy
 from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.errors import BackendUnavailableError
@@ -61,9 +61,9 @@ from swa_kit.viz import bench as viz
 # touched; those slots may even hold NaN (freed SWA slots) without harm:
 
 # %%
-source = inspect.getsource(kit_triton)
-start = source.index("        # The window bounds the walk")
-print(source[start: source.index("        if not SPLIT:")])
+source = inspect.getsource(kernel._swa_attend_kernel.fn)
+start = source.index("    # The window bounds the walk")
+print(source[start: source.index("    m_i = tl.full")])
 
 # %% [markdown]
 # **Predict, then run.** At page size 16 and `W = 4096`, how many pages does one request's walk touch at
@@ -96,13 +96,14 @@ print_table(rows)
 rows = []
 for batch in (1, 8, 32, 128):
     pairs = batch * 8
-    bound = kit_triton.is_latency_bound(pairs, 132)
-    decode, verify = (kit_triton.launch_config(128, 4, q_len, latency_bound=bound) for q_len in (1, 8))
+    bound = policy.is_latency_bound(pairs, 132)
+    decode, verify = (policy.launch_policy(128, 4, q_len, latency_bound=bound) for q_len in (1, 8))
     for window in (128, 1024, 4096):
-        d, v = (kit_triton.plan_launch(config, pairs, window, 132) for config in (decode, verify))  # as plan_decode
+        d, v = (policy.plan_launch(chosen, pairs, window, 132, verify=chosen is verify)  # as plan_decode does
+                for chosen in (decode, verify))
         rows.append({"batch": batch, "Hkv": 8, "window": window, "splits": d.splits, "keys per chunk": d.chunk,
-                     "merged by": d.merged_by, "K/V buffers": 2 if d.deep else 1, "verify splits": v.splits,
-                     "verify K/V buffers": 2 if v.deep else 1, "verify walks its edge tile": v.edge_in_walk})
+                     "merged by": d.merge.label, "K/V buffers": 2 if d.deep else 1, "verify splits": v.splits,
+                     "verify K/V buffers": 2 if v.deep else 1, "verify's edge tile": v.edge.name.lower()})
 print_table(rows)
 
 # %% [markdown]
@@ -134,9 +135,9 @@ try:
 
         result = run_path("kit_triton_swa", batch, keys)
     else:
-        from swa_kit.attention.kit.interpreted import run_in_interpreter
+        from swa_kit.attention.kit.path import run_interpreted
 
-        result = run_in_interpreter(batch, keys)
+        result = run_interpreted(batch, keys)
     announce(result)
     error = float((result.out.double() - ref.out).norm() / ref.out.norm())
     print(f"kit_triton_swa ({result.device}) vs reference: relative error {error:.1e}; "

@@ -1,18 +1,10 @@
-"""benchmarks/gpu_run.py's kernel variants: an earlier build loads as a module of its own, unregistered; no folder, or
-a copy that would register itself over the kit's path, refused. Its
-window sweep's line: fixed cost in us and streaming rate in TB/s, recovered from times built from known ones."""
+"""benchmarks/gpu_run.py, the one device call: an unknown stage is refused before any runs, and a failing stage never
+costs the others."""
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
-from pathlib import Path
-
 import pytest
 from benchmark_scripts import load_script
-
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -21,49 +13,31 @@ def gpu_run(tmp_path, monkeypatch):
     return load_script("gpu_run")
 
 
-def test_variants_load_each_copy_and_refuse_a_missing_folder(gpu_run, tmp_path, monkeypatch) -> None:
-    from swa_kit.attention.kit import kernel as kit_triton
+def _fake_stages(gpu_run, monkeypatch, ran: list[str]) -> None:
+    def stage(name: str):
+        def run() -> None:
+            ran.append(name)
+            if name == "tests_kit":
+                raise RuntimeError("a stage that fails")
+        return run
 
-    monkeypatch.delenv("KIT_VARIANTS", raising=False)
-    assert gpu_run._variants() == {}
-    folder = tmp_path / "variants"
-    folder.mkdir()
-    shutil.copy(ROOT / "swa_kit" / "attention" / "kit_triton.py", folder / "earlier.py")
-    monkeypatch.setenv("KIT_VARIANTS", str(folder))
-    (name, module), = gpu_run._variants().items()
-    assert name == "earlier" and module is not kit_triton and module.MAX_QUERIES == kit_triton.MAX_QUERIES
-    monkeypatch.setenv("KIT_VARIANTS", str(tmp_path / "no_such_folder"))
-    with pytest.raises(FileNotFoundError, match="KIT_VARIANTS='.*no_such_folder' is not a folder"):
-        gpu_run._variants()
+    monkeypatch.setattr(gpu_run, "STAGES", {name: stage(name) for name in gpu_run.STAGES})
 
 
-def test_the_window_sweep_line_recovers_a_known_fixed_cost_and_rate(gpu_run) -> None:
-    import random
-
-    rng = random.Random()
-    fixed_us, rate_tbs = rng.uniform(5, 15), rng.uniform(1, 5)
-    nbytes = sorted(rng.sample(range(2**24, 2**30), 5))
-    us = [fixed_us + n / (rate_tbs * 1e12) * 1e6 for n in nbytes]
-    fixed, rate = gpu_run.fit_fixed_and_rate(nbytes, us)
-    assert fixed == pytest.approx(fixed_us, rel=1e-6) and rate == pytest.approx(rate_tbs, rel=1e-6)
-    for few in ([2**20], [2**20, 2**20]):
-        with pytest.raises(ValueError, match="a line needs two byte counts at least"):
-            gpu_run.fit_fixed_and_rate(few, [1.0] * len(few))
+def test_an_unknown_stage_is_refused_before_any_stage_runs(gpu_run, monkeypatch, capsys) -> None:
+    ran: list[str] = []
+    _fake_stages(gpu_run, monkeypatch, ran)
+    assert gpu_run.main(["env", "tune"]) == 2
+    assert ran == [] and "unknown stage(s) ['tune']; known: env, " in capsys.readouterr().err
 
 
-def test_a_copy_that_would_register_itself_is_refused(tmp_path) -> None:
-    """A copy whose registration is not kit_triton.py's one top-level call would replace the kit's path on import;
-    it is refused by name, and the kit's path stays the kit's."""
-    from benchmarks.kernel_variants import load_variant
-    from swa_kit.attention.kit import kernel as kit_triton
-    from swa_kit.attention.paths import get_backend
-
-    source = (ROOT / "swa_kit" / "attention" / "kit_triton.py").read_text()
-    inline = source.replace("\nregister(\n", "\nregister(  # moved\n", 1)
-    twice = source + "\nregister(\n    None\n)\n"
-    for name, text in (("inline", inline), ("twice", twice)):
-        assert text != source
-        (tmp_path / f"{name}.py").write_text(text)
-        with pytest.raises(ValueError, match=f"{name}.py': expected kit_triton.py's one top-level 'register\\(' call"):
-            load_variant(tmp_path / f"{name}.py")
-    assert get_backend("kit_triton_swa").run is kit_triton.run_batch
+def test_a_failing_stage_never_costs_the_others(gpu_run, monkeypatch, capsys, tmp_path) -> None:
+    ran: list[str] = []
+    _fake_stages(gpu_run, monkeypatch, ran)
+    assert gpu_run.main(["tests_kit", "env"]) == 0
+    assert ran == ["tests_kit", "env"]
+    summary = (tmp_path / "out" / "summary.txt").read_text()
+    assert "stage tests_kit FAILED" in summary and "RuntimeError: a stage that fails" in summary
+    assert "[env done in" in summary
+    ran.clear()
+    assert gpu_run.main([]) == 0 and ran == list(gpu_run.DEFAULT_STAGES)

@@ -23,7 +23,7 @@ _PATH_MODULES = (
     "swa_kit.attention.aiter.triton_kernels",
     "swa_kit.attention.aiter.emulated",
     "swa_kit.attention.aiter.native",
-    "swa_kit.attention.kit.kernel",
+    "swa_kit.attention.kit.path",
 )
 
 
