@@ -29,10 +29,11 @@
 # reads all `L`. Decode is memory-bound (a few FLOPs per byte), so its time is bytes over bandwidth.
 #
 # This notebook:
-# 1. reads the kit's Triton kernel (`swa_kit/attention/kit/kernel.py`): how the window bounds the walk over
+# 1. reads a short teaching kernel (`swa_kit/attention/kit/teaching.py`): how the window bounds the walk over
 #    the [page table](../docs/glossary.md#page), at page size 1 (SGLang's token-level `kv_indices`) and 16
-#    (a block table);
-# 2. runs it (on a GPU, or in Triton's CPU interpreter) against the float64 reference;
+#    (a block table), and runs it; then the same walk in the kit's tuned kernel (`swa_kit/attention/kit/kernel.py`)
+#    and its launch policy (`swa_kit/attention/kit/policy.py`);
+# 2. runs the tuned kernel (on a GPU, or in Triton's CPU interpreter) against the float64 reference;
 # 3. counts the bytes and FLOPs of the benchmark's headline shape;
 # 4. shows the benchmark: live if a GPU is here, else the **recorded** H200 run from `data/bench/`;
 # 5. asks what the window buys a hybrid model.
@@ -40,12 +41,13 @@
 # %%
 # %matplotlib inline
 import inspect
+import textwrap
 
 import torch
 
 from swa_kit.measure import bench
 from swa_kit.lessons import workshop
-from swa_kit.attention.kit import kernel, policy
+from swa_kit.attention.kit import kernel, policy, teaching
 from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.errors import BackendUnavailableError
@@ -55,10 +57,38 @@ from swa_kit.viz import bench as viz
 
 # %% [markdown]
 # ## 1. The walk: the window picks the pages
-# Both layouts address one buffer, `k_buffer[slot, kv_head, :]`; only the table's granularity differs.
-# Each program owns a request, a KV head (with all the query heads that share it: GQA) and one chunk of
-# the window. Its loop starts at the first in-window position, so positions before `L - W` are never
-# touched; those slots may even hold NaN (freed SWA slots) without harm:
+# Both layouts address one buffer, `k_buffer[slot, kv_head, :]`; only the table's granularity differs. The
+# teaching kernel is the walk and nothing else: one program per request and KV head (with all the query heads
+# that share it: GQA). Its loop starts at the page that holds the window's first key, so positions before
+# `L - W` are never touched; those slots may even hold NaN (freed SWA slots) without harm. Each page is folded
+# in with an online softmax: the running max, the running sum and the output, rescaled when the max grows.
+
+# %%
+print(textwrap.dedent(inspect.getsource(teaching.window_decode_kernel.fn)))
+
+# %% [markdown]
+# **Run it.** On a GPU it is compiled; on a CPU it runs in **Triton's CPU interpreter**, which executes the kernel
+# in Python one program at a time (a few seconds in a child process, next section says why). Every slot outside
+# the window holds NaN, and the output is compared with the float64 reference; the first line says which tier ran it.
+
+# %%
+gen = torch.Generator().manual_seed(0)
+on_gpu = torch.cuda.is_available()
+small = random_paged_batch([1, 1, 1], [40, 7, 23], num_q_heads=4, num_kv_heads=2, head_dim=16, page_size=4,
+                           spare_pages=0, dtype=torch.float16, device="cuda" if on_gpu else "cpu", generator=gen)
+poison_unattended(small, 9)
+try:
+    taught = teaching.run(small, 9)
+    announce(taught)
+    ref = reference_attention(small, 9).out
+    print(f"teaching kernel vs reference: relative error {float((taught.out.double() - ref).norm() / ref.norm()):.1e}; "
+          f"NaN in the output: {bool(torch.isnan(taught.out).any())}")
+except BackendUnavailableError as failure:  # no Triton (macOS, Windows without WSL): the reference only
+    print(f"the teaching kernel cannot run here: {failure}")
+
+# %% [markdown]
+# The kit's tuned kernel walks the same window. What it adds: the window cut into chunks that several programs
+# share, a chain verify's drafts in the same tile, GPT-OSS's sinks, and a launch policy (below). Its bounds:
 
 # %%
 source = inspect.getsource(kernel._swa_attend_kernel.fn)
@@ -90,7 +120,8 @@ print_table(rows)
 # loads wait on takes a stage of its own); elsewhere one. A verify's window has two edges that each draft sees
 # differently (the keys just before the shared middle, and the drafts themselves); they are folded in as one extra
 # masked tile. With two buffers that tile is the walk's last iteration, so its loads are issued ahead like any
-# tile's; with one it is loaded before the walk (an H200's 132 SMs, 32/8/128):
+# tile's; with one it is loaded before the walk. The launch policy decides all of this on the host, from the shape
+# and the batch alone (an H200's 132 SMs, 32/8/128):
 
 # %%
 rows = []
@@ -113,14 +144,13 @@ print_table(rows)
 # on tiny shapes: `tests/test_kit_triton.py`). Here one tiny batch, every slot outside the window poisoned
 # with NaN. On a GPU the compiled kernel runs. On a CPU it runs in **Triton's CPU interpreter**: Triton picks
 # the interpreter when it is first imported, so `swa_kit.attention.kit.interpreted` starts a child Python with
-# `TRITON_INTERPRET=1` and hands it the batch (fp16: Triton 3.9's interpreter gets bf16 dot products wrong).
+# `TRITON_INTERPRET=1` and hands it the function and the batch (fp16: Triton 3.9's interpreter gets bf16 dot
+# products wrong).
 # It takes a few seconds: the interpreter executes the kernel in Python, one program at a time.
 #
 # **Predict, then run.** If the kernel read a single key outside the window, what would the output show?
 
 # %%
-gen = torch.Generator().manual_seed(0)
-on_gpu = torch.cuda.is_available()
 batch = random_paged_batch([1, 1, 1], [300, 1000, 45] if on_gpu else [60, 100, 9], num_q_heads=8, num_kv_heads=2,
                            head_dim=64 if on_gpu else 16, page_size=16, spare_pages=0,
                            dtype=torch.bfloat16 if on_gpu else torch.float16, device="cuda" if on_gpu else "cpu",

@@ -4,7 +4,8 @@ Decode sweeps windows, page sizes 1 and 16, GQA ratios, head dims 64/128/256, bf
 with forced split counts so the merge is exercised at every shape (fused into the last split in
 batches of 8 KV heads, the merge kernel in the latency-bound ones of 1). Chain verify runs
 ragged batches of 2..8 queries per request, with the edge tile in each of its places; GPT-OSS's shape runs with
-per-head sinks. Every slot no query attends holds NaN; the output is poisoned with NaN before each run.
+per-head sinks. The teaching kernel runs beside it. Every slot no query attends holds NaN; the output is poisoned
+with NaN before each run.
 """
 
 from __future__ import annotations
@@ -132,6 +133,23 @@ def test_every_edge_placement_compiles_and_matches(edge: str, head_dim: int) -> 
         poison_unattended(batch, keys)
         launch = _run_and_compare(batch, keys, 3, edge_split=int(edge == "own_split"), **EDGES[edge])
         assert launch.edge == Edge[edge.upper()]
+
+
+@pytest.mark.parametrize("page_size", (1, 16))
+def test_the_teaching_kernel_matches_reference(page_size: int) -> None:
+    from swa_kit.attention.kit import teaching
+
+    gen = _fresh_generator()
+    for (hq, hkv), keys in (((32, 8), 128), ((6, 2), None), ((16, 1), 1), ((8, 8), 5000)):
+        batch = random_paged_batch([1] * len(SEQS), SEQS, num_q_heads=hq, num_kv_heads=hkv, head_dim=128,
+                                   page_size=page_size, spare_pages=0, dtype=torch.bfloat16, device="cuda",
+                                   generator=gen)
+        poison_unattended(batch, keys)
+        result = teaching.run(batch, keys)
+        assert (result.path, result.tier) == ("kit_teaching", "kit-triton")
+        ref = reference_attention(batch, keys).out
+        assert not torch.isnan(result.out).any(), f"keys={keys}: unwritten output or a poisoned slot leaked"
+        assert float((result.out.double() - ref).norm() / ref.norm()) < 1e-2
 
 
 @pytest.mark.parametrize("fused_merge", (0, 1), ids=("merge-kernel", "fused-merge"))
