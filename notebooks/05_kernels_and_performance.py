@@ -293,7 +293,7 @@ viz.prefill_tflops(result)
 # tile (what the extra query rows cost before any mask), and `keys+tile/dec` decode in that tile over as many
 # keys as the verify's longest chain reads (the window and q_len - 1 more: everything a verify does but mask its
 # chains; where the window is whole tiles, those few keys are one more tile to walk). Where `ver/dec` is close to
-# `keys+tile/dec`, the verify costs what the kit's decode costs for its keys and rows. `docs/kernel-notes.md`
+# `keys+tile/dec`, the verify costs what the kit's decode costs for its keys and rows. `docs/kernel.md`
 # explains each kernel version and the limit behind the cells where the kit is slower.
 
 # %%
