@@ -59,9 +59,10 @@ from swa_kit.viz import bench as viz
 # ## 1. The walk: the window picks the pages
 # Both layouts address one buffer, `k_buffer[slot, kv_head, :]`; only the table's granularity differs. The
 # teaching kernel is the walk and nothing else: one program per request and KV head (with all the query heads
-# that share it: GQA). Its loop starts at the page that holds the window's first key, so positions before
-# `L - W` are never touched; those slots may even hold NaN (freed SWA slots) without harm. Each page is folded
-# in with an online softmax: the running max, the running sum and the output, rescaled when the max grows.
+# that share it: GQA). Its loop starts at the window's first key and finds each key's slot through its page in
+# the table, so positions before `L - W`, and the pages that hold them, are never touched; those slots may even
+# hold NaN (freed SWA slots) without harm. Each step of 16 keys is folded in with an online softmax: the running
+# max, the running sum and the output, rescaled when the max grows.
 
 # %%
 print(textwrap.dedent(inspect.getsource(teaching.window_decode_kernel.fn)))

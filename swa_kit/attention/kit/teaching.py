@@ -1,10 +1,10 @@
 """A teaching kernel: the window-bounded paged decode walk, with nothing tuned.
 
-One program per (request, KV head) holds every query head of its GQA group, walks only the pages that hold
-the window's keys, and folds each page in with an online softmax. The kit's tuned kernel
-(:mod:`swa_kit.attention.kit.kernel`) does the same walk, split across programs, with chain verify, sinks and a
-launch policy; read this one first. It runs anywhere Triton runs: on a GPU, or in Triton's CPU interpreter through a
-child process (:func:`run`).
+One program per (request, KV head) holds every query head of its GQA group and walks the window's keys only, each
+key's slot found through its page in the table, so only the pages that hold the window's keys are read; an online
+softmax folds the keys in. The kit's tuned kernel (:mod:`swa_kit.attention.kit.kernel`) does the same walk, split
+across programs, with chain verify, sinks and a launch policy; read this one first. It runs anywhere Triton runs: on
+a GPU, or in Triton's CPU interpreter through a child process (:func:`run`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ except ImportError:  # pragma: no cover - exercised only where Triton is missing
 
 NAME = "kit_teaching"
 NO_WINDOW = 2**31 - 1  # wider than any context: full causal attention
+# Keys per loop step, so that every axis of a step's tiles is 16 long or more. Stepping a page at a time, page size 1
+# gave outputs 8x too large on an H200 (Triton 3.6), where the CPU interpreter was right.
+KEYS = 16
 
 
 if triton is not None:
@@ -36,7 +39,7 @@ if triton is not None:
         block_table_ptr, seq_lens_ptr,  # block_table [B, max_pages] page ids; seq_lens [B] keys per request
         window, sm_scale, max_pages,  # keys a query attends (counting itself); softmax scale; the table's width
         stride_qb, stride_qh, stride_kslot, stride_kh, stride_vslot, stride_vh, stride_ob, stride_oh,
-        GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr, PAGE: tl.constexpr,
+        GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr, PAGE: tl.constexpr, KEYS: tl.constexpr,
     ):
         b = tl.program_id(0)  # the request
         kv_head = tl.program_id(1)  # the KV head, shared by GROUP query heads (GQA)
@@ -53,18 +56,18 @@ if triton is not None:
         m = tl.full([GROUP_PAD], float("-inf"), tl.float32)  # running max of the scores
         denom = tl.zeros([GROUP_PAD], tl.float32)  # running sum of exp(score - m)
         acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)  # running sum of exp(score - m) * value
-        for page_index in range(first // PAGE, tl.cdiv(seq_len, PAGE)):  # only the pages that hold window keys
-            page = tl.load(block_table_ptr + b * max_pages + page_index)
-            pos = page_index * PAGE + tl.arange(0, PAGE)  # the key positions this page holds
-            in_window = (pos >= first) & (pos < seq_len)
-            slots = page * PAGE + tl.arange(0, PAGE)
+        for start in range(first, seq_len, KEYS):  # the window's keys only, KEYS positions at a time
+            pos = start + tl.arange(0, KEYS)
+            in_window = pos < seq_len
+            page = tl.load(block_table_ptr + b * max_pages + pos // PAGE, mask=in_window, other=0)  # each key's page
+            slots = page * PAGE + pos % PAGE  # and its slot, inside that page
             k = tl.load(k_ptr + slots[:, None] * stride_kslot + kv_head * stride_kh + dims[None, :],
                         mask=in_window[:, None], other=0.0).to(tl.float32)  # nothing outside the window is read
             v = tl.load(v_ptr + slots[:, None] * stride_vslot + kv_head * stride_vh + dims[None, :],
                         mask=in_window[:, None], other=0.0).to(tl.float32)
-            scores = tl.sum(q[:, None, :] * k[None, :, :], 2) * sm_scale  # [GROUP_PAD, PAGE]
+            scores = tl.sum(q[:, None, :] * k[None, :, :], 2) * sm_scale  # [GROUP_PAD, KEYS]
             scores = tl.where(in_window[None, :], scores, float("-inf"))
-            # Online softmax: rescale what came before to the new max, then add this page.
+            # Online softmax: rescale what came before to the new max, then add these keys.
             m_new = tl.maximum(m, tl.max(scores, 1))
             rescale = tl.exp(m - m_new)
             p = tl.exp(scores - m_new[:, None])
@@ -107,7 +110,7 @@ def window_decode(batch: AttentionBatch, keys: Any) -> torch.Tensor:
         q, k, v, out, table, seq_lens, NO_WINDOW if window.keys is None else window.keys, batch.sm_scale,
         table.shape[1], q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0),
         out.stride(1), GROUP=hq // hkv, GROUP_PAD=triton.next_power_of_2(hq // hkv), HEAD_DIM=q.shape[2],
-        PAGE=batch.page_size,
+        PAGE=batch.page_size, KEYS=KEYS,
     )
     return out
 
