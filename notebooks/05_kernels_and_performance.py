@@ -29,10 +29,11 @@
 # reads all `L`. Decode is memory-bound (a few FLOPs per byte), so its time is bytes over bandwidth.
 #
 # This notebook:
-# 1. reads the kit's Triton kernel (`swa_kit/attention/kit/kernel.py`): how the window bounds the walk over
+# 1. reads a short teaching kernel (`swa_kit/attention/kit/teaching.py`): how the window bounds the walk over
 #    the [page table](../docs/glossary.md#page), at page size 1 (SGLang's token-level `kv_indices`) and 16
-#    (a block table);
-# 2. runs it (on a GPU, or in Triton's CPU interpreter) against the float64 reference;
+#    (a block table), and runs it; then the same walk in the kit's tuned kernel (`swa_kit/attention/kit/kernel.py`)
+#    and its launch policy (`swa_kit/attention/kit/policy.py`);
+# 2. runs the tuned kernel (on a GPU, or in Triton's CPU interpreter) against the float64 reference;
 # 3. counts the bytes and FLOPs of the benchmark's headline shape;
 # 4. shows the benchmark: live if a GPU is here, else the **recorded** H200 run from `data/bench/`;
 # 5. asks what the window buys a hybrid model.
@@ -40,12 +41,13 @@
 # %%
 # %matplotlib inline
 import inspect
+import textwrap
 
 import torch
 
 from swa_kit.measure import bench
 from swa_kit.lessons.workshop import kernels
-from swa_kit.attention.kit import kernel as kit_triton
+from swa_kit.attention.kit import kernel, policy, teaching
 from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.attention.reference import reference_attention
 from swa_kit.errors import PathUnavailableError
@@ -55,15 +57,44 @@ from swa_kit.viz import bench as viz
 
 # %% [markdown]
 # ## 1. The walk: the window picks the pages
-# Both layouts address one buffer, `k_buffer[slot, kv_head, :]`; only the table's granularity differs.
-# Each program owns a request, a KV head (with all the query heads that share it: GQA) and one chunk of
-# the window. Its loop starts at the first in-window position, so positions before `L - W` are never
-# touched; those slots may even hold NaN (freed SWA slots) without harm:
+# Both layouts address one buffer, `k_buffer[slot, kv_head, :]`; only the table's granularity differs. The
+# teaching kernel is the walk and nothing else: one program per request and KV head (with all the query heads
+# that share it: GQA). Its loop starts at the window's first key and finds each key's slot through its page in
+# the table, so positions before `L - W`, and the pages that hold them, are never touched; those slots may even
+# hold NaN (freed SWA slots) without harm. Each step of 16 keys is folded in with an online softmax: the running
+# max, the running sum and the output, rescaled when the max grows.
 
 # %%
-source = inspect.getsource(kit_triton)
-start = source.index("        # The window bounds the walk")
-print(source[start: source.index("        if not SPLIT:")])
+print(textwrap.dedent(inspect.getsource(teaching.window_decode_kernel.fn)))
+
+# %% [markdown]
+# **Run it.** On a GPU it is compiled; on a CPU it runs in **Triton's CPU interpreter**, which executes the kernel
+# in Python one program at a time (a few seconds in a child process, next section says why). Every slot outside
+# the window holds NaN, and the output is compared with the float64 reference; the first line says which tier ran it.
+
+# %%
+gen = torch.Generator().manual_seed(0)
+on_gpu = torch.cuda.is_available()
+small = random_paged_batch([1, 1, 1], [40, 7, 23], num_q_heads=4, num_kv_heads=2, head_dim=16, page_size=4,
+                           spare_pages=0, dtype=torch.float16, device="cuda" if on_gpu else "cpu", generator=gen)
+poison_unattended(small, 9)
+try:
+    taught = teaching.run(small, 9)
+    announce(taught)
+    ref = reference_attention(small, 9).out
+    print(f"teaching kernel vs reference: relative error {float((taught.out.double() - ref).norm() / ref.norm()):.1e}; "
+          f"NaN in the output: {bool(torch.isnan(taught.out).any())}")
+except PathUnavailableError as failure:  # no Triton (macOS, Windows without WSL): the reference only
+    print(f"the teaching kernel cannot run here: {failure}")
+
+# %% [markdown]
+# The kit's tuned kernel walks the same window. What it adds: the window cut into chunks that several programs
+# share, a chain verify's drafts in the same tile, GPT-OSS's sinks, and a launch policy (below). Its bounds:
+
+# %%
+source = inspect.getsource(kernel._swa_attend_kernel.fn)
+start = source.index("    # The window bounds the walk")
+print(source[start: source.index("    m_i = tl.full")])
 
 # %% [markdown]
 # **Predict, then run.** At page size 16 and `W = 4096`, how many pages does one request's walk touch at
@@ -90,19 +121,21 @@ print_table(rows)
 # loads wait on takes a stage of its own); elsewhere one. A verify's window has two edges that each draft sees
 # differently (the keys just before the shared middle, and the drafts themselves); they are folded in as one extra
 # masked tile. With two buffers that tile is the walk's last iteration, so its loads are issued ahead like any
-# tile's; with one it is loaded before the walk (an H200's 132 SMs, 32/8/128):
+# tile's; with one it is loaded before the walk. The launch policy decides all of this on the host, from the shape
+# and the batch alone (an H200's 132 SMs, 32/8/128):
 
 # %%
 rows = []
 for batch in (1, 8, 32, 128):
     pairs = batch * 8
-    bound = kit_triton.is_latency_bound(pairs, 132)
-    decode, verify = (kit_triton.launch_config(128, 4, q_len, latency_bound=bound) for q_len in (1, 8))
+    bound = policy.is_latency_bound(pairs, 132)
+    decode, verify = (policy.launch_policy(128, 4, q_len, latency_bound=bound) for q_len in (1, 8))
     for window in (128, 1024, 4096):
-        d, v = (kit_triton.plan_launch(config, pairs, window, 132) for config in (decode, verify))  # as plan_decode
+        d, v = (policy.plan_launch(chosen, pairs, window, 132, verify=chosen is verify)  # as plan_decode does
+                for chosen in (decode, verify))
         rows.append({"batch": batch, "Hkv": 8, "window": window, "splits": d.splits, "keys per chunk": d.chunk,
-                     "merged by": d.merged_by, "K/V buffers": 2 if d.deep else 1, "verify splits": v.splits,
-                     "verify K/V buffers": 2 if v.deep else 1, "verify walks its edge tile": v.edge_in_walk})
+                     "merged by": d.merge.label, "K/V buffers": 2 if d.deep else 1, "verify splits": v.splits,
+                     "verify K/V buffers": 2 if v.deep else 1, "verify's edge tile": v.edge.name.lower()})
 print_table(rows)
 
 # %% [markdown]
@@ -112,14 +145,13 @@ print_table(rows)
 # on tiny shapes: `tests/test_kit_triton.py`). Here one tiny batch, every slot outside the window poisoned
 # with NaN. On a GPU the compiled kernel runs. On a CPU it runs in **Triton's CPU interpreter**: Triton picks
 # the interpreter when it is first imported, so `swa_kit.attention.kit.interpreted` starts a child Python with
-# `TRITON_INTERPRET=1` and hands it the batch (fp16: Triton 3.9's interpreter gets bf16 dot products wrong).
+# `TRITON_INTERPRET=1` and hands it the function and the batch (fp16: Triton 3.9's interpreter gets bf16 dot
+# products wrong).
 # It takes a few seconds: the interpreter executes the kernel in Python, one program at a time.
 #
 # **Predict, then run.** If the kernel read a single key outside the window, what would the output show?
 
 # %%
-gen = torch.Generator().manual_seed(0)
-on_gpu = torch.cuda.is_available()
 batch = random_paged_batch([1, 1, 1], [300, 1000, 45] if on_gpu else [60, 100, 9], num_q_heads=8, num_kv_heads=2,
                            head_dim=64 if on_gpu else 16, page_size=16, spare_pages=0,
                            dtype=torch.bfloat16 if on_gpu else torch.float16, device="cuda" if on_gpu else "cpu",
@@ -134,9 +166,9 @@ try:
 
         result = run_path("kit_triton_swa", batch, keys)
     else:
-        from swa_kit.attention.kit.interpreted import run_in_interpreter
+        from swa_kit.attention.kit.path import run_interpreted
 
-        result = run_in_interpreter(batch, keys)
+        result = run_interpreted(batch, keys)
     announce(result)
     error = float((result.out.double() - ref.out).norm() / ref.out.norm())
     print(f"kit_triton_swa ({result.device}) vs reference: relative error {error:.1e}; "
@@ -262,7 +294,7 @@ viz.prefill_tflops(result)
 # tile (what the extra query rows cost before any mask), and `keys+tile/dec` decode in that tile over as many
 # keys as the verify's longest chain reads (the window and q_len - 1 more: everything a verify does but mask its
 # chains; where the window is whole tiles, those few keys are one more tile to walk). Where `ver/dec` is close to
-# `keys+tile/dec`, the verify costs what the kit's decode costs for its keys and rows. `docs/kernel-notes.md`
+# `keys+tile/dec`, the verify costs what the kit's decode costs for its keys and rows. `docs/kernel.md`
 # explains each kernel version and the limit behind the cells where the kit is slower.
 
 # %%

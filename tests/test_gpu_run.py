@@ -1,17 +1,15 @@
-"""benchmarks/gpu_run.py's kernel variants: an earlier build loads as a module of its own, never as the kit's path;
-no folder refused. Its window sweep's line: fixed cost in us and streaming rate in TB/s, recovered from times built
-from known ones."""
+"""benchmarks/gpu_run.py, the one device call: an unknown stage is refused before any runs, a failing stage never costs
+the others, and every ``gpu_run.py STAGE`` the docs, records and code name is a stage it has."""
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
+import re
 from pathlib import Path
 
 import pytest
 from benchmark_scripts import load_script
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -20,45 +18,42 @@ def gpu_run(tmp_path, monkeypatch):
     return load_script("gpu_run")
 
 
-def test_variants_load_each_copy_and_refuse_a_missing_folder(gpu_run, tmp_path, monkeypatch) -> None:
-    from swa_kit.attention.kit import kernel as kit_triton
+def _fake_stages(gpu_run, monkeypatch, ran: list[str]) -> None:
+    def stage(name: str):
+        def run() -> None:
+            ran.append(name)
+            if name == "tests_kit":
+                raise RuntimeError("a stage that fails")
+        return run
 
-    monkeypatch.delenv("KIT_VARIANTS", raising=False)
-    assert gpu_run._variants() == {}
-    folder = tmp_path / "variants"
-    folder.mkdir()
-    shutil.copy(Path(kit_triton.__file__), folder / "earlier.py")
-    monkeypatch.setenv("KIT_VARIANTS", str(folder))
-    (name, module), = gpu_run._variants().items()
-    assert name == "earlier" and module is not kit_triton and module.MAX_QUERIES == kit_triton.MAX_QUERIES
-    monkeypatch.setenv("KIT_VARIANTS", str(tmp_path / "no_such_folder"))
-    with pytest.raises(FileNotFoundError, match="KIT_VARIANTS='.*no_such_folder' is not a folder"):
-        gpu_run._variants()
+    monkeypatch.setattr(gpu_run, "STAGES", {name: stage(name) for name in gpu_run.STAGES})
 
 
-def test_the_window_sweep_line_recovers_a_known_fixed_cost_and_rate(gpu_run) -> None:
-    import random
-
-    rng = random.Random()
-    fixed_us, rate_tbs = rng.uniform(5, 15), rng.uniform(1, 5)
-    nbytes = sorted(rng.sample(range(2**24, 2**30), 5))
-    us = [fixed_us + n / (rate_tbs * 1e12) * 1e6 for n in nbytes]
-    fixed, rate = gpu_run.fit_fixed_and_rate(nbytes, us)
-    assert fixed == pytest.approx(fixed_us, rel=1e-6) and rate == pytest.approx(rate_tbs, rel=1e-6)
-    for few in ([2**20], [2**20, 2**20]):
-        with pytest.raises(ValueError, match="a line needs two byte counts at least"):
-            gpu_run.fit_fixed_and_rate(few, [1.0] * len(few))
+def test_an_unknown_stage_is_refused_before_any_stage_runs(gpu_run, monkeypatch, capsys) -> None:
+    ran: list[str] = []
+    _fake_stages(gpu_run, monkeypatch, ran)
+    assert gpu_run.main(["env", "tune"]) == 2
+    assert ran == [] and "unknown stage(s) ['tune']; known: env, " in capsys.readouterr().err
 
 
-def test_a_loaded_copy_leaves_the_kits_path_the_kits() -> None:
-    """The table names the kit's module, so a copy loaded beside it (under a name of its own) never runs as the kit's
-    path."""
-    import pkgutil
+def test_a_failing_stage_never_costs_the_others(gpu_run, monkeypatch, capsys, tmp_path) -> None:
+    ran: list[str] = []
+    _fake_stages(gpu_run, monkeypatch, ran)
+    assert gpu_run.main(["tests_kit", "env"]) == 0
+    assert ran == ["tests_kit", "env"]
+    summary = (tmp_path / "out" / "summary.txt").read_text()
+    assert "stage tests_kit FAILED" in summary and "RuntimeError: a stage that fails" in summary
+    assert "[env done in" in summary
+    ran.clear()
+    assert gpu_run.main([]) == 0 and ran == list(gpu_run.DEFAULT_STAGES)
 
-    from benchmarks.kernel_variants import load_variant
-    from swa_kit.attention.kit import kernel as kit_triton
-    from swa_kit.attention.paths import get_path
 
-    copy = load_variant(Path(kit_triton.__file__))
-    assert copy is not kit_triton and copy.run_batch is not kit_triton.run_batch
-    assert pkgutil.resolve_name(get_path("kit_triton_swa").implementation) is kit_triton.run_batch
+def test_every_stage_the_docs_name_is_a_stage() -> None:
+    gpu_run = load_script("gpu_run")
+    texts = [path.read_text() for path in (*ROOT.glob("*.md"), *ROOT.glob("docs/*.md"), *ROOT.glob("records/**/*.md"),
+                                           *ROOT.glob("notebooks/*.py"), *ROOT.glob("swa_kit/**/*.py"))]
+    named = {stage for text in texts for run in re.findall(r"`[^`\n]*gpu_run\.py((?: [a-z_0-9]+)+)`", text)
+             for stage in run.split()}  # each command as the docs quote it: `... gpu_run.py STAGE ...`
+    assert named, "no doc names a gpu_run.py stage: this test reads the wrong files"
+    missing = named - set(gpu_run.STAGES)
+    assert not missing, f"stages named in the docs that gpu_run.py lacks: {sorted(missing)}"

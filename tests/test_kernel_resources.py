@@ -1,13 +1,11 @@
-"""benchmarks/kernel_resources.py refuses a bad ``--set`` or ``--variant`` before it compiles anything, naming the way
-out; a copy of the kernel compiles to what the kernel compiles to, tensor-core instructions and the walk loop's
-SASS counted; a config that does not compile is reported by ptxas's own reason."""
+"""benchmarks/kernel_resources.py refuses a bad ``--set`` before it compiles anything, naming the way out; it compiles
+the kernel a plan launches, tensor-core instructions and the walk loop's SASS counted; a config that does not compile
+is reported by ptxas's own reason."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
-from pathlib import Path
 
 import pytest
 from benchmark_scripts import load_script
@@ -24,7 +22,7 @@ def kernel_resources():
     ("edge_prefetch", "give NAME=INT, e.g. edge_prefetch=1"),
     ("edge_prefetch=yes", "give NAME=INT"),
     ("edge_prefetc=1", "unknown launch override(s) ['edge_prefetc']; known: ["),
-    ("whole_wave=2", "launch override whole_wave=2: give an int in 0..1"),
+    ("whole_wave=2", "launch override whole_wave=2: give a bool or an int in 0..1"),
     ("block_n=24", "block_n=24: a key tile needs a power of two >= 16"),
 ])
 def test_a_bad_override_is_refused_by_name(kernel_resources, capsys, item, message) -> None:
@@ -35,45 +33,30 @@ def test_a_bad_override_is_refused_by_name(kernel_resources, capsys, item, messa
 
 def test_every_compile_time_argument_of_the_kernel_is_passed(kernel_resources) -> None:
     """The resources are those of the kernel a plan launches: each of its constexprs set, none left to run time."""
-    from swa_kit.attention.kit import kernel as kt
+    from swa_kit.attention.kit import kernel, policy
+    from swa_kit.attention.kit.policy import Edge, Merge
 
     for dim, group, q_len, page, split in ((128, 4, 1, 16, False), (64, 8, 8, 1, True), (256, 2, 8, 16, True)):
-        config = kt.launch_config(dim, group, q_len, page_size=page, latency_bound=split)
-        constants = kernel_resources.kernel_constants(config, dim, group, q_len, page, split)
-        assert set(constants) == {p.name for p in kt._swa_attend_kernel.params if p.is_constexpr}
-        assert constants["EDGE_SPLIT"] == (split and q_len > 1)  # a latency-bound verify's edge program
+        chosen = policy.launch_policy(dim, group, q_len, page_size=page, latency_bound=split)
+        constants = kernel_resources.kernel_constants(chosen, dim, group, q_len, page, split)
+        assert set(constants) == {p.name for p in kernel._swa_attend_kernel.params if p.is_constexpr}
+        # a latency-bound verify's edge program, its split merged by the merge kernel
+        assert (constants["EDGE"] == Edge.OWN_SPLIT) == (split and q_len > 1)
+        assert constants["MERGE"] == (Merge.KERNEL if split else Merge.NONE)
         assert constants["INT32_OFFSETS"] == (q_len > 1)  # as a plan gives them, to buffers that fit
         assert constants["CLAMPED_WALK"] == (q_len > 1)
-    verify = kt.launch_config(128, 4, 8)  # the edge tile walked as the plan walks it: with two buffers, or asked for
-    assert kernel_resources.kernel_constants(verify, 128, 4, 8, 16, False, deep=True)["EDGE_IN_WALK"]
-    assert not kernel_resources.kernel_constants(verify, 128, 4, 8, 16, False)["EDGE_IN_WALK"]
-    assert kernel_resources.kernel_constants(verify, 128, 4, 8, 16, False, overridden={"edge_in_walk"})["EDGE_IN_WALK"]
+    verify = policy.launch_policy(128, 4, 8)  # the edge tile walked as a plan walks it: with two buffers, or asked for
+    assert kernel_resources.kernel_constants(verify, 128, 4, 8, 16, False, deep=True)["EDGE"] == Edge.IN_WALK
+    assert kernel_resources.kernel_constants(verify, 128, 4, 8, 16, False)["EDGE"] == Edge.BEFORE
+    assert kernel_resources.kernel_constants(verify, 128, 4, 8, 16, False,
+                                             overridden={"edge_in_walk"})["EDGE"] == Edge.IN_WALK
 
 
-def test_a_missing_variant_is_refused_by_name(kernel_resources, capsys, tmp_path) -> None:
-    with pytest.raises(SystemExit) as stopped:
-        kernel_resources.main(["--variant", str(tmp_path / "no_such_copy.py")])
-    assert stopped.value.code == 2
-    assert "no_such_copy.py' is not a file; give a copy of swa_kit/attention/kit/kernel.py" in capsys.readouterr().err
-
-
-def test_a_copy_of_the_kernel_compiles_to_what_the_kernel_does(kernel_resources, tmp_path) -> None:
-    """The variant path compiles the copy's own kernel (loaded as a module of its own), for sm_90 on any host: the
-    same source must give the same registers, shared memory and MMA instructions as the kit's module."""
-    from benchmarks.kernel_variants import load_variant
-    from swa_kit.attention.kit import kernel as kit_triton
-
-    copy = tmp_path / "candidate.py"
-    shutil.copy(Path(kit_triton.__file__), copy)
-    variant = load_variant(copy)
-    assert variant is not kit_triton
+def test_the_tile_compiled_is_the_policys(kernel_resources) -> None:
+    """The policy's tile compiles to tensor-core dots; half the keys per tile, half the shared memory at most."""
     ours = kernel_resources.compile_facts(128, 4, 1, 16, False)
-    theirs = kernel_resources.compile_facts(128, 4, 1, 16, False, False, variant)
-    assert ours == theirs
     assert ours["wgmma"] + ours["mma_sync"] > 0  # the tile's two dots run on the tensor cores, one way or the other
-    smaller = tmp_path / "half_tiles.py"  # a copy that differs: its own config and kernel are the ones compiled
-    smaller.write_text(copy.read_text().replace("TILE_BYTES = 16 * 1024", "TILE_BYTES = 8 * 1024", 1))
-    halved = kernel_resources.compile_facts(128, 4, 1, 16, False, False, load_variant(smaller))
+    halved = kernel_resources.compile_facts(128, 4, 1, 16, False, block_n=ours["block_n"] // 2)
     assert halved["block_n"] == ours["block_n"] // 2 and halved["shared_bytes"] < ours["shared_bytes"]
 
 
@@ -122,20 +105,18 @@ def test_a_verify_whose_accumulator_outgrows_the_cap_runs_uncapped_and_compiles(
 
 
 def test_the_sweep_takes_every_shape_of_the_support_space_once(kernel_resources) -> None:
-    from swa_kit.attention.kit import kernel as kit_triton
-
-    launches = kernel_resources.sweep_launches(kit_triton)
+    launches = kernel_resources.sweep_launches()
     labels = [launch[0] for launch in launches]
     assert len(labels) == len(set(labels)) == 3 * 5 * 2 * 2 * 4  # dims x groups x (decode, verify) x pages x launches
     assert {(dim, group, q_len) for _, dim, group, q_len, *_ in launches} == {
         (dim, group, q_len) for dim in (64, 128, 256) for group in (1, 2, 4, 8, 16) for q_len in (1, 8)}
     assert ("verify d256 GQA 8 p16", 256, 8, 8, 16, False, False, False, {}) in launches  # the one the cap broke
-    assert all(launch[8] == kernel_resources._deep(kit_triton) for launch in launches if launch[6])
+    assert all(launch[8] == kernel_resources._deep() for launch in launches if launch[6])
 
 
 def test_the_sweep_prints_only_what_spills_or_does_not_compile(kernel_resources, monkeypatch, capsys, tmp_path) -> None:
     """compile_facts stood in for (no compiles): one launch refused, one spilling, the rest clean."""
-    def fake(dim, group, q_len, page, split, deep, kt, latency_bound, **overrides):
+    def fake(dim, group, q_len, page, split, deep, latency_bound, **overrides):
         if (dim, group, q_len, page, split, deep, latency_bound) == (256, 16, 8, 16, True, False, True):
             raise RuntimeError("ptxas fatal   : (C7602) Insufficient registers (128)")
         return {"rows": 16, "block_n": 32, "num_stages": 3, "max_registers": 0, "registers": 100, "shared_bytes": 4096,
@@ -157,11 +138,11 @@ def test_the_kernel_fuses_its_multiply_adds_whatever_tritons_default(kernel_reso
     split in two)."""
     import triton
 
-    from swa_kit.attention.kit import kernel as kit_triton
+    from swa_kit.attention.kit import policy
 
     fused = kernel_resources.compile_facts(128, 4, 1, 16, False)["walk_loop_sass"]
     monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "0")
     assert not triton.knobs.language.default_fp_fusion
     assert kernel_resources.compile_facts(128, 4, 1, 16, False)["walk_loop_sass"] == fused
-    monkeypatch.setattr(kit_triton, "FP_FUSION", False)
+    monkeypatch.setattr(policy, "FP_FUSION", False)
     assert kernel_resources.compile_facts(128, 4, 1, 16, False)["walk_loop_sass"] != fused

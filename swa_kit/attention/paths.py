@@ -188,8 +188,8 @@ _ROWS = (
         convention="hf",  # the kit's own unit: keys attended, counting the query
         kv_layout="token",  # page size 1 via kv_indices; larger pages via AttentionBatch.block_table()
         devices=frozenset({"cuda", "rocm"}),
-        availability="swa_kit.attention.kit.kernel:available",
-        implementation="swa_kit.attention.kit.kernel:run_batch",
+        availability="swa_kit.attention.kit.path:available",
+        implementation="swa_kit.attention.kit.path:run_batch",
     ),
 )
 #: Every path by name, in name order.

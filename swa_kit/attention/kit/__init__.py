@@ -1,1 +1,3 @@
-"""The kit's own Triton kernel: the kernel, its launch policy, a teaching kernel, the interpreter child."""
+"""The kit's own Triton kernel: ``teaching`` (the walk alone, read it first), ``kernel`` (the tuned kernels),
+``policy`` (the launch policy), ``path`` (the host side and the registered path), ``interpreted`` (Triton's CPU
+interpreter in a child process)."""

@@ -178,7 +178,7 @@ class DecodeInputs:
     # -- the paths ---------------------------------------------------------------------------
 
     def kit(self, page_size: int, keys: int | None = None, **tuning: Any) -> Made:
-        from swa_kit.attention.kit.kernel import plan_decode
+        from swa_kit.attention.kit.path import plan_decode
 
         table, row_start = self.tables[page_size]
         plan = plan_decode(self.k, self.v, table, row_start, self.seq_lens, page_size,
@@ -187,12 +187,7 @@ class DecodeInputs:
                            max_seq_len=self.case.context, **tuning)
         out = torch.empty_like(self.q)
         q = self.q
-        facts = {"splits": plan.splits, "chunk": plan.chunk, "rows": plan.rows, "block_n": plan.block_n,
-                 "num_warps": plan.num_warps, "num_stages": plan.num_stages, "max_registers": plan.max_registers,
-                 "edge_prefetch": plan.edge_prefetch, "edge_in_walk": plan.edge_in_walk,
-                 "int32_offsets": plan.int32_offsets, "clamped_walk": plan.clamped_walk,
-                 "fused_merge": plan.locks is not None}
-        return (lambda: plan.run(q, out)), out, facts
+        return (lambda: plan.run(q, out)), out, plan.facts()
 
     def aiter(self) -> Made:
         from swa_kit.attention.aiter.triton_kernels import unified_attention

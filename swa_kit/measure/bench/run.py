@@ -59,7 +59,7 @@ def error_note(exc: Exception, limit: int = 600) -> str:
 
 def kernel_settings() -> dict[str, Any]:
     """The kit kernel's launch defaults, recorded with every run (each kit row adds what its shape chose)."""
-    from swa_kit.attention.kit import kernel as kt
+    from swa_kit.attention.kit import policy as kt
 
     return {"tile_bytes": kt.TILE_BYTES, "tile_bytes_many_rows": kt.TILE_BYTES_MANY_ROWS, "num_warps": kt.NUM_WARPS,
             "num_stages": kt.NUM_STAGES, "num_stages_narrow": kt.NUM_STAGES_NARROW,
