@@ -117,7 +117,7 @@ def decide(launch: Launch) -> Decisions:
         why = model.sources["hybrid pool eligibility"] + (f"; and {choice.hybrid_why}" if choice.hybrid_why else "")
     page_size, page_source = choose_page_size(launch, choice)
     speculation = settle(launch, choice, page_size)
-    pools = size_pools(launch, hybrid, page_size)
+    pools = size_pools(launch, hybrid, page_size, choice.attention_backend)
     dtype_bytes = kv_dtype_bytes(model, launch.server_args.kv_cache_dtype)
     scale = dtype_bytes / model.dtype_bytes
     minimum = int(request_bytes(model, MINIMUM_CONTEXT, hybrid=True) * scale)
