@@ -125,3 +125,14 @@ def test_budget_below_zero_is_a_start_up_refusal(tmp_path):
     path = _gemma4_like(tmp_path, "m", 12, 6, 4, 16, 512, 256)
     with pytest.raises(LaunchRefusedError, match="refuses this launch.*--tp-size"):
         decide(Launch.from_inputs(hf_config=path, gpu_memory_gib=80, weights_gib=79))
+
+
+def test_start_up_refusals_sglang_makes():
+    with pytest.raises(UsageError, match="fa9.*choices.py"):
+        decide(Launch.from_inputs(model="gpt-oss-20b", server_args="--attention-backend fa9"))
+    with pytest.raises(LaunchRefusedError, match="trtllm_mha needs an SM90.*aiter"):
+        decide(Launch.from_inputs(model="gpt-oss-20b", server_args="--attention-backend trtllm_mha"))
+    assert decide(Launch.from_inputs(model="gpt-oss-20b", server_args="--attention-backend trtllm_mha",
+                                     platform="cuda-sm90")).decode_attention_backend.value == "trtllm_mha"
+    with pytest.raises(LaunchRefusedError, match="Gemma-4 runs only on"):
+        decide(Launch.from_inputs(model="gemma4-31b", server_args="--attention-backend fa3", platform="cuda-sm90"))

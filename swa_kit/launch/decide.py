@@ -18,6 +18,7 @@ from swa_kit.launch.backend import choose_backend, choose_page_size
 from swa_kit.launch.drafts import DraftPool, draft_pool
 from swa_kit.launch.inputs import Launch, Platform, parse_server_args
 from swa_kit.launch.pool_sizing import PoolSizes, kv_dtype_bytes, size_pools
+from swa_kit.launch.refusals import check_backend_names, check_startup
 from swa_kit.launch.speculation import settle
 from swa_kit.models.memory import request_bytes
 from swa_kit.sglang_versions import SGLANG_VERSION
@@ -55,6 +56,9 @@ class Decisions:
     per_request_minimum_bytes: Decided  # labelled: one request at MINIMUM_CONTEXT, SWA holding only the window
     per_request_one_pool_bytes: Decided
     draft_pool: Decided
+    draft_layers_in_pool: Decided  # value: {"full": n, "swa": n} counted in the target's cells
+    parallel: Decided  # value: GPUs the launch spans; every token and byte figure above is per GPU
+    kv_bytes_all_gpus: Decided  # full + SWA pool bytes of one GPU x GPUs
     resolver: Decided
     routes: dict[tuple[str, str], routing.Plan] = field(default_factory=dict)  # (worker, mode) -> plan
     route_note: str = ""
@@ -106,7 +110,9 @@ def _routes(launch: Launch, backend_of: dict[str, str], drafts: DraftPool, topk:
 def decide(launch: Launch) -> Decisions:
     """SGLang's decisions for ``launch``, each naming what it mirrors."""
     model = launch.model
+    check_backend_names(launch)
     choice = choose_backend(launch)
+    check_startup(launch, choice)
     eligible = model.sglang_hybrid_swa_pool
     hybrid = eligible and not choice.disable_hybrid_swa_memory
     if hybrid:
@@ -150,6 +156,13 @@ def decide(launch: Launch) -> Decisions:
         per_request_one_pool_bytes=Decided(one_pool, f"one request of {MINIMUM_CONTEXT} tokens, every layer "
                                                      "holding every token", "swa_kit.models.memory.request_bytes"),
         draft_pool=Decided(drafts, f"{drafts.source}; layout: {drafts.layout_from}"),
+        draft_layers_in_pool=Decided({"full": pools.draft.full, "swa": pools.draft.swa}, pools.draft.how),
+        parallel=Decided(pools.parallel.gpus, f"{pools.parallel.describe()}; pools per GPU"
+                         + (f", {pools.stage_layers} layers on the smallest-pool stage" if pools.parallel.pp_size > 1
+                            else "")),
+        kv_bytes_all_gpus=Decided(None if pools.full_bytes is None else
+                                  (pools.full_bytes + (pools.swa_bytes or 0)) * pools.parallel.gpus,
+                                  f"(full + SWA bytes per GPU) x {pools.parallel.gpus} GPUs"),
         resolver=Decided(resolver, "sglang layers/attention/aiter_backend.py _resolve_swa_kv_pool"),
         routes=routes, route_note=note, pools=pools,
     )
