@@ -82,8 +82,12 @@ def _plain(value: Any) -> Any:
 MODES_BY_ROLE = {"target": ("prefill", "extend", "decode", "verify"), "draft": ("draft_extend", "draft_decode")}
 
 
-def _routes(launch: Launch, backend_of: dict[str, str], drafts: DraftPool, topk: int) -> tuple[dict, str]:
-    """Per (worker, mode) plans for the backends and algorithms the planner knows; a note naming the others."""
+def _routes(launch: Launch, backend_of: dict[str, str], drafts: DraftPool, topk: int,
+            hybrid: bool) -> tuple[dict, str]:
+    """Per (worker, mode) plans for the backends and algorithms the planner knows; a note naming the others.
+
+    ``hybrid`` is the decided hybrid switch: off, no SWA pool exists, so the routes are planned on one pool.
+    """
     algorithm = launch.spec_algorithm  # an alias is planned as its algorithm (NEXTN as EAGLE)
     plans, skipped = {}, []
     for worker, modes in MODES_BY_ROLE.items():
@@ -99,7 +103,7 @@ def _routes(launch: Launch, backend_of: dict[str, str], drafts: DraftPool, topk:
             plans[(worker, mode)] = routing.plan(
                 launch.model, mode, spec=algorithm.name.lower(), topk=topk if mode == "verify" else 1, env=launch.env,
                 worker=worker, strict=False, backend=backend, draft_model=drafts.layout,
-                sglang_version=launch.sglang_version)
+                sglang_version=launch.sglang_version, hybrid_swa_memory=hybrid)
     if not skipped:
         return plans, ""
     why = (f"the kit routes {', '.join(routing.BACKENDS)} only" if algorithm.traits.kit_plans else
@@ -130,7 +134,7 @@ def decide(launch: Launch) -> Decisions:
     one_pool = int(request_bytes(model, MINIMUM_CONTEXT, hybrid=False) * scale)
     drafts = draft_pool(launch)
     backends = {"prefill": choice.prefill_attention_backend, "decode": choice.decode_attention_backend}
-    routes, note = _routes(launch, backends, drafts, speculation.topk or 1)
+    routes, note = _routes(launch, backends, drafts, speculation.topk or 1, hybrid)
     pc = pools.source
     label = (f"PER-REQUEST MINIMUM, not SGLang's sizing: one request of {MINIMUM_CONTEXT} tokens with its SWA "
              "layers holding only the window (what an SWA pool sized by the request cap approaches)")

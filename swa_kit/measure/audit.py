@@ -113,10 +113,14 @@ def _memory_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
             ("lower --swa-full-tokens-ratio", "set --max-running-requests with --disable-radix-cache so the "
              "request-cap configurator sizes the SWA pool from the running requests"), "pools"))
     elif launch.model.has_window:
+        # The model is hybrid-SWA and the launch switched its pool off: turning it back on is a real way out.
+        way = ("drop --disable-hybrid-swa-memory so SGLang builds the SWA pool (cost: the routes change with it; "
+               "on aiter the sliding layers then run unified_attention, one key short)"
+               if launch.model.sglang_hybrid_swa_pool else
+               "nothing to do on this SGLang version: it gives this architecture no hybrid pool; the routes say "
+               "whether the sliding layers still attend their window")
         out.append(Finding("memory", "one full-size pool: the window saves no KV memory",
-                           f"hybrid SWA memory is off: {decisions.hybrid_swa_memory.source}",
-                           ("nothing to do on this SGLang version; the sliding layers still attend their window",),
-                           "pools"))
+                           f"hybrid SWA memory is off: {decisions.hybrid_swa_memory.source}", (way,), "pools"))
     if pools is not None and pools.parallel.gpus > 1:
         out.append(Finding("info", f"pools are per GPU, {pools.parallel.gpus} GPUs in all",
                            f"{decisions.parallel.source}; KV bytes on all GPUs: {decisions.kv_bytes_all_gpus.value}",
