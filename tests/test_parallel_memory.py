@@ -136,3 +136,24 @@ def test_start_up_refusals_sglang_makes():
                                      platform="cuda-sm90")).decode_attention_backend.value == "trtllm_mha"
     with pytest.raises(LaunchRefusedError, match="Gemma-4 runs only on"):
         decide(Launch.from_inputs(model="gemma4-31b", server_args="--attention-backend fa3", platform="cuda-sm90"))
+
+
+@pytest.mark.parametrize("name,layers", [("gpt-oss-120b", 36), ("gpt-oss-20b", 24)])
+def test_bundled_gpt_oss_default_aiter_launch_gets_the_cut(name, layers):
+    """The spec's max_position_embeddings (131072) is over 8192, so aiter's 0.85 cut applies to SGLang's estimate.
+
+    By hand: MI300X 192e9 bytes; memory_hook.py reserves 512 + 16384 x 1.5 (chunked prefill on a GPU over 160 GiB)
+    + 1 x 1 / 8 x 1024 + 512 x 2 (decode graph max_bs 512) MiB; then x 0.85; then
+    HybridSWAPoolConfigurator: full = budget // (full cell + 0.8 x SWA cell), half the layers each, 8 KV heads of 64.
+    """
+    d = decide(Launch.from_inputs(model=name))
+    mib = 192e9 / (1 << 20)
+    fraction = round((mib - (512 + 16384 * 1.5 + 1024 / 8 + 512 * 2)) / mib, 3) * 0.85
+    assert "context 131072" in d.full_tokens.source
+    assert d.pools.budget_bytes == int(192e9 * fraction)
+    cell = layers // 2 * 8 * 64 * 2 * 2
+    assert (d.pools.full_cell_bytes, d.pools.swa_cell_bytes) == (cell, cell)
+    assert d.full_tokens.value == int(int(192e9 * fraction) // (cell + 0.8 * cell))
+    # --context-length 8192 is not over 8192: no cut
+    kept = decide(Launch.from_inputs(model=name, server_args="--context-length 8192"))
+    assert kept.pools.budget_bytes == int(192e9 * (fraction / 0.85))
