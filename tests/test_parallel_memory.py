@@ -157,3 +157,22 @@ def test_bundled_gpt_oss_default_aiter_launch_gets_the_cut(name, layers):
     # --context-length 8192 is not over 8192: no cut
     kept = decide(Launch.from_inputs(model=name, server_args="--context-length 8192"))
     assert kept.pools.budget_bytes == int(192e9 * (fraction / 0.85))
+
+
+def test_mxfp4_on_gfx942_is_refused_at_model_load(tmp_path, capsys):
+    """Mxfp4Config.from_config raises on a HIP GPU without gfx95: from the config's quantization_config or the flag."""
+    from swa_kit.cli import main
+    from swa_kit.models.configs import MODELS_DIR
+
+    raw = json.loads((MODELS_DIR / "gpt-oss-120b.json").read_text())["hf_config"]
+    raw["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn"]}
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    with pytest.raises(LaunchRefusedError, match="MXFP4 on rocm-gfx942.*Mxfp4Config.from_config"):
+        decide(Launch.from_inputs(hf_config=tmp_path))
+    with pytest.raises(LaunchRefusedError, match="MXFP4"):
+        decide(Launch.from_inputs(model="gpt-oss-20b", server_args="--quantization mxfp4"))
+    for platform in ("rocm-gfx950", "cuda-sm90", "cuda-sm100"):
+        assert decide(Launch.from_inputs(hf_config=tmp_path, platform=platform)).full_tokens.value > 0
+    assert decide(Launch.from_inputs(model="gpt-oss-20b", server_args="--quantization fp8")).full_tokens.value > 0
+    assert main(["audit", "--hf-config", str(tmp_path), "--platform", "rocm-gfx942"]) == 2
+    assert "MXFP4" in capsys.readouterr().err

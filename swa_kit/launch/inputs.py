@@ -54,6 +54,7 @@ class ServerArgsView:
     speculative_draft_attention_backend: str | None = None
     page_size: int | None = None
     kv_cache_dtype: str = "auto"
+    quantization: str | None = None  # else the config's quantization_config.quant_method (ModelConfig)
     disable_hybrid_swa_memory: bool = False
     swa_full_tokens_ratio: float | None = None
     max_running_requests: int | None = None

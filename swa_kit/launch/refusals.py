@@ -5,6 +5,8 @@
 * trtllm_mha needs SM90, SM100 or SM120 (``arg_groups/attention_hook.py``): refused on ROCm.
 * Gemma-4's allow-list (``arg_groups/model_hook.py``): trtllm_mha, triton, fa4, ascend, intel_xpu, intel_amx,
   aiter; so fa3 or flashinfer is refused.
+* MXFP4 on ROCm needs gfx95 (``layers/quantization/mxfp4.py Mxfp4Config.from_config`` raises ValueError on any
+  other HIP GPU, e.g. gfx942): the quantization is ``--quantization`` or the config's ``quantization_config``.
 """
 
 from __future__ import annotations
@@ -50,3 +52,21 @@ def check_startup(launch: Launch, choice: BackendChoice) -> None:
         raise LaunchRefusedError(
             f"SGLang refuses this launch: Gemma-4 runs only on {', '.join(GEMMA4_BACKENDS)}, got prefill "
             f"{used[0]}, decode {used[1]} (sglang 0.5.23 arg_groups/model_hook.py); use --attention-backend triton")
+
+
+def quantization(launch: Launch) -> str | None:
+    """``--quantization``, else the config's ``quantization_config.quant_method`` (what ``ModelConfig`` resolves)."""
+    if launch.server_args.quantization is not None:
+        return launch.server_args.quantization
+    config = launch.model.hf_config.get("quantization_config")
+    method = config.get("quant_method") if isinstance(config, dict) else None
+    return method if isinstance(method, str) else None
+
+
+def check_quantization(launch: Launch) -> None:
+    """Raise :class:`LaunchRefusedError` where SGLang refuses the quantization on this platform at model load."""
+    if quantization(launch) == "mxfp4" and launch.platform.is_hip and launch.platform.name != "rocm-gfx950":
+        raise LaunchRefusedError(
+            f"SGLang refuses this launch: MXFP4 on {launch.platform.name} raises 'Current platform ... not support "
+            "mxfp4 computation' at model load (sglang 0.5.23 layers/quantization/mxfp4.py Mxfp4Config.from_config: "
+            "HIP needs gfx95); serve it on rocm-gfx950, or a bf16 checkpoint of the model")
