@@ -244,3 +244,28 @@ def test_trace_findings_in_text_and_markdown(capsys, tmp_path, form):
     assert main(["audit", *AITER, "--trace", str(path), *([form] if form else [])]) == 1
     out = capsys.readouterr().out
     assert "window_arg=[-1, -1]" in out and "(trace: layer 0 decode)" in out
+
+
+@pytest.mark.parametrize("name,args", [("gpt-oss-120b", ""), ("gemma4-31b", "--attention-backend aiter")])
+def test_disabled_hybrid_pool_on_aiter_raises_at_the_first_decode(capsys, name, args):
+    """No SWA pool: the sliding layers decode on the paged path, SGLang's guard raises, no 'runs, one key short'."""
+    code, report = _run_json(capsys, ["--model", name, f"--server-args={args} --disable-hybrid-swa-memory"])
+    decisions = {r["decision"]: r["value"] for r in report["decisions"]}
+    assert decisions["attention_backend"] == "aiter" and decisions["hybrid_swa_memory"] is False
+    routes = {(r["worker"], r["mode"], r["kind"]): r for r in report["routes"]}
+    decode = routes[("target", "decode", "sliding")]
+    assert (decode["kernel"], decode["page_table"], decode["sglang"]) == ("paged_attention_ragged", "full", "RAISES")
+    assert routes[("target", "prefill", "sliding")]["page_table"] == "full"  # no SWA pool, so no SWA page table
+    raises = [f for f in report["findings"] if f["severity"] == "raises"]
+    assert len(raises) == 1 and "target decode" in raises[0]["where"]
+    assert "_reject_paged_decode_sliding_window" in raises[0]["detail"] and "hybrid SWA memory is off" in \
+        raises[0]["detail"]
+    assert len(raises[0]["ways_out"]) == 3 and all("(cost: " in w for w in raises[0]["ways_out"])
+    assert not any("target decode" in f["where"] for f in report["findings"] if f["severity"] == "one-short")
+    memory = next(f for f in report["findings"] if f["title"].startswith("one full-size pool"))
+    assert memory["ways_out"][0].startswith("drop --disable-hybrid-swa-memory") and code == 1
+    # The same launch with the hybrid pool: decode runs on unified_attention, one key short, nothing raises.
+    _, hybrid = _run_json(capsys, ["--model", name] + ([f"--server-args={args}"] if args else []))
+    decode = next(r for r in hybrid["routes"] if (r["mode"], r["kind"]) == ("decode", "sliding"))
+    assert (decode["kernel"], decode["sglang"]) == ("unified_attention", "runs")
+    assert not [f for f in hybrid["findings"] if f["severity"] == "raises"]

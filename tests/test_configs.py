@@ -175,3 +175,19 @@ def test_file_stem_must_match_name(tmp_path):
     (tmp_path / "gpt-oss-20b.json").write_text(json.dumps(raw))
     assert load_model("gpt-oss-20b", tmp_path).num_layers == 24
     assert list_models(tmp_path) == ["broken", "gpt-oss-20b", "other-name"]
+
+
+# max_position_embeddings as published (model cards for Gemma-4 and MiMo), each named in the spec's sources.
+CONTEXT = {"gemma4-31b": 262144, "gemma3-27b": 131072, "gpt-oss-20b": 131072, "gpt-oss-120b": 131072,
+           "llama4-scout": 10485760, "mimo-v2-flash": 262144}
+
+
+@pytest.mark.parametrize("name", sorted(CONTEXT))
+def test_bundled_context_length_is_kept_with_its_source(name):
+    from swa_kit.launch.inputs import Launch
+    from swa_kit.launch.memory_fraction import context_length
+
+    spec = load_model(name)
+    text = spec.hf_config.get("text_config", spec.hf_config)
+    assert text["max_position_embeddings"] == CONTEXT[name] and spec.sources["config.max_position_embeddings"]
+    assert context_length(Launch.from_inputs(model=name)) == CONTEXT[name]  # SGLang's get_context_length

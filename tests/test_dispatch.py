@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -13,7 +14,7 @@ from swa_kit.measure.explain import explain, layer_ranges
 from swa_kit.attention.batch import random_paged_batch
 from swa_kit.cli import main
 from swa_kit.models.configs import MODELS_DIR, load_model, parse_hf_config
-from swa_kit.models.drafts import assumed_eagle_head, with_window
+from swa_kit.models.drafts import assumed_eagle_head, default_draft_layout, with_window
 from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.window import to_keys
 from swa_kit.engine.workers import build_workers
@@ -232,3 +233,48 @@ def test_plan_refuses_a_role_that_contradicts_the_runner():
         routing.plan("gemma4-31b", "decode", model_runner=_foreign_frozen_draft(), worker="target")
     with pytest.raises(UsageError, match="spec='eagle' contradicts"):
         routing.plan("gemma4-31b", "draft_decode", model_runner=_foreign_frozen_draft(), spec="eagle")
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-120b", "gemma4-31b", "mimo-v2-flash"])
+def test_hybrid_switch_off_takes_the_paged_decode_and_sglangs_guard(name):
+    """--disable-hybrid-swa-memory: no SWA pool, so nothing forces unified_attention and decode is paged.
+
+    Oracle: SGLang's _reject_paged_decode_sliding_window raises for exactly the layers with sliding_window_size > -1,
+    read from the model's own layer kinds; and the routes equal those of the same model declared pool-less.
+    """
+    model = load_model(name)
+    on = routing.plan(model, "decode", strict=False)
+    off = routing.plan(model, "decode", strict=False, hybrid_swa_memory=False)
+    assert on.pool.swa_pool_resolved and not on.guards
+    assert not off.pool.swa_pool_resolved and not off.pool.use_triton_unified_attention
+    assert off.pool.hybrid_pool_disabled
+    raising = {i for i in range(model.num_layers) if model.layer_kind(i).sliding_window_size > -1}
+    assert raising and {e.layer for e in off.layers if e.sglang_verdict} == raising
+    pool_less = routing.plan(replace(model, sglang_hybrid_swa_pool=False), "decode", strict=False)
+    route = lambda e: (e.layer, e.kernel, e.window_arg, e.buffer, e.page_table, e.effective_keys)  # noqa: E731
+    assert [route(e) for e in off.layers] == [route(e) for e in pool_less.layers]
+    assert {e.kernel for e in off.layers} == {"paged_attention_ragged"} and {e.buffer for e in off.layers} == {"full"}
+    verdict = next(e.sglang_verdict for e in off.layers if e.sglang_verdict)
+    assert "hybrid SWA memory is off" in verdict.problem and len(verdict.ways_out) == 3
+    assert verdict.ways_out[0].startswith("drop --disable-hybrid-swa-memory")
+    assert all("(cost: " in way for way in verdict.ways_out)
+    with pytest.raises(DispatchGuardError, match="_reject_paged_decode_sliding_window"):
+        routing.plan(model, "decode", hybrid_swa_memory=False)
+    # The second way out, taken: unified_attention on the one full pool, one key short, and SGLang runs it.
+    unified = routing.plan(model, "decode", hybrid_swa_memory=False, env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"})
+    for e in by_kind(unified, "sliding"):
+        assert e.kernel == "unified_attention" and e.page_table == e.buffer == "full"
+        assert e.effective_keys == e.intended_keys - 1 and e.sglang_verdict is None
+
+
+def test_hybrid_switch_off_reaches_a_hybrid_swa_draft():
+    """The draft's ModelConfig comes from the same server args: a MiMoV2MTP draft loses its SWA pool too."""
+    target = load_model("mimo-v2-flash")
+    draft, _ = default_draft_layout(target, True)
+    assert draft.sglang_hybrid_swa_pool
+    on = routing.plan(target, "draft_decode", spec="eagle", strict=False, draft_model=draft)
+    off = routing.plan(target, "draft_decode", spec="eagle", strict=False, draft_model=draft, hybrid_swa_memory=False)
+    assert on.pool.own_swa_pool and not off.pool.own_swa_pool and off.pool.hybrid_pool_disabled
+    assert {e.buffer for e in off.layers} == {"full"}
+    windowed = [e for e in off.layers if e.sliding_window_size > -1]
+    assert windowed and all(e.sglang_verdict for e in windowed)

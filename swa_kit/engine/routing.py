@@ -57,7 +57,7 @@ measured by :mod:`swa_kit.measure.probe`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from swa_kit.attention.paths import AttentionPath, run_path
@@ -100,6 +100,7 @@ class PoolView:
     kv_cache_vectorized_5d: bool = False
     backend: str = "aiter"
     own_swa_pool: bool = False  # a hybrid-SWA draft (MiMoV2MTP, Step3p5MTP, ...) owns an SWA pool
+    hybrid_pool_disabled: bool = False  # the model is hybrid-SWA, but the launch turned its SWA pool off
 
     @property
     def use_sliding_window_kv_pool(self) -> bool:
@@ -355,21 +356,31 @@ def sglang_guard(route: _Route, sglang_version: str = SGLANG_VERSION) -> Verdict
     """
     if not has_pr_38756(sglang_version) or route.site.name != "decode.paged" or route.sws <= -1:
         return None
+    why = " (no SWA pool: hybrid SWA memory is off, so nothing forces unified_attention)" \
+        if route.pool.hybrid_pool_disabled else ""
     return Verdict(f"aiter paged decode cannot honour a sliding window: SGLang raises ValueError for {route.who} at "
-                   f"{route.site.name} (_reject_paged_decode_sliding_window)", (_ways_out(route.pool),))
+                   f"{route.site.name} (_reject_paged_decode_sliding_window) at the first decode{why}",
+                   _ways_out(route.pool))
 
 
-def _ways_out(pool: PoolView) -> str:
+def _ways_out(pool: PoolView) -> tuple[str, ...]:
+    if pool.hybrid_pool_disabled:  # each alternative with its cost
+        return ("drop --disable-hybrid-swa-memory: SGLang builds the SWA pool and decodes sliding layers with "
+                "unified_attention at (sws - 1, 0) (cost: one key short; the SWA pool then saves KV memory)",
+                "set SGLANG_USE_AITER_UNIFIED_ATTN=1: unified_attention on the one full-size pool (cost: one key "
+                "short, and the window still saves no KV memory)",
+                "--attention-backend triton (cost: its decode is one key short too, SGLang PR #32087, on a different "
+                "kernel; measure either with swa-kit probe)")
     if pool.worker == "draft" and pool.reads_target_kv and not pool.swa_pool_resolved:
         return ("resolve the pool the draft reads (the fixed _resolve_swa_kv_pool returns the allocator's "
-                "SWAKVPool for FROZEN_KV MTP), or select a different attention backend")
+                "SWAKVPool for FROZEN_KV MTP), or select a different attention backend",)
     return ("set SGLANG_USE_AITER_UNIFIED_ATTN=1 (unified_attention takes a window, but SGLang passes it (sws - 1, 0): "
             "one key short) or select a different attention backend (--attention-backend triton has its own "
-            "one-key-short decode window, SGLang PR #32087); measure either with swa-kit probe")
+            "one-key-short decode window, SGLang PR #32087); measure either with swa-kit probe",)
 
 
-def _verdict(problem: str, way: str | None = None) -> tuple[list[str], list[str]]:
-    return [problem], [way] if way else []
+def _verdict(problem: str, *ways: str) -> tuple[list[str], list[str]]:
+    return [problem], list(ways)
 
 
 _WHOLE_CONTEXT = "so the layer would attend the whole context and return wrong numbers silently"
@@ -400,11 +411,11 @@ def _window_problems(route: _Route, effective: int | None) -> tuple[list[str], l
                         f"attends the whole context where the model attends {route.intended} keys",
                         "serve it with a model file that passes the window, or accept full attention knowingly")
     if not route.honours_window:
-        way = _ways_out(route.pool) if route.site.name == "decode.paged" else _VERIFY_WAY.format(topk=route.topk)
+        ways = _ways_out(route.pool) if route.site.name == "decode.paged" else (_VERIFY_WAY.format(topk=route.topk),)
         # paged_attention_ragged has no window parameter; extend_attention_fwd has one SGLang does not pass
         why = ("takes no window" if "no window parameter" in route.site.window_expr else
                "gets no window (it takes sliding_window_size, but SGLang's aiter backend does not pass it)")
-        return _verdict(f"{kernel} ({route.site.name}) {why}, {_WHOLE_CONTEXT}", way)
+        return _verdict(f"{kernel} ({route.site.name}) {why}, {_WHOLE_CONTEXT}", *ways)
     if effective is None:
         return _verdict(f"{kernel} gets window_size={route.window_arg} = {route.site.window_expr}, which its "
                         "convention reads as 'no window': the layer attends the whole context",
@@ -476,7 +487,7 @@ def _check_args(mode: str, spec: str, topk: int, worker: str, resolver: str, bac
 
 
 def _pool_view(model: ModelLayout, worker: str, spec: str, topk: int, env: dict[str, str], resolver: str,
-               backend: str, model_runner: Any, draft_model: ModelLayout | None) -> PoolView:
+               backend: str, model_runner: Any, draft_model: ModelLayout | None, hybrid_disabled: bool) -> PoolView:
     if model_runner is not None:
         swa_resolved, reads_target = resolve_runner(model_runner, resolver)
     else:
@@ -492,7 +503,7 @@ def _pool_view(model: ModelLayout, worker: str, spec: str, topk: int, env: dict[
         use_triton_unified_attention=unified,
         use_unified_verify=unified and topk == 1 and env_flag(env, "SGLANG_AITER_UNIFIED_VERIFY"),
         unified_draft_extend=env_flag(env, "SGLANG_AITER_UNIFIED_DRAFT_EXTEND"), kv_cache_vectorized_5d=vec5d,
-        backend=backend, own_swa_pool=own_swa,
+        backend=backend, own_swa_pool=own_swa, hybrid_pool_disabled=hybrid_disabled,
     )
 
 
@@ -510,6 +521,7 @@ def plan(
     backend: str = "aiter",
     draft_model: ModelLayout | None = None,
     sglang_version: str = SGLANG_VERSION,
+    hybrid_swa_memory: bool = True,
 ) -> Plan:
     """Route every layer of ``model`` the way SGLang's attention ``backend`` does in forward ``mode``.
 
@@ -522,8 +534,16 @@ def plan(
     role and algorithm then come from it. With ``strict`` (default) a refused route raises
     :class:`DispatchGuardError` naming the layer, its window and the way out; with
     ``strict=False`` the plan carries SGLang's error and the kit's judgement per layer.
+    ``hybrid_swa_memory=False`` is the launch's hybrid switch turned off (``--disable-hybrid-swa-memory``): SGLang's
+    ``ModelConfig._derive_hybrid_model`` then sets ``is_hybrid_swa`` False for the target and the draft alike
+    (both configs come from the same server args), so no SWA pool exists and aiter decodes on the paged path.
     """
     target = load_model(model) if isinstance(model, str) else model
+    hybrid_disabled = not hybrid_swa_memory and (target.sglang_hybrid_swa_pool or (
+        draft_model is not None and draft_model.sglang_hybrid_swa_pool))
+    if not hybrid_swa_memory:
+        target = replace(target, sglang_hybrid_swa_pool=False)
+        draft_model = None if draft_model is None else replace(draft_model, sglang_hybrid_swa_pool=False)
     if model_runner is not None:
         worker, spec = _runner_role(model_runner, worker, spec)
     spec = spec or "none"
@@ -531,7 +551,7 @@ def plan(
     resolver = resolver or ("fixed" if has_pr_38756(sglang_version) else "legacy")
     _check_args(mode, spec, topk, worker, resolver, backend, sglang_version)
     env = check_env(env)
-    pool = _pool_view(target, worker, spec, topk, env, resolver, backend, model_runner, draft_model)
+    pool = _pool_view(target, worker, spec, topk, env, resolver, backend, model_runner, draft_model, hybrid_disabled)
     site = _choose_site(pool, mode)
     path = site_path(site) if site.paths else None
     result = Plan(target.name, mode, spec, topk, env, pool, sglang_version=sglang_version)

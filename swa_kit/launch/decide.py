@@ -19,6 +19,7 @@ from swa_kit.launch.backend import choose_backend, choose_page_size
 from swa_kit.launch.drafts import DraftPool, draft_pool
 from swa_kit.launch.inputs import Launch, Platform, parse_server_args
 from swa_kit.launch.pool_sizing import PoolSizes, kv_dtype_bytes, size_pools
+from swa_kit.launch.refusals import check_backend_names, check_quantization, check_startup
 from swa_kit.launch.speculation import settle
 from swa_kit.models.memory import request_bytes
 from swa_kit.sglang_versions import SGLANG_VERSION
@@ -56,6 +57,9 @@ class Decisions:
     per_request_minimum_bytes: Decided  # labelled: one request at MINIMUM_CONTEXT, SWA holding only the window
     per_request_one_pool_bytes: Decided
     draft_pool: Decided
+    draft_layers_in_pool: Decided  # value: {"full": n, "swa": n} counted in the target's cells
+    parallel: Decided  # value: GPUs the launch spans; every token and byte figure above is per GPU
+    kv_bytes_all_gpus: Decided  # full + SWA pool bytes of one GPU x GPUs
     resolver: Decided
     pools: PoolSizes  # the sizes the Decided pool fields read
     routes: dict[tuple[str, str], routing.Plan] = field(default_factory=dict)  # (worker, mode) -> plan
@@ -79,8 +83,12 @@ def _plain(value: Any) -> Any:
 MODES_BY_ROLE = {"target": ("prefill", "extend", "decode", "verify"), "draft": ("draft_extend", "draft_decode")}
 
 
-def _routes(launch: Launch, backend_of: dict[str, str], drafts: DraftPool, topk: int) -> tuple[dict, str]:
-    """Per (worker, mode) plans for the backends and algorithms the planner knows; a note naming the others."""
+def _routes(launch: Launch, backend_of: dict[str, str], drafts: DraftPool, topk: int,
+            hybrid: bool) -> tuple[dict, str]:
+    """Per (worker, mode) plans for the backends and algorithms the planner knows; a note naming the others.
+
+    ``hybrid`` is the decided hybrid switch: off, no SWA pool exists, so the routes are planned on one pool.
+    """
     algorithm = launch.spec_algorithm  # an alias is planned as its algorithm (NEXTN as EAGLE)
     plans, skipped = {}, []
     for worker, modes in MODES_BY_ROLE.items():
@@ -96,7 +104,7 @@ def _routes(launch: Launch, backend_of: dict[str, str], drafts: DraftPool, topk:
             plans[(worker, mode)] = routing.plan(
                 launch.model, mode, spec=algorithm.name.lower(), topk=topk if mode == "verify" else 1, env=launch.env,
                 worker=worker, strict=False, backend=backend, draft_model=drafts.layout,
-                sglang_version=launch.sglang_version)
+                sglang_version=launch.sglang_version, hybrid_swa_memory=hybrid)
     if not skipped:
         return plans, ""
     why = (f"the kit routes {', '.join(routing.BACKENDS)} only" if algorithm.traits.kit_plans else
@@ -107,7 +115,10 @@ def _routes(launch: Launch, backend_of: dict[str, str], drafts: DraftPool, topk:
 def decide(launch: Launch) -> Decisions:
     """SGLang's decisions for ``launch``, each naming what it mirrors."""
     model = launch.model
+    check_backend_names(launch)
     choice = choose_backend(launch)
+    check_startup(launch, choice)
+    check_quantization(launch)
     eligible = model.sglang_hybrid_swa_pool
     hybrid = eligible and not choice.disable_hybrid_swa_memory
     if hybrid:
@@ -118,14 +129,14 @@ def decide(launch: Launch) -> Decisions:
         why = model.sources["hybrid pool eligibility"] + (f"; and {choice.hybrid_why}" if choice.hybrid_why else "")
     page_size, page_source = choose_page_size(launch, choice)
     speculation = settle(launch, choice, page_size)
-    pools = size_pools(launch, hybrid, page_size)
+    pools = size_pools(launch, hybrid, page_size, choice.attention_backend)
     dtype_bytes = kv_dtype_bytes(model, launch.server_args.kv_cache_dtype)
     scale = dtype_bytes / model.dtype_bytes
     minimum = int(request_bytes(model, MINIMUM_CONTEXT, hybrid=True) * scale)
     one_pool = int(request_bytes(model, MINIMUM_CONTEXT, hybrid=False) * scale)
     drafts = draft_pool(launch)
     backends = {"prefill": choice.prefill_attention_backend, "decode": choice.decode_attention_backend}
-    routes, note = _routes(launch, backends, drafts, speculation.topk or 1)
+    routes, note = _routes(launch, backends, drafts, speculation.topk or 1, hybrid)
     pc = pools.source
     label = (f"PER-REQUEST MINIMUM, not SGLang's sizing: one request of {MINIMUM_CONTEXT} tokens with its SWA "
              "layers holding only the window (what an SWA pool sized by the request cap approaches)")
@@ -154,6 +165,15 @@ def decide(launch: Launch) -> Decisions:
         per_request_one_pool_bytes=Decided(one_pool, f"one request of {MINIMUM_CONTEXT} tokens, every layer "
                                                      "holding every token", "swa_kit.models.memory.request_bytes"),
         draft_pool=Decided(drafts, f"{drafts.source}; layout: {drafts.layout_from}"),
+        draft_layers_in_pool=Decided(
+            None if pools.draft is None else {"full": pools.draft.full, "swa": pools.draft.swa},
+            "no draft layers" if pools.draft is None else pools.draft.how),
+        parallel=Decided(pools.parallel.gpus, f"{pools.parallel.describe()}; pools per GPU"
+                         + (f", {pools.stage_layers} layers on the smallest-pool stage" if pools.parallel.pp_size > 1
+                            else "")),
+        kv_bytes_all_gpus=Decided(None if pools.full_bytes is None else
+                                  (pools.full_bytes + (pools.swa_bytes or 0)) * pools.parallel.gpus,
+                                  f"(full + SWA bytes per GPU) x {pools.parallel.gpus} GPUs"),
         resolver=Decided(resolver, "sglang layers/attention/aiter_backend.py _resolve_swa_kv_pool"),
         routes=routes, route_note=note, pools=pools,
     )

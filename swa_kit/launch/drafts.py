@@ -21,7 +21,13 @@ def draft_pool(launch: Launch) -> DraftPool:
     if not traits.draft_model:
         return DraftPool(algorithm, "none (no draft model)", None, "n-gram lookup", None, "sglang 0.5.23 speculative/")
     layout, origin = default_draft_layout(launch.model, traits.mtp_draft_from_target, window, launch.draft_model)
-    pool = "own SWA pool (hybrid-SWA draft)" if layout.sglang_hybrid_swa_pool else "own full pool"
+    # The draft's ModelConfig is built from the same server args, so --disable-hybrid-swa-memory turns its pool off too.
+    if not layout.sglang_hybrid_swa_pool:
+        pool = "own full pool"
+    elif launch.server_args.disable_hybrid_swa_memory:
+        pool = "own full pool (hybrid-SWA draft, hybrid SWA memory off)"
+    else:
+        pool = "own SWA pool (hybrid-SWA draft)"
     return DraftPool(algorithm, pool, layout, origin, window,
                      "sglang 0.5.23 model_executor/pool_configurator.py (eagle_draft_swa_num_layers), "
                      "model_runner_components/spec_aux_hidden_state.py")

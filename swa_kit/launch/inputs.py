@@ -54,6 +54,7 @@ class ServerArgsView:
     speculative_draft_attention_backend: str | None = None
     page_size: int | None = None
     kv_cache_dtype: str = "auto"
+    quantization: str | None = None  # else the config's quantization_config.quant_method (ModelConfig)
     disable_hybrid_swa_memory: bool = False
     swa_full_tokens_ratio: float | None = None
     max_running_requests: int | None = None
@@ -70,6 +71,12 @@ class ServerArgsView:
     speculative_draft_window_size: int | None = None
     speculative_ngram_max_bfs_breadth: int | None = None  # NGRAM's topk (SGLang's default 10)
     mem_fraction_static: float | None = None
+    context_length: int | None = None  # overrides the config's context length (model_config.context_len)
+    tp_size: int = 1  # arg_groups/fields/parallel.py, spelled --tp-size, --tensor-parallel-size or --tp
+    pp_size: int = 1
+    dp_size: int = 1
+    attn_dp_size: int = 1
+    enable_dp_attention: bool = False  # deprecated: --dp-size N with it becomes attn_dp_size N (parallel_hook.py)
     not_read: tuple[str, ...] = ()  # flags / fields given but not read by the kit (shown in the report)
 
     def given(self) -> dict[str, Any]:
@@ -79,6 +86,9 @@ class ServerArgsView:
 
 
 _FIELDS = {f.name: f for f in fields(ServerArgsView) if f.name != "not_read"}
+#: Other spellings SGLang's parser accepts for the same fields (``Arg(aliases=...)`` in arg_groups/fields/).
+_ALIASES = {"tp": "tp_size", "tensor_parallel_size": "tp_size", "pp": "pp_size", "pipeline_parallel_size": "pp_size",
+            "dp": "dp_size", "data_parallel_size": "dp_size", "attention_data_parallel_size": "attn_dp_size"}
 _BOOL_FIELDS = {n for n, f in _FIELDS.items() if f.type in ("bool", bool)}
 
 
@@ -135,6 +145,7 @@ def _from_flags(text: str) -> dict[str, Any]:
             continue
         flag, _, inline = token[2:].partition("=")
         name = flag.replace("-", "_")
+        name = _ALIASES.get(name, name)
         takes_value = name not in _BOOL_FIELDS
         nxt = tokens[i + 1] if i + 1 < len(tokens) else None
         if inline:
@@ -182,7 +193,8 @@ def _check_args(args: ServerArgsView) -> ServerArgsView:
                          "(arg_groups/kv_cache_hook.py)")
     if args.mem_fraction_static is not None and not 0 < args.mem_fraction_static < 1:
         raise UsageError(f"--mem-fraction-static {args.mem_fraction_static}: a fraction of GPU memory, 0 < f < 1")
-    for name in ("page_size", "max_running_requests", "max_total_tokens", "speculative_eagle_topk",
+    for name in ("tp_size", "pp_size", "dp_size", "attn_dp_size", "context_length", "page_size",
+                 "max_running_requests", "max_total_tokens", "speculative_eagle_topk",
                  "speculative_num_steps", "speculative_num_draft_tokens", "speculative_draft_window_size",
                  "speculative_ngram_max_bfs_breadth"):
         value = getattr(args, name)
@@ -264,9 +276,10 @@ class Launch:
             raise UsageError(f"SGLang version {sglang_version!r}: one of {', '.join(SGLANG_VERSIONS)} "
                              f"({BEFORE_38756} = the release before PR #38756: no resolver, no paged-decode guard)")
         args = read_server_args(server_args)
-        draft = load_hf_config(draft_hf_config) if draft_hf_config is not None else None
-        if draft is not None and args.speculative_algorithm is None:
+        if draft_hf_config is not None and args.speculative_algorithm is None:
             raise UsageError("--draft-hf-config is given but no --speculative-algorithm in the server arguments")
+        draft_config = draft_hf_config if draft_hf_config is not None else local_draft_config(args)
+        draft = load_hf_config(draft_config) if draft_config is not None else None
         if weights_gib is not None and not weights_gib >= 0:
             raise UsageError(f"--weights-gib {weights_gib!r}: the weights' size in GiB (>= 0)")
         return cls(model=layout, server_args=args, env=check_env(env),
@@ -282,6 +295,28 @@ class Launch:
     def spec_algorithm(self) -> SpeculativeAlgorithm:
         """The speculative algorithm the server runs, an alias read as its algorithm (NEXTN is EAGLE)."""
         return SpeculativeAlgorithm.from_string(self.server_args.speculative_algorithm)
+
+
+def local_draft_config(args: ServerArgsView) -> Path | None:
+    """The draft's ``config.json`` named by ``--speculative-draft-model-path``, where it is on this machine.
+
+    SGLang reads the draft's config from that path (``spec_aux_hidden_state.py
+    resolve_spec_aux_hidden_state_config``, ``ModelConfig.from_server_args(model_path=draft_path)``): a
+    directory holding ``config.json``, or here also the ``config.json`` itself. A hub name that is not a local
+    path gives None (the kit then says what it assumes); a local path without a config is refused.
+    """
+    value = args.speculative_draft_model_path
+    if value is None:
+        return None
+    path = Path(value)
+    if path.is_file():
+        return path
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise UsageError(f"--speculative-draft-model-path {value[:200]!r}: the directory holds no config.json; "
+                             "point it at the draft's model directory, or give --draft-hf-config")
+        return path / "config.json"
+    return None
 
 
 _ENV_PAIR = re.compile(r"^([A-Z0-9_]+)=(.*)$")

@@ -12,22 +12,27 @@ Mirrors ``model_executor/pool_configurator.py``:
 * ``DefaultPoolConfigurator`` (one pool): every layer for every token.
 * ``validate_swa_pool_size``: start-up fails when ``sliding_window_size + page_size >= swa_tokens``.
 
-The budget is ``GPU memory x mem_fraction_static - weights`` (``--max-total-tokens`` instead caps the
-full pool directly). Unset, ``mem_fraction_static`` is SGLang's own estimate, which reserves at least
-10 GiB on GPUs over 60 GiB (``arg_groups/memory_hook.py``); the kit uses that floor and says so.
+Every size is per GPU: KV heads split over the attention-TP ranks and layers over the pipeline stages
+(:mod:`swa_kit.launch.parallel`). An EAGLE / EAGLE3 / STANDALONE draft's layers are counted in the target's cells
+(``eagle_draft_num_layers``, its SWA share ``eagle_draft_swa_num_layers``, PR #29622), each at the target's
+per-layer size. The budget is ``GPU memory x mem_fraction_static - weights on one GPU``, the fraction as SGLang
+resolves it (:mod:`swa_kit.launch.memory_fraction`); ``--max-total-tokens`` instead caps the full pool directly.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from swa_kit.models.configs import DTYPE_BYTES, ModelLayout
+from swa_kit.models.configs import DTYPE_BYTES, LayerKind, ModelLayout, text_fields
 from swa_kit.engine.environment import env_value
 from swa_kit.launch.inputs import GIB, Launch
-from swa_kit.errors import UsageError
+from swa_kit.launch.memory_fraction import resolve_fraction
+from swa_kit.launch.parallel import Parallel, parallel_of
+from swa_kit.errors import LaunchRefusedError, UsageError
 
 RATIO_FALLBACK = 0.8
 _PC = "sglang 0.5.23 model_executor/pool_configurator.py"
+_PROFILE = "sglang 0.5.23 model_executor/model_runner.py: available KV memory after the static fraction"
 _KV_DTYPE_BYTES = {"fp8_e4m3": 1, "fp8_e5m2": 1, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
 
 
@@ -47,6 +52,9 @@ class PoolSizes:
     swa_tokens: int | None
     floor_tokens: int | None  # validate_swa_pool_size refuses swa_tokens <= this
     refused: str | None  # the start-up error SGLang raises, or None
+    parallel: Parallel = Parallel(1, 1, 1, 1)
+    draft: DraftLayers | None = None  # draft layers counted in the cells above
+    stage_layers: int = 0  # target layers this GPU's pipeline stage holds
 
     @property
     def full_bytes(self) -> int | None:
@@ -83,16 +91,73 @@ class PoolSizes:
 
 
 def kv_dtype_bytes(model: ModelLayout, kv_cache_dtype: str) -> int:
+    """Bytes per KV element as SGLang stores them (``mem_cache/kv_cache_dtype.py configure_kv_cache_dtype``).
+
+    ``auto`` is the model's dtype after ``configs/model_config.py _get_and_verify_dtype``, which serves a float32
+    checkpoint in float16 (bfloat16 for Gemma): 2 bytes, never 4.
+    """
     if kv_cache_dtype == "auto":
-        return DTYPE_BYTES[model.dtype]
+        return 2 if model.dtype == "float32" else DTYPE_BYTES[model.dtype]
     if kv_cache_dtype not in _KV_DTYPE_BYTES:
         raise UsageError(f"--kv-cache-dtype {kv_cache_dtype!r}: the kit sizes auto, {', '.join(_KV_DTYPE_BYTES)}")
     return _KV_DTYPE_BYTES[kv_cache_dtype]
 
 
-def _cell(model: ModelLayout, layer_ids: list[int], dtype_bytes: int) -> int:
-    kinds = [model.layer_kind(i) for i in layer_ids]
-    return sum(k.num_kv_heads * (k.head_dim + k.v_head_dim) * dtype_bytes for k in kinds)
+def _layer_bytes(kind: LayerKind, dtype_bytes: int, parallel: Parallel) -> int:
+    return parallel.kv_heads_per_gpu(kind.num_kv_heads) * (kind.head_dim + kind.v_head_dim) * dtype_bytes
+
+
+def _cell(model: ModelLayout, layer_ids: list[int], dtype_bytes: int, parallel: Parallel) -> int:
+    return sum(_layer_bytes(model.layer_kind(i), dtype_bytes, parallel) for i in layer_ids)
+
+
+@dataclass(frozen=True)
+class DraftLayers:
+    """The draft layers SGLang counts in the target's pool cell (0 and 0 when it counts none)."""
+
+    full: int
+    swa: int
+    how: str
+
+    @property
+    def total(self) -> int:
+        return self.full + self.swa
+
+
+_AUX = "sglang 0.5.23 model_runner_components/spec_aux_hidden_state.py resolve_spec_aux_hidden_state_config"
+
+
+def _nextn_layers(model: ModelLayout) -> int | None:
+    value = text_fields(model).get("num_nextn_predict_layers")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def draft_layers(launch: Launch) -> DraftLayers:
+    """``eagle_draft_num_layers`` / ``eagle_draft_swa_num_layers`` for EAGLE, EAGLE3 and STANDALONE.
+
+    With a draft path, the draft's ``num_nextn_predict_layers`` or else its layer count; without one, the
+    target's ``num_nextn_predict_layers`` (none: no draft layers counted). The SWA share is the draft config's
+    SWA layers where that config is hybrid-SWA (``is_hybrid_swa``, so not under ``--disable-hybrid-swa-memory``),
+    at most all of them.
+    """
+    args = launch.server_args
+    if launch.spec_algorithm.name not in ("EAGLE", "EAGLE3", "STANDALONE"):
+        return DraftLayers(0, 0, "no EAGLE / STANDALONE draft in the target's pool")
+    if args.speculative_draft_model_path is None and launch.draft_model is None:
+        config, origin = launch.model, "path-less: the target's config"
+        count = _nextn_layers(config)
+        if count is None:
+            return DraftLayers(0, 0, f"{_AUX}: no draft path and no num_nextn_predict_layers, no draft layers")
+    elif launch.draft_model is None:
+        path = str(args.speculative_draft_model_path)[:200]
+        return DraftLayers(0, 0, f"ASSUMED none: the draft's config at {path!r} is "
+                                 "not on this machine (SGLang counts its layers); give --draft-hf-config")
+    else:
+        config, origin = launch.draft_model, f"the draft's config ({launch.draft_model.architecture})"
+        count = _nextn_layers(config) or config.num_layers
+    hybrid = config.sglang_hybrid_swa_pool and not args.disable_hybrid_swa_memory
+    swa = min(len(config.swa_attention_layer_ids), count) if hybrid else 0
+    return DraftLayers(count - swa, swa, f"{_AUX}: {count} draft layers from {origin}, {swa} of them SWA")
 
 
 def default_chunked_prefill_size(gpu_memory_bytes: int | None) -> int:
@@ -104,29 +169,28 @@ def default_chunked_prefill_size(gpu_memory_bytes: int | None) -> int:
     return 16384
 
 
-def _budget(launch: Launch) -> tuple[int | None, str]:
+def _budget(launch: Launch, attention_backend: str, parallel: Parallel) -> tuple[int | None, str]:
+    """Bytes per GPU for the KV pools: GPU memory x the resolved fraction, minus the weights on that GPU."""
     memory = launch.platform.gpu_memory_bytes
     if memory is None:
         return None, "no GPU memory (platform cpu): give --gpu-memory-gib for pool sizes"
-    fraction = launch.server_args.mem_fraction_static
-    how = "--mem-fraction-static"
-    if fraction is None:
-        fraction = round((memory - 10 * GIB) / memory, 3)
-        how = ("mem_fraction_static unset: SGLang's estimate reserves >= 10 GiB (memory_hook.py); the kit uses that "
-               "floor")
+    chunked = launch.server_args.chunked_prefill_size or default_chunked_prefill_size(memory)
+    fraction = resolve_fraction(launch, attention_backend, chunked, parallel)
     weights = launch.weights_bytes
-    weights_how = "minus --weights-gib" if weights is not None else "weights NOT subtracted (give --weights-gib)"
+    weights_how = "minus --weights-gib (per GPU)" if weights is not None else \
+        "weights NOT subtracted (give --weights-gib, the weights on one GPU)"
     assumed = " (assumed for the platform)" if launch.platform.memory_assumed else ""
-    budget = int(memory * fraction) - (weights or 0)
-    text = (f"{memory / GIB:.1f} GiB GPU memory{assumed} x {fraction} ({how}) {weights_how} "
-            f"= {budget / GIB:.1f} GiB")
+    budget = int(memory * fraction.value) - (weights or 0)
+    text = (f"{memory / GIB:.1f} GiB GPU memory{assumed} x {fraction.value:.4g} ({fraction.how}) {weights_how} "
+            f"= {budget / GIB:.1f} GiB per GPU")
     if budget <= 0:
-        raise UsageError(f"the KV budget is {budget / GIB:.1f} GiB ({text}): lower --weights-gib or raise "
-                         "--mem-fraction-static")
+        raise LaunchRefusedError(
+            f"SGLang refuses this launch: the KV budget is {budget / GIB:.1f} GiB per GPU ({text}), so no pool fits "
+            f"({_PROFILE}); lower --weights-gib, raise --mem-fraction-static, or add GPUs (--tp-size)")
     return budget, text
 
 
-def swa_request_cap(launch: Launch, sws: int, page_size: int, chunked_prefill_size: int) -> int:
+def swa_request_cap(launch: Launch, sws: int, page_size: int, chunked_prefill_size: int, attn_dp_size: int = 1) -> int:
     """``compute_swa_request_cap``: worst-case SWA slots the scheduler holds at max_running_requests."""
     args = launch.server_args
     if args.max_running_requests is None:
@@ -140,28 +204,48 @@ def swa_request_cap(launch: Launch, sws: int, page_size: int, chunked_prefill_si
         steps, topk = args.speculative_num_steps or 1, args.speculative_eagle_topk or 1
         decode_alloc = 2 * max(steps * topk, draft_tokens)
     chunks = 1 if args.disable_overlap_schedule else 2
-    return (trailing + decode_alloc) * args.max_running_requests + chunks * chunked_prefill_size + page_size
+    requests = max(1, args.max_running_requests // attn_dp_size)  # each attention-DP group schedules its share
+    return (trailing + decode_alloc) * requests + chunks * chunked_prefill_size + page_size
 
 
 def _align(tokens: int, page_size: int) -> int:
     return tokens // page_size * page_size
 
 
-def size_pools(launch: Launch, hybrid: bool, page_size: int) -> PoolSizes:
-    """The pools SGLang sizes at start-up for ``launch`` (hybrid or one pool)."""
+def size_pools(launch: Launch, hybrid: bool, page_size: int, attention_backend: str = "triton") -> PoolSizes:
+    """The pools SGLang sizes at start-up for ``launch`` on one GPU; with PP, the stage with the fewest tokens."""
+    parallel = parallel_of(launch.server_args)
+    budget, how = _budget(launch, attention_backend, parallel)
+    drafts = draft_layers(launch)
+    stages = [_size_stage(launch, hybrid, page_size, budget, how, list(layers), parallel, drafts)
+              for layers in parallel.stage_layers(launch.model.num_layers)]
+    return min(stages, key=lambda p: (p.full_tokens is None, p.full_tokens or 0))
+
+
+def _size_stage(launch: Launch, hybrid: bool, page_size: int, budget: int | None, how: str, layers: list[int],
+                parallel: Parallel, drafts: DraftLayers) -> PoolSizes:
     model, args = launch.model, launch.server_args
     dtype_bytes = kv_dtype_bytes(model, args.kv_cache_dtype)
-    budget, how = _budget(launch)
     if args.max_total_tokens is not None:
         how = f"--max-total-tokens {args.max_total_tokens} caps the full pool"
     if not hybrid:
-        cell = _cell(model, list(range(model.num_layers)), dtype_bytes)
+        cell = _cell(model, layers, dtype_bytes, parallel)
+        if drafts.total and layers:  # DefaultPoolConfigurator: the draft shares the target's per-layer size
+            cell += int(cell * drafts.total / len(layers))
         tokens = args.max_total_tokens or (budget // cell if budget else None)
         tokens = _align(tokens, page_size) if tokens else None
         name = "DefaultPoolConfigurator"
-        return PoolSizes(name, f"{_PC} {name}", False, None, cell, 0, budget, how, tokens, None, None, None)
-    full_cell = _cell(model, model.full_attention_layer_ids, dtype_bytes)
-    swa_cell = _cell(model, model.swa_attention_layer_ids, dtype_bytes)
+        return PoolSizes(name, f"{_PC} {name}", False, None, cell, 0, budget, how, tokens, None, None, None,
+                     parallel=parallel, draft=drafts, stage_layers=len(layers))
+    full_ids = [i for i in model.full_attention_layer_ids if i in layers]
+    swa_ids = [i for i in model.swa_attention_layer_ids if i in layers]
+    full_kind = next((k for k in model.kinds.values() if not k.uses_swa_pool), next(iter(model.kinds.values())))
+    swa_kind = next(k for k in model.kinds.values() if k.uses_swa_pool)
+    # HybridSWAPoolConfigurator: draft layers take the target's full / SWA per-token geometry
+    full_cell = _cell(model, full_ids, dtype_bytes, parallel) + drafts.full * _layer_bytes(full_kind, dtype_bytes,
+                                                                                            parallel)
+    swa_cell = _cell(model, swa_ids, dtype_bytes, parallel) + drafts.swa * _layer_bytes(swa_kind, dtype_bytes,
+                                                                                         parallel)
     sws = model.sliding_window_size
     if sws is None:  # chunked layers only: SGLang sizes the SWA pool with the chunk (resolve_sliding_window_size)
         sws = max(k.chunk_size for k in model.kinds.values() if k.chunk_size)
@@ -171,12 +255,18 @@ def size_pools(launch: Launch, hybrid: bool, page_size: int) -> PoolSizes:
     ratio = args.swa_full_tokens_ratio or RATIO_FALLBACK
     swa: int | None
     if cap_mode:
-        swa = -(-swa_request_cap(launch, sws, page_size, chunked) // page_size) * page_size
+        swa = -(-swa_request_cap(launch, sws, page_size, chunked, parallel.attn_dp_size) // page_size) * page_size
         full = args.max_total_tokens or ((budget - swa * swa_cell) // full_cell if budget else None)
+        if full is not None and full <= 0:
+            raise LaunchRefusedError(
+                f"SGLang refuses this launch: the SWA request cap ({swa} tokens) leaves no room for the full pool "
+                f"({_PC} SWARequestCapPoolConfigurator.calculate_pool_sizes); lower --max-running-requests or raise "
+                "--mem-fraction-static")
         full = _align(full, page_size) if full else None
         name = "SWARequestCapPoolConfigurator"
         source = f"{_PC} {name} (--max-running-requests with the radix cache off)"
-        return PoolSizes(name, source, True, None, full_cell, swa_cell, budget, how, full, swa, None, None)
+        return PoolSizes(name, source, True, None, full_cell, swa_cell, budget, how, full, swa, None, None,
+                     parallel=parallel, draft=drafts, stage_layers=len(layers))
     full = args.max_total_tokens or (int(budget // (full_cell + ratio * swa_cell)) if budget else None)
     full = _align(full, page_size) if full else None
     swa = _align(int(full * ratio), page_size) if full else None
@@ -188,4 +278,5 @@ def size_pools(launch: Launch, hybrid: bool, page_size: int) -> PoolSizes:
                                                                              "arg_groups/fields/schedule.py"
     name = "HybridSWAPoolConfigurator"
     return PoolSizes(name, f"{_PC} {name}, swa_full_tokens_ratio {ratio} ({ratio_how})", True, ratio, full_cell,
-                     swa_cell, budget, how, full, swa, sws + page_size, refused)
+                     swa_cell, budget, how, full, swa, sws + page_size, refused,
+                     parallel=parallel, draft=drafts, stage_layers=len(layers))

@@ -113,10 +113,22 @@ def _memory_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
             ("lower --swa-full-tokens-ratio", "set --max-running-requests with --disable-radix-cache so the "
              "request-cap configurator sizes the SWA pool from the running requests"), "pools"))
     elif launch.model.has_window:
+        # The model is hybrid-SWA and the launch switched its pool off: turning it back on is a real way out.
+        way = ("drop --disable-hybrid-swa-memory so SGLang builds the SWA pool (cost: the routes change with it; "
+               "on aiter the sliding layers then run unified_attention, one key short)"
+               if launch.model.sglang_hybrid_swa_pool else
+               "nothing to do on this SGLang version: it gives this architecture no hybrid pool; the routes say "
+               "whether the sliding layers still attend their window")
         out.append(Finding("memory", "one full-size pool: the window saves no KV memory",
-                           f"hybrid SWA memory is off: {decisions.hybrid_swa_memory.source}",
-                           ("nothing to do on this SGLang version; the sliding layers still attend their window",),
+                           f"hybrid SWA memory is off: {decisions.hybrid_swa_memory.source}", (way,), "pools"))
+    if pools is not None and pools.parallel.gpus > 1:
+        out.append(Finding("info", f"pools are per GPU, {pools.parallel.gpus} GPUs in all",
+                           f"{decisions.parallel.source}; KV bytes on all GPUs: {decisions.kv_bytes_all_gpus.value}",
+                           ("none needed: SGLang logs each GPU's pool; --weights-gib is the weights on one GPU",),
                            "pools"))
+    if pools is not None and pools.draft is not None and pools.draft.total:
+        out.append(Finding("info", f"{pools.draft.total} draft layers are in the target's pool", pools.draft.how,
+                           ("none needed: SGLang sizes the pool with them (pool_configurator.py)",), "draft"))
     if pools is not None and launch.weights_bytes is None and pools.full_tokens:
         out.append(Finding("info", "pool token counts are upper bounds", pools.budget_how,
                            ("pass --weights-gib (and --gpu-memory-gib) for the pool SGLang will log",), "pools"))
@@ -127,7 +139,9 @@ def _input_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
     out = []
     if launch.server_args.not_read:
         out.append(Finding("info", "server arguments the kit does not read", ", ".join(launch.server_args.not_read),
-                           ("none needed: they do not change attention routing or KV pool sizing",), "inputs"))
+                           ("check them by hand: the kit models the flags that route attention and size the KV "
+                            "pools (backends, pages, hybrid switch, ratio, speculation, memory, tp/pp/dp), not these",),
+                           "inputs"))
     if decisions.route_note:
         algorithms = ", ".join(a.upper() for a in PLANNED if a != "none")
         out.append(Finding("info", "routes not planned", decisions.route_note,

@@ -401,3 +401,10 @@ def load_model(name: str, directory: Path | None = None) -> ModelLayout:
 
 def load_all(directory: Path | None = None) -> list[ModelLayout]:
     return [load_model(n, directory) for n in list_models(directory)]
+
+
+def text_fields(model: ModelLayout) -> dict[str, Any]:
+    """The raw config's text-model fields: its ``text_config`` where it has one (multimodal), else the config."""
+    config = model.hf_config or {}
+    text = config.get("text_config")
+    return text if isinstance(text, dict) else config

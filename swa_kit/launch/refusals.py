@@ -1,0 +1,72 @@
+"""Start-up refusals SGLang 0.5.23 makes for an attention-backend choice, each one line with its source and way out.
+
+* Names its parser accepts: ``arg_groups/choices.py ATTENTION_BACKEND_CHOICES`` (and
+  ``DRAFT_ATTENTION_BACKEND_CHOICES`` for the draft): any other name is refused before anything runs.
+* trtllm_mha needs SM90, SM100 or SM120 (``arg_groups/attention_hook.py``): refused on ROCm.
+* Gemma-4's allow-list (``arg_groups/model_hook.py``): trtllm_mha, triton, fa4, ascend, intel_xpu, intel_amx,
+  aiter; so fa3 or flashinfer is refused.
+* MXFP4 on ROCm needs gfx95 (``layers/quantization/mxfp4.py Mxfp4Config.from_config`` raises ValueError on any
+  other HIP GPU, e.g. gfx942): the quantization is ``--quantization`` or the config's ``quantization_config``.
+"""
+
+from __future__ import annotations
+
+from swa_kit.errors import LaunchRefusedError, UsageError
+from swa_kit.launch.backend import BackendChoice
+from swa_kit.launch.inputs import Launch
+
+ATTENTION_BACKEND_CHOICES = (
+    "triton", "torch_native", "flex_attention", "dsa", "nsa", "qsa", "dsv4", "compressed", "fa3", "fa4", "flashinfer",
+    "llada2_cfg_flashinfer", "flashmla", "trtllm_mla", "cutedsl_mla", "tokenspeed_mla", "trtllm_mha", "hpc_ops",
+    "minicpm_flashattn", "minicpm_flashinfer", "aiter", "wave", "intel_amx", "ascend", "intel_xpu")
+DRAFT_ATTENTION_BACKEND_CHOICES = ("flashinfer", "fa3", "fa4", "triton", "ascend", "trtllm_mha", "intel_xpu")
+GEMMA4_BACKENDS = ("trtllm_mha", "triton", "fa4", "ascend", "intel_xpu", "intel_amx", "aiter")
+GEMMA4_ARCHITECTURES = ("Gemma4ForConditionalGeneration", "Gemma4ForCausalLM", "Gemma4UnifiedForConditionalGeneration")
+TRTLLM_MHA_PLATFORMS = ("cuda-sm90", "cuda-sm100")
+
+
+def check_backend_names(launch: Launch) -> None:
+    """Refuse (exit 2) a backend name SGLang's own argument parser rejects."""
+    args = launch.server_args
+    for flag, value, choices in (("--attention-backend", args.attention_backend, ATTENTION_BACKEND_CHOICES),
+                                 ("--prefill-attention-backend", args.prefill_attention_backend,
+                                  ATTENTION_BACKEND_CHOICES),
+                                 ("--decode-attention-backend", args.decode_attention_backend,
+                                  ATTENTION_BACKEND_CHOICES),
+                                 ("--speculative-draft-attention-backend", args.speculative_draft_attention_backend,
+                                  DRAFT_ATTENTION_BACKEND_CHOICES)):
+        if value is not None and value not in choices:
+            raise UsageError(f"{flag} {value[:200]!r}: SGLang's parser accepts only {', '.join(choices)} "
+                             "(sglang 0.5.23 arg_groups/choices.py)")
+
+
+def check_startup(launch: Launch, choice: BackendChoice) -> None:
+    """Raise :class:`LaunchRefusedError` where SGLang's start-up checks refuse the resolved backends."""
+    used = (choice.prefill_attention_backend, choice.decode_attention_backend)
+    if "trtllm_mha" in used and launch.platform.name not in TRTLLM_MHA_PLATFORMS:
+        raise LaunchRefusedError(
+            f"SGLang refuses this launch: trtllm_mha needs an SM90, SM100 or SM120 GPU, not {launch.platform.name} "
+            "(sglang 0.5.23 arg_groups/attention_hook.py); use --attention-backend "
+            f"{'aiter' if launch.platform.is_hip else 'triton'}")
+    if launch.model.architecture in GEMMA4_ARCHITECTURES and any(b not in GEMMA4_BACKENDS for b in used):
+        raise LaunchRefusedError(
+            f"SGLang refuses this launch: Gemma-4 runs only on {', '.join(GEMMA4_BACKENDS)}, got prefill "
+            f"{used[0]}, decode {used[1]} (sglang 0.5.23 arg_groups/model_hook.py); use --attention-backend triton")
+
+
+def quantization(launch: Launch) -> str | None:
+    """``--quantization``, else the config's ``quantization_config.quant_method`` (what ``ModelConfig`` resolves)."""
+    if launch.server_args.quantization is not None:
+        return launch.server_args.quantization
+    config = launch.model.hf_config.get("quantization_config")
+    method = config.get("quant_method") if isinstance(config, dict) else None
+    return method if isinstance(method, str) else None
+
+
+def check_quantization(launch: Launch) -> None:
+    """Raise :class:`LaunchRefusedError` where SGLang refuses the quantization on this platform at model load."""
+    if quantization(launch) == "mxfp4" and launch.platform.is_hip and launch.platform.name != "rocm-gfx950":
+        raise LaunchRefusedError(
+            f"SGLang refuses this launch: MXFP4 on {launch.platform.name} raises 'Current platform ... not support "
+            "mxfp4 computation' at model load (sglang 0.5.23 layers/quantization/mxfp4.py Mxfp4Config.from_config: "
+            "HIP needs gfx95); serve it on rocm-gfx950, or a bf16 checkpoint of the model")
