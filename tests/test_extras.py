@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from swa_kit.cli import main
-from swa_kit.commands._extras import EXIT_MISSING, NOTEBOOK_MODULES, NOTEBOOKS, PICTURE_MODULES, missing
+from swa_kit.commands._extras import NOTEBOOK_MODULES, NOTEBOOKS, PICTURE_MODULES, missing
 from swa_kit.exit_codes import ExitCode
 
 tomllib = pytest.importorskip("tomllib")  # the standard library's from Python 3.11 on
@@ -64,7 +64,7 @@ def test_missing_finds_what_cannot_be_imported(hide) -> None:
 @pytest.mark.parametrize("absent", ["nbclient", "jupyterlab", "matplotlib", "psutil"])
 def test_tour_and_lab_stop_with_the_extra_to_install(argv, absent, hide, tmp_path, capsys) -> None:
     hide(absent)
-    assert main([*argv, "--notebooks", str(tmp_path)]) == EXIT_MISSING == ExitCode.CANNOT_MEASURE
+    assert main([*argv, "--notebooks", str(tmp_path)]) == ExitCode.CANNOT_MEASURE
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == f"swa-kit {argv[0]}: error: needs {absent}, not installed here: {INSTALL_LINE}\n"
@@ -76,7 +76,7 @@ def test_tour_and_lab_stop_with_the_extra_to_install(argv, absent, hide, tmp_pat
 def test_a_picture_without_matplotlib_stops_before_any_work(argv, hide, tmp_path, capsys) -> None:
     png = tmp_path / "out.png"
     hide("matplotlib")
-    assert main([*argv, "--png", str(png)]) == EXIT_MISSING
+    assert main([*argv, "--png", str(png)]) == ExitCode.CANNOT_MEASURE
     captured = capsys.readouterr()
     assert captured.out == "" and not png.exists()
     assert captured.err == f"swa-kit {argv[0]}: error: needs matplotlib, not installed here: {INSTALL_LINE}\n"

@@ -20,8 +20,6 @@ NOTEBOOKS = "notebooks"
 NOTEBOOK_MODULES = ("jupyterlab", "ipykernel", "ipywidgets", "nbclient", "nbconvert", "nbformat", "jupytext",
                     "matplotlib", "psutil")
 PICTURE_MODULES = ("matplotlib",)
-#: The exit status of a command stopped by a missing extra: nothing could be done here, and the line says why.
-EXIT_MISSING = ExitCode.CANNOT_MEASURE
 
 
 def missing(modules: Iterable[str]) -> list[str]:
@@ -44,4 +42,4 @@ def require(command: str, modules: Iterable[str], extra: str = NOTEBOOKS) -> int
         return None
     print(f"swa-kit {command}: error: needs {', '.join(absent)}, not installed here: "
           f'pip install "swa_kit[{extra}]"', file=sys.stderr)
-    return EXIT_MISSING
+    return ExitCode.CANNOT_MEASURE

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 from swa_kit.errors import UsageError
 from swa_kit.launch.inputs import ServerArgsView
+from swa_kit.sglang_versions import SGLANG_VERSION
 
-_SRC = "sglang 0.5.23 runtime_context.py derive_attn_tp_size, arg_groups/parallel_hook.py"
+_SRC = f"sglang {SGLANG_VERSION} runtime_context.py derive_attn_tp_size, arg_groups/parallel_hook.py"
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from swa_kit.engine.spec_algorithms import EAGLE_FAMILY_HANDLER
 from swa_kit.models.configs import DTYPE_BYTES, LayerKind, ModelLayout, text_fields
 from swa_kit.engine.environment import env_value
 from swa_kit.launch.inputs import GIB, Launch
@@ -141,7 +142,7 @@ def draft_layers(launch: Launch) -> DraftLayers:
     at most all of them.
     """
     args = launch.server_args
-    if launch.spec_algorithm.name not in ("EAGLE", "EAGLE3", "STANDALONE"):
+    if launch.spec_algorithm.traits.handler != EAGLE_FAMILY_HANDLER:  # EAGLE, EAGLE3, STANDALONE
         return DraftLayers(0, 0, "no EAGLE / STANDALONE draft in the target's pool")
     if args.speculative_draft_model_path is None and launch.draft_model is None:
         config, origin = launch.model, "path-less: the target's config"
