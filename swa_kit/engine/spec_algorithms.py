@@ -17,7 +17,9 @@ alike. Each member also carries its :class:`Traits`, which every other module re
 
 ``--speculative-algorithm`` also takes the :data:`ALIASES`: NEXTN is SGLang's own alias of EAGLE
 (``speculative/spec_registry.py _RESERVED_ALIASES``); the kit reads MTP as EAGLE too, a name SGLang 0.5.23 itself
-does not take. SGLang 0.5.23's UNO and DSPARK are not read: the kit refuses them, naming what it reads.
+does not take. SGLang 0.5.23's DFLASH, DSPARK and UNO are read and named, never planned: DSPARK (DFLASH's family, a
+draft model with its own KV) and UNO (the target itself with a LoRA as its draft, no draft pool) run only on the
+devices :attr:`Traits.devices` names (``_handle_dspark``, ``_handle_uno``), so SGLang refuses them on ROCm.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class Traits:
     topk_forced_to_one: bool = False  # its handler sets topk 1, so the default backend counts topk as settled
     mtp_draft_from_target: bool = False  # no draft config: the target's config rewritten to its MTP architecture
     kit_plans: bool = False  # the kit mirrors its workers and plans its routes
+    devices: tuple[str, ...] | None = None  # the device prefixes its handler accepts (None: no check of its own)
 
     @property
     def resolver_rule(self) -> int | None:
@@ -78,6 +81,8 @@ class SpeculativeAlgorithm(Enum):
                            handler="_handle_frozen_kv_mtp", single_chain=True, kit_plans=True)
     NGRAM = Traits(handler=NGRAM_HANDLER)
     DFLASH = Traits(draft_model=True, owns_kv_pool=True, handler="_handle_dflash", topk_forced_to_one=True)
+    DSPARK = Traits(draft_model=True, owns_kv_pool=True, handler="_handle_dspark", devices=("cuda", "npu", "xpu"))
+    UNO = Traits(handler="_handle_uno", devices=("cuda",))
 
     @classmethod
     def from_string(cls, name: str | None) -> SpeculativeAlgorithm:
