@@ -43,6 +43,16 @@ def test_what_the_kit_reads_is_modelled_and_what_it_models_it_reads():
     assert {n for n, e in args.items() if e.status == "modelled"} - read == {"uno_lora_path"}
 
 
+def test_no_name_twice_and_the_modelled_backends_are_the_planners():
+    from swa_kit.engine.routing import BACKENDS
+    from swa_kit.launch import surface
+
+    assert len(SURFACE) == sum(len(group) for group in (surface.SERVER_ARGS, surface.SWA_POOLS,
+                                                        surface.ATTENTION_BACKENDS, surface.SPEC_ALGORITHMS))
+    assert {name for (kind, name), e in SURFACE.items() if kind == "attention_backend" and e.status == "modelled"} \
+        == set(BACKENDS)
+
+
 def test_the_algorithms_are_the_registrys():
     algorithms = {name: e for (kind, name), e in SURFACE.items() if kind == "spec_algorithm"}
     assert set(algorithms) == {a.name for a in SpeculativeAlgorithm}
