@@ -16,6 +16,7 @@ from swa_kit.errors import SlotError, UsageError
 from swa_kit.engine.resolver import (
     NO_TRANSLATION,
     RESOLVERS,
+    SWA_POOL_CLASS,
     WRONG_TRANSLATION,
     decision_table,
     is_swa_pool,
@@ -261,3 +262,54 @@ def test_hybrid_swa_draft_owns_its_swa_pool():
     assert is_swa_pool(own) and own.swa_layer_nums == 1 and own is not workers.target.token_to_kv_pool
     assert RESOLVERS["fixed"](workers.draft) is own
     assert RESOLVERS["naive"](workers.draft) is workers.target.token_to_kv_pool
+
+
+# ---- each backend's own predicate ----------------------------------------------------------------------
+
+class BaseOnlySWA:
+    """Offers only what SGLang's ``BaseSWAKVPool`` declares (DeepSeekV4TokenToKVPool's shape): no swa_layer_nums."""
+
+    def translate_loc_from_full_to_swa(self, ids):
+        return ids
+
+
+@given(active=st.sampled_from(["none", "base", "concrete"]), alloc=st.sampled_from(["none", "base", "concrete"]),
+       draft=st.booleans(), algo=st.sampled_from(list(A)), backend=st.sampled_from(list(SWA_POOL_CLASS)))
+def test_each_backend_applies_its_own_predicate(active, alloc, draft, algo, backend):
+    make = {"none": lambda: SimpleNamespace(size=64), "base": BaseOnlySWA, "concrete": FakeSWA}
+    active_pool, kv = make[active](), make[alloc]()
+    runner = SimpleNamespace(token_to_kv_pool=active_pool, spec_algorithm=algo, is_draft_worker=draft,
+                             token_to_kv_pool_allocator=SimpleNamespace(get_kvcache=lambda: kv))
+    # SGLang 0.5.23: FlashInfer isinstance-checks BaseSWAKVPool, aiter and trtllm_mha the concrete SWAKVPool
+    accepted = {"concrete", "base"} if backend == "flashinfer" else {"concrete"}
+    if active in accepted:
+        expected = active_pool
+    elif draft and not algo.is_frozen_kv_mtp():
+        expected = None
+    else:
+        expected = kv if alloc in accepted else None
+    assert resolve_swa_kv_pool(runner, backend) is expected
+    assert is_swa_pool(BaseOnlySWA(), backend) == (backend == "flashinfer")
+
+
+def test_a_base_only_pool_resolves_on_flashinfer_only():
+    pool = BaseOnlySWA()
+    target = SimpleNamespace(token_to_kv_pool=pool, spec_algorithm=A.NONE, is_draft_worker=False,
+                             token_to_kv_pool_allocator=SimpleNamespace(get_kvcache=lambda: pool))
+    assert resolve_swa_kv_pool(target, "flashinfer") is pool
+    assert resolve_swa_kv_pool(target, "aiter") is None and resolve_swa_kv_pool(target, "trtllm_mha") is None
+    assert resolve_swa_kv_pool(target) is None  # aiter by default
+
+
+def test_draft_flag_read_as_each_backend_reads_it():
+    runner = SimpleNamespace(token_to_kv_pool=SimpleNamespace(size=64), spec_algorithm=A.EAGLE,
+                             token_to_kv_pool_allocator=SimpleNamespace(get_kvcache=lambda: FakeSWA()))
+    assert is_swa_pool(resolve_swa_kv_pool(runner, "aiter"))  # aiter: getattr(..., False), a target
+    for backend in ("trtllm_mha", "flashinfer"):
+        with pytest.raises(AttributeError, match="is_draft_worker"):
+            resolve_swa_kv_pool(runner, backend)
+
+
+def test_unknown_backend_is_named():
+    with pytest.raises(UsageError, match="no _resolve_swa_kv_pool of backend 'fa3'; SGLang 0.5.23 has one in aiter"):
+        resolve_swa_kv_pool(SimpleNamespace(token_to_kv_pool=None), "fa3")

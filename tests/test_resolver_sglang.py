@@ -23,9 +23,11 @@ from sglang_support import require_sglang
 BACKENDS = {"AiterAttnBackend": "sglang.srt.layers.attention.aiter_backend",
             "TRTLLMHAAttnBackend": "sglang.srt.layers.attention.trtllm_mha_backend",
             "FlashInferAttnBackend": "sglang.srt.layers.attention.flashinfer_backend"}
-swa_memory_pool, memory_pool, swa_allocator, spec_info, *backend_modules = require_sglang(
+KIT_BACKEND = {"AiterAttnBackend": "aiter", "TRTLLMHAAttnBackend": "trtllm_mha", "FlashInferAttnBackend": "flashinfer"}
+swa_memory_pool, memory_pool, swa_allocator, spec_info, dsv4_pool, unified_pool, *backend_modules = require_sglang(
     "sglang.srt.mem_cache.swa_memory_pool", "sglang.srt.mem_cache.memory_pool", "sglang.srt.mem_cache.allocator.swa",
-    "sglang.srt.speculative.spec_info", *BACKENDS.values())
+    "sglang.srt.speculative.spec_info", "sglang.srt.mem_cache.deepseek_v4_memory_pool",
+    "sglang.srt.mem_cache.unified_memory_pool", *BACKENDS.values())
 
 from swa_kit.engine.resolver import (
     RESOLVERS,
@@ -109,3 +111,31 @@ def test_mapping_sentinel_and_free_swa():
     allocator.free_swa(ids[:3])
     assert pool.translate_loc_from_full_to_swa(ids[:3]).tolist() == [0, 0, 0]  # back to the dummy slot
     assert allocator.full_available_size() == SIZE - 5 and allocator.swa_available_size() == SIZE_SWA - 2
+
+
+def _bare(cls):
+    """An instance of SGLang's ``cls`` without its constructor (which allocates GPU-sized buffers): the
+    resolvers only isinstance-check it."""
+    return object.__new__(cls)
+
+
+@pytest.mark.parametrize("pool_class", ["DeepSeekV4TokenToKVPool", "UnifiedSWAKVPool", "SWAKVPool"])
+@pytest.mark.parametrize("where", ["active", "allocator"])
+@pytest.mark.parametrize("algo", ["NONE", "EAGLE", "FROZEN_KV_MTP"])
+def test_each_backends_predicate_on_sglangs_pool_classes(pool_class, where, algo):
+    """A pool that subclasses only BaseSWAKVPool (DeepSeek-V4's) resolves on FlashInfer, not on aiter or trtllm_mha;
+    the unified pool subclasses SWAKVPool and resolves on all three. The kit's backend resolver agrees with each."""
+    module = {"DeepSeekV4TokenToKVPool": dsv4_pool, "UnifiedSWAKVPool": unified_pool}.get(pool_class, swa_memory_pool)
+    pool = _bare(getattr(module, pool_class))
+    plain = _mha(SIZE, 1)
+    sg_algo = SG.from_string(None if algo == "NONE" else algo)
+    for is_draft in (False, True):
+        runner = SimpleNamespace(token_to_kv_pool=pool if where == "active" else plain, is_draft_worker=is_draft,
+                                 spec_algorithm=sg_algo, token_to_kv_pool_allocator=SimpleNamespace(
+                                     get_kvcache=lambda: pool if where == "allocator" else plain))
+        answers = {}
+        for name, theirs in _sglang_resolvers().items():
+            answers[name] = theirs(runner)
+            assert resolve_swa_kv_pool(runner, KIT_BACKEND[name]) is answers[name], (name, is_draft)
+        if pool_class == "DeepSeekV4TokenToKVPool" and answers["FlashInferAttnBackend"] is pool:
+            assert answers["AiterAttnBackend"] is answers["TRTLLMHAAttnBackend"] is None

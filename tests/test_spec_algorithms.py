@@ -21,7 +21,8 @@ A = SpeculativeAlgorithm
 # arg_groups/speculative_hook.py handler of each algorithm, and is_eagle() is EAGLE, EAGLE3 and FROZEN_KV_MTP.
 SGLANG_HANDLER = {"EAGLE": "_handle_eagle_family", "EAGLE3": "_handle_eagle_family",
                   "STANDALONE": "_handle_eagle_family", "FROZEN_KV_MTP": "_handle_frozen_kv_mtp",
-                  "NGRAM": "_handle_ngram", "DFLASH": "_handle_dflash"}
+                  "NGRAM": "_handle_ngram", "DFLASH": "_handle_dflash", "DSPARK": "_handle_dspark",
+                  "UNO": "_handle_uno"}
 SGLANG_IS_EAGLE = {"EAGLE", "EAGLE3", "FROZEN_KV_MTP"}
 
 
@@ -54,9 +55,9 @@ def test_resolver_rule_is_what_the_fixed_resolver_returns_for_the_draft(model, a
 def test_names_the_launch_accepts_and_refuses():
     for name in LAUNCH_NAMES:
         assert parse_server_args(f"--speculative-algorithm {name.lower()}").speculative_algorithm == name
-    for name in ("UNO", "DSPARK", "MEDUSA", "NONE"):
+    for name in ("MEDUSA", "NONE"):
         with pytest.raises(UsageError, match=f"'{name}': one of EAGLE, EAGLE3, STANDALONE, FROZEN_KV_MTP, NGRAM, "
-                                             "DFLASH, NEXTN, MTP"):
+                                             "DFLASH, DSPARK, UNO, NEXTN, MTP"):
             parse_server_args(f"--speculative-algorithm {name}")
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from swa_kit.measure import bench
 from swa_kit.commands._args import input_file, output_file
 from swa_kit.commands._output import print_json
 from swa_kit.errors import UsageError
@@ -36,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _show(result: dict, as_json: bool) -> None:
+    from swa_kit.measure import bench  # torch and the kernels: import when run, never for --help
     if as_json:
         print_json(result)
         return
@@ -51,6 +51,7 @@ def _show(result: dict, as_json: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from swa_kit.measure import bench  # torch and the kernels: import when run, never for --help
     if args.out and args.recorded:
         raise UsageError("--out writes a fresh measurement; --recorded shows an old one: give one of them")
     ok, reason = bench.gpu_available()

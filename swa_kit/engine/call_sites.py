@@ -82,16 +82,24 @@ def _newest(sws: Any) -> int | None:
     return None if sws is None or sws <= 0 else sws
 
 
+def _gluon_keys(sliding_window: Any) -> int | None:
+    # pa_decode_gluon keeps key k of a sequence of context_length L when L - sliding_window + 1 <= k < L, and
+    # SGLang passes seq_lens (which count the new token) as L: sliding_window - 1 keys, the query's own among them.
+    return None if sliding_window is None or sliding_window <= 0 else sliding_window - 1
+
+
 _TRITON = "sglang 0.5.23 layers/attention/triton_backend.py"
 _UTILS = "sglang 0.5.23 layers/attention/aiter_utils.py"
+# Not in the amd-aiter 0.1.7 wheel; read at ROCm/aiter commit e4048607 (August 2026).
+_GLUON = "aiter ops/triton/gluon/pa_decode_gluon.py"
 #: Call sites no registered path runs: aiter's SHUFFLE 5D layout, and SGLang's own Triton backend.
 DECLARED_SITES: dict[str, CallSite] = {
     s.name: s
     for s in (
         CallSite("decode.gluon_5d", "forward_decode_vectorized_5d", "pa_decode_gluon", (), ("decode",),
                  lambda sws: sws if sws > -1 else 0, "sliding_window=sws (0 on full layers)", True,
-                 _newest, f"{_UTILS} forward_decode_vectorized_5d (inferred: pa_decode_gluon counts sliding_window "
-                          "keys like paged_attention_v1; not in the aiter 0.1.7 wheel to check)"),
+                 _gluon_keys, f"{_UTILS} forward_decode_vectorized_5d (context_lengths=seq_lens); {_GLUON} "
+                              "paged_attention_decode_sliding_window: mask k >= context_length - SLIDING_WINDOW + 1"),
         CallSite("extend.ck_5d", "forward_extend_vectorized_5d", "mha_batch_prefill_func", (), ("prefill", "extend"),
                  _ck_arg, "(sws, -1)", True, lambda arg: _plus_one(arg[0]), f"{_UTILS} forward_extend_vectorized_5d"),
         CallSite("triton.decode", "forward_decode", "decode_attention_fwd", (), ("decode",),

@@ -12,15 +12,19 @@ slot id (``translate_loc_from_full_to_swa``) before reading. The resolver decide
 * :func:`naive_resolve_swa_kv_pool`: always the allocator's pool. An EAGLE draft shares
   the target's allocator but owns its own pool addressed by full ids, so translating
   them reads the wrong slots of that pool (SGLang #25103: silent acceptance drop).
-* :func:`resolve_swa_kv_pool`: SGLang 0.5.23's fixed rule (``aiter_backend.py _resolve_swa_kv_pool``,
-  the same in the trtllm_mha and flashinfer backends).
+* :func:`resolve_swa_kv_pool`: SGLang 0.5.23's fixed rule, as each backend's own copy of
+  ``_resolve_swa_kv_pool`` has it (``backend=``). The copies have drifted in what they call an SWA pool
+  (:data:`SWA_POOL_CLASS`): aiter and trtllm_mha test the concrete ``SWAKVPool``, FlashInfer the
+  ``BaseSWAKVPool`` above it, so a pool that subclasses only the base (``DeepSeekV4TokenToKVPool``)
+  resolves on FlashInfer and not on the other two.
 
 A draft whose own architecture is hybrid-SWA (MiMoV2MTP, Step3p5MTP, DeepSeek-V4 NextN, a Gemma-4
 standalone draft) owns an SWA pool: :func:`with_hybrid_draft_pool` wires one, and every resolver then
 returns it by rule 1 (the active pool is an SWA pool).
 
-A pool counts as an SWA pool by what it offers (``swa_layer_nums`` and
-``translate_loc_from_full_to_swa``), so SGLang's own runners and pools work too.
+A pool of SGLang's own class tree is judged by its classes' names, exactly as the backend's isinstance
+would; any other pool (the kit's, a test's) by what it offers: the base's ``translate_loc_from_full_to_swa``,
+and the concrete pool's ``swa_layer_nums`` besides.
 """
 
 from __future__ import annotations
@@ -33,36 +37,63 @@ import torch
 
 from swa_kit.models.configs import ModelLayout
 from swa_kit.errors import SlotError, UsageError
+from swa_kit.sglang_versions import SGLANG_VERSION
 from swa_kit.engine.pools import SWAKVPool
 from swa_kit.window import Window
 from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
 from swa_kit.engine.workers import MODEL_KINDS, ModelRunner, Workers, build_workers
 
 
-def is_swa_pool(pool: Any) -> bool:
-    """Whether ``pool`` behaves like SGLang's ``SWAKVPool`` (duck typing, never isinstance)."""
-    return hasattr(pool, "swa_layer_nums") and callable(getattr(pool, "translate_loc_from_full_to_swa", None))
+#: The class each backend's ``_resolve_swa_kv_pool`` isinstance-checks (SGLang 0.5.23
+#: ``layers/attention/{aiter,trtllm_mha,flashinfer}_backend.py``).
+SWA_POOL_CLASS: dict[str, str] = {"aiter": "SWAKVPool", "trtllm_mha": "SWAKVPool", "flashinfer": "BaseSWAKVPool"}
+#: Backends whose copy reads ``model_runner.is_draft_worker`` plainly (aiter's reads it with a default of False).
+_PLAIN_DRAFT_FLAG = ("trtllm_mha", "flashinfer")
 
 
-def _allocator_swa_pool(model_runner: Any) -> Any:
+def _backend(backend: str) -> str:
+    if backend not in SWA_POOL_CLASS:
+        raise UsageError(f"no _resolve_swa_kv_pool of backend {backend!r}; SGLang {SGLANG_VERSION} has one in "
+                         f"{', '.join(SWA_POOL_CLASS)}")
+    return backend
+
+
+def is_swa_pool(pool: Any, backend: str = "aiter") -> bool:
+    """Whether ``backend``'s ``_resolve_swa_kv_pool`` takes ``pool`` for an SWA pool.
+
+    SGLang's pools by class name (their tree holds ``BaseSWAKVPool``); others by what they offer.
+    """
+    wanted = SWA_POOL_CLASS[_backend(backend)]
+    names = {cls.__name__ for cls in type(pool).__mro__}
+    if "BaseSWAKVPool" in names:
+        return wanted in names
+    translates = callable(getattr(pool, "translate_loc_from_full_to_swa", None))
+    return translates and (wanted == "BaseSWAKVPool" or hasattr(pool, "swa_layer_nums"))
+
+
+def _allocator_swa_pool(model_runner: Any, backend: str = "aiter") -> Any:
     kvcache = model_runner.token_to_kv_pool_allocator.get_kvcache()
-    return kvcache if is_swa_pool(kvcache) else None
+    return kvcache if is_swa_pool(kvcache, backend) else None
 
 
-def resolve_swa_kv_pool(model_runner: Any) -> Any:
-    """The fixed resolver (SGLang 0.5.23 aiter/trtllm_mha/flashinfer ``_resolve_swa_kv_pool``).
+def resolve_swa_kv_pool(model_runner: Any, backend: str = "aiter") -> Any:
+    """The fixed resolver, as ``backend``'s own ``_resolve_swa_kv_pool`` in SGLang 0.5.23 has it.
 
-    1. the active pool is an SWA pool: use it;
+    1. the active pool is an SWA pool (by ``backend``'s test, :func:`is_swa_pool`): use it;
     2. an EAGLE-family draft (not FROZEN_KV MTP): ``None``, its own pool takes full ids;
     3. otherwise the allocator's pool if it is an SWA pool, else ``None``.
+
+    aiter reads a missing ``is_draft_worker`` as a target; trtllm_mha and FlashInfer read it plainly,
+    so a runner without it raises ``AttributeError`` there, as in SGLang.
     """
     active = model_runner.token_to_kv_pool
-    if is_swa_pool(active):
+    if is_swa_pool(active, backend):
         return active
-    # Older or foreign runners may lack the attribute: treat them as targets.
-    if getattr(model_runner, "is_draft_worker", False) and not model_runner.spec_algorithm.is_frozen_kv_mtp():
+    is_draft = model_runner.is_draft_worker if backend in _PLAIN_DRAFT_FLAG else \
+        getattr(model_runner, "is_draft_worker", False)
+    if is_draft and not model_runner.spec_algorithm.is_frozen_kv_mtp():
         return None
-    return _allocator_swa_pool(model_runner)
+    return _allocator_swa_pool(model_runner, backend)
 
 
 def legacy_resolve_swa_kv_pool(model_runner: Any) -> Any:

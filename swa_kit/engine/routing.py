@@ -18,7 +18,8 @@
 * a sliding layer reads the SWA page table (``translate_loc_from_full_to_swa``) only where the
   backend built one: on an SWA pool, at the unified and CK call sites;
 * with ``SGLANG_AITER_KV_CACHE_LAYOUT=vectorized_5d`` (and ``SGLANG_USE_AITER=1``) the pool is the
-  SHUFFLE 5D layout: decode goes to ``pa_decode_gluon(sliding_window=sws)`` and extend to
+  SHUFFLE 5D layout: decode goes to ``pa_decode_gluon(sliding_window=sws)``, which keeps the newest
+  ``sws - 1`` keys of ``seq_lens`` (aiter's ``pa_decode_gluon.py`` mask), and extend to
   ``forward_extend_vectorized_5d`` (CK ``mha_batch_prefill_func`` with ``(sws, -1)``), before any
   unified route (``layers/attention/aiter_utils.py``).
 

@@ -17,7 +17,10 @@ alike. Each member also carries its :class:`Traits`, which every other module re
 
 ``--speculative-algorithm`` also takes the :data:`ALIASES`: NEXTN is SGLang's own alias of EAGLE
 (``speculative/spec_registry.py _RESERVED_ALIASES``); the kit reads MTP as EAGLE too, a name SGLang 0.5.23 itself
-does not take. SGLang 0.5.23's UNO and DSPARK are not read: the kit refuses them, naming what it reads.
+does not take. SGLang 0.5.23's DFLASH, DSPARK and UNO are read and named, never planned: DSPARK (DFLASH's family, a
+draft model with its own KV) and UNO (the target itself with a LoRA as its draft, no draft pool) run only on the
+devices :attr:`Traits.devices` names (``_handle_dspark``, ``_handle_uno``). ROCm's torch device is ``cuda``, so
+those checks pass there; a CPU launch is refused.
 """
 
 from __future__ import annotations
@@ -44,6 +47,11 @@ class Traits:
     topk_forced_to_one: bool = False  # its handler sets topk 1, so the default backend counts topk as settled
     mtp_draft_from_target: bool = False  # no draft config: the target's config rewritten to its MTP architecture
     kit_plans: bool = False  # the kit mirrors its workers and plans its routes
+    devices: tuple[str, ...] | None = None  # the device prefixes its handler accepts (None: no check of its own)
+    # --enable-unified-memory (kv_cache_hook.py handle_unified_memory_pool): the attention backends it runs on
+    # there (None: the algorithm is refused), and whether its draft's KV is fused into a hybrid target's pages
+    unified_memory_backends: tuple[str, ...] | None = None
+    unified_fuses_draft: bool = False
 
     @property
     def resolver_rule(self) -> int | None:
@@ -57,6 +65,13 @@ class Traits:
         return 3 if self.reads_target_pool else 2
 
 
+# kv_cache_hook.py: _SPEC_MHA_AUDITED_BACKENDS, and _SPEC_VERIFY_AUDITED_BACKENDS with fa4 (DSPARK's).
+_MHA_AUDITED = ("fa3", "flashinfer", "triton", "trtllm_mha")
+_VERIFY_AUDITED_FA4 = ("cutedsl_mla", "fa3", "fa4", "flashinfer", "flashmla", "triton", "trtllm_mla")
+#: Every backend: --enable-unified-memory without speculation checks none.
+_ANY_BACKEND = ()
+
+
 class SpeculativeAlgorithm(Enum):
     """SGLang 0.5.23's speculative algorithms the kit reads, each with its :class:`Traits`."""
 
@@ -68,16 +83,21 @@ class SpeculativeAlgorithm(Enum):
         member.traits = traits
         return member
 
-    NONE = Traits(kit_plans=True)
+    NONE = Traits(kit_plans=True, unified_memory_backends=_ANY_BACKEND)
     EAGLE = Traits(draft_model=True, owns_kv_pool=True, sglang_is_eagle=True, handler=EAGLE_FAMILY_HANDLER,
-                   mtp_draft_from_target=True, kit_plans=True)
+                   mtp_draft_from_target=True, kit_plans=True, unified_memory_backends=_MHA_AUDITED,
+                   unified_fuses_draft=True)
     EAGLE3 = Traits(draft_model=True, owns_kv_pool=True, sglang_is_eagle=True, handler=EAGLE_FAMILY_HANDLER,
-                    kit_plans=True)
+                    kit_plans=True, unified_memory_backends=_MHA_AUDITED, unified_fuses_draft=True)
     STANDALONE = Traits(draft_model=True, owns_kv_pool=True, handler=EAGLE_FAMILY_HANDLER, kit_plans=True)
     FROZEN_KV_MTP = Traits(draft_model=True, reads_target_pool=True, sglang_is_eagle=True,
                            handler="_handle_frozen_kv_mtp", single_chain=True, kit_plans=True)
     NGRAM = Traits(handler=NGRAM_HANDLER)
-    DFLASH = Traits(draft_model=True, owns_kv_pool=True, handler="_handle_dflash", topk_forced_to_one=True)
+    DFLASH = Traits(draft_model=True, owns_kv_pool=True, handler="_handle_dflash", topk_forced_to_one=True,
+                    unified_memory_backends=_MHA_AUDITED)
+    DSPARK = Traits(draft_model=True, owns_kv_pool=True, handler="_handle_dspark", devices=("cuda", "npu", "xpu"),
+                    unified_memory_backends=_VERIFY_AUDITED_FA4)
+    UNO = Traits(handler="_handle_uno", devices=("cuda",))
 
     @classmethod
     def from_string(cls, name: str | None) -> SpeculativeAlgorithm:

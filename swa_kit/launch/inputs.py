@@ -78,14 +78,17 @@ class ServerArgsView:
     attn_dp_size: int = 1
     enable_dp_attention: bool = False  # deprecated: --dp-size N with it becomes attn_dp_size N (parallel_hook.py)
     not_read: tuple[str, ...] = ()  # flags / fields given but not read by the kit (shown in the report)
+    # their values as given, for swa_kit.launch.surface's refusals and notes
+    not_read_values: tuple[tuple[str, Any], ...] = field(default=(), compare=False)
 
     def given(self) -> dict[str, Any]:
         """The fields set away from their defaults."""
         return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name != "not_read" and getattr(self, f.name) != f.default}
+                if f.name not in _UNREAD and getattr(self, f.name) != f.default}
 
 
-_FIELDS = {f.name: f for f in fields(ServerArgsView) if f.name != "not_read"}
+_UNREAD = ("not_read", "not_read_values")
+_FIELDS = {f.name: f for f in fields(ServerArgsView) if f.name not in _UNREAD}
 #: Other spellings SGLang's parser accepts for the same fields (``Arg(aliases=...)`` in arg_groups/fields/).
 _ALIASES = {"tp": "tp_size", "tensor_parallel_size": "tp_size", "pp": "pp_size", "pipeline_parallel_size": "pp_size",
             "dp": "dp_size", "data_parallel_size": "dp_size", "attention_data_parallel_size": "attn_dp_size"}
@@ -170,7 +173,8 @@ def parse_server_args(text: str | None) -> ServerArgsView:
         values = _from_flags(text)
     known = {k: _coerce(k, v) for k, v in values.items() if k in _FIELDS}
     not_read = tuple(sorted(k for k in values if k not in _FIELDS and not k.startswith("_")))
-    return _check_args(ServerArgsView(**known, not_read=not_read))
+    return _check_args(ServerArgsView(**known, not_read=not_read,
+                                      not_read_values=tuple((k, values[k]) for k in not_read)))
 
 
 def read_server_args(value: str | None) -> ServerArgsView:

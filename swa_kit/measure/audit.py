@@ -21,6 +21,7 @@ from swa_kit.exit_codes import ExitCode
 from swa_kit.measure import trace
 from swa_kit.launch.decide import Decisions, decide
 from swa_kit.launch.inputs import GIB, Launch
+from swa_kit.launch.surface import check_surface
 from swa_kit.sglang_versions import SGLANG_VERSION
 from swa_kit.tables import format_table
 
@@ -212,8 +213,10 @@ def audit(launch: Launch, records: Sequence[trace.TraceRecord] | None = None) ->
 
     ``records``: kernel calls recorded by :mod:`swa_kit.measure.trace` in the live server, held against the plan.
     """
+    surface = check_surface(launch)  # raises LaunchRefusedError where SGLang refuses the launch at start-up
     decisions = decide(launch)
     findings = _route_findings(decisions) + _memory_findings(launch, decisions) + _input_findings(launch, decisions)
+    findings += [Finding(n.severity, n.title, n.detail, n.ways_out, n.where) for n in surface]
     if records is not None:
         findings += _trace_findings(launch, decisions, records)
     findings.sort(key=lambda f: SEVERITIES.index(f.severity))

@@ -1,0 +1,179 @@
+"""The kit's table of SGLang's SWA surface, and the start-up refusals and notes it gives a launch.
+
+The expected refusals are written out from SGLang 0.5.23's source as the oracle: ``arg_groups/kv_cache_hook.py
+handle_unified_memory_pool`` and ``handle_cache_compatibility``, ``mem_cache/kv_cache_configurator.py``,
+``arg_groups/speculative_hook.py handle_speculative_decoding``, ``_handle_dspark`` and ``_handle_uno``.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import fields
+
+import pytest
+
+from swa_kit.cli import main
+from swa_kit.engine.call_sites import DECLARED_SITES
+from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
+from swa_kit.errors import LaunchRefusedError, UsageError
+from swa_kit.launch.inputs import Launch, ServerArgsView
+from swa_kit.launch.surface import KINDS, STATUSES, SURFACE, check_surface
+from swa_kit.measure.audit import audit
+
+HOOK = "kv_cache_hook.py handle_unified_memory_pool"
+
+
+def _check(args: str, model: str = "gemma4-31b", platform: str = "rocm-gfx942"):
+    return check_surface(Launch.from_inputs(model=model, server_args=args, platform=platform))
+
+
+# -- the table -------------------------------------------------------------------------------------------------
+
+def test_every_entry_has_a_kind_a_status_and_a_reason():
+    for (kind, name), entry in SURFACE.items():
+        assert (kind, name) == (entry.kind, entry.name) and kind in KINDS, entry
+        assert entry.status in STATUSES and len(entry.note) > 20, entry
+
+
+def test_what_the_kit_reads_is_modelled_and_what_it_models_it_reads():
+    read = {f.name for f in fields(ServerArgsView)} - {"not_read", "not_read_values"}
+    args = {name: e for (kind, name), e in SURFACE.items() if kind == "server_arg"}
+    assert all(args[name].status == "modelled" for name in read if name in args)
+    # a modelled argument outside ServerArgsView is read by check_surface itself
+    assert {n for n, e in args.items() if e.status == "modelled"} - read == {"uno_lora_path"}
+
+
+def test_no_name_twice_and_the_modelled_backends_are_the_planners():
+    from swa_kit.engine.routing import BACKENDS
+    from swa_kit.launch import surface
+
+    assert len(SURFACE) == sum(len(group) for group in (surface.SERVER_ARGS, surface.SWA_POOLS,
+                                                        surface.ATTENTION_BACKENDS, surface.SPEC_ALGORITHMS))
+    assert {name for (kind, name), e in SURFACE.items() if kind == "attention_backend" and e.status == "modelled"} \
+        == set(BACKENDS)
+
+
+def test_the_algorithms_are_the_registrys():
+    algorithms = {name: e for (kind, name), e in SURFACE.items() if kind == "spec_algorithm"}
+    assert set(algorithms) == {a.name for a in SpeculativeAlgorithm}
+    assert {n for n, e in algorithms.items() if e.status == "modelled"} == \
+        {a.name for a in SpeculativeAlgorithm if a.traits.kit_plans}
+
+
+# -- --enable-unified-memory ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("algorithm", ["frozen_kv_mtp", "standalone", "ngram", "uno"])
+def test_unified_memory_refuses_other_algorithms(algorithm):
+    extra = " --uno-lora-path /l" if algorithm == "uno" else ""
+    with pytest.raises(LaunchRefusedError, match=f"takes --speculative-algorithm EAGLE, EAGLE3, DFLASH, DSPARK only, "
+                                                 f"got {algorithm.upper()} .*{HOOK}"):
+        _check(f"--enable-unified-memory --speculative-algorithm {algorithm} --page-size 1{extra}")
+
+
+def test_unified_memory_with_eagle_on_aiter_is_refused_and_on_triton_is_not():
+    with pytest.raises(LaunchRefusedError, match=f"EAGLE runs only on the backends fa3, flashinfer, triton, "
+                                                 f"trtllm_mha .*got aiter .*{HOOK}"):
+        _check("--enable-unified-memory --speculative-algorithm eagle --attention-backend aiter")
+    notes = _check("--enable-unified-memory --speculative-algorithm eagle --attention-backend triton")
+    assert [n.title for n in notes] == ["--enable-unified-memory is not modelled: this audit leaves it out"]
+    with pytest.raises(LaunchRefusedError, match="got flashmla"):  # a draft off the MHA rails
+        _check("--enable-unified-memory --speculative-algorithm eagle --attention-backend triton "
+               "--speculative-draft-attention-backend flashmla")
+
+
+def test_unified_memory_per_algorithm_backends():
+    with pytest.raises(LaunchRefusedError, match="DSPARK runs only on the backends .*fa4.*got aiter"):
+        _check("--enable-unified-memory --speculative-algorithm dspark --attention-backend aiter")
+    assert _check("--enable-unified-memory --speculative-algorithm dspark --attention-backend fa4",
+                  platform="cuda-sm100")
+    with pytest.raises(LaunchRefusedError, match="DFLASH runs only on the backends fa3, flashinfer, triton, "
+                                                 "trtllm_mha .*got fa4"):
+        _check("--enable-unified-memory --speculative-algorithm dflash --attention-backend fa4",
+               platform="cuda-sm100")
+
+
+def test_unified_memory_refuses_trees_and_non_hybrid_models():
+    with pytest.raises(LaunchRefusedError, match="linear chain only, got --speculative-eagle-topk 4"):
+        _check("--enable-unified-memory --speculative-algorithm eagle --attention-backend triton "
+               "--speculative-num-steps 3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 8")
+    with pytest.raises(LaunchRefusedError, match="EAGLE needs a hybrid-SWA .*Gemma3ForConditionalGeneration"):
+        _check("--enable-unified-memory --speculative-algorithm eagle --attention-backend triton", model="gemma3-27b")
+    with pytest.raises(LaunchRefusedError, match="replaces hybrid pools only.*kv_cache_configurator.py"):
+        _check("--enable-unified-memory", model="gemma3-27b")
+
+
+def test_unified_memory_without_speculation_is_named_not_refused():
+    """SGLang 0.5.23's hook has no backend allow-list without speculation: aiter starts; the kit says what it
+    leaves out, and the audit carries it."""
+    for args in ("--enable-unified-memory", "--enable-unified-memory=true",
+                 "server_args=ServerArgs(enable_unified_memory=True, page_size=1)"):
+        notes = _check(args)
+        assert len(notes) == 1 and "UnifiedSWAKVPool" in notes[0].detail
+    for args in ("--enable-unified-memory=false", "server_args=ServerArgs(enable_unified_memory=False, "
+                                                  "speculative_draft_sink_size=None, swa_prefix_tails=None)"):
+        assert _check(args) == []
+    report = audit(Launch.from_inputs(model="gpt-oss-20b", server_args="--enable-unified-memory"))
+    assert any(f.title.startswith("--enable-unified-memory is not modelled") for f in report.findings)
+
+
+# -- draft sink, prefix tails, DSPARK and UNO ----------------------------------------------------------------
+
+def test_draft_sink_size():
+    with pytest.raises(LaunchRefusedError, match="requires --speculative-draft-window-size.*handle_speculative"):
+        _check("--speculative-algorithm eagle --speculative-draft-sink-size 4")
+    with pytest.raises(LaunchRefusedError, match="non-negative, got -1"):
+        _check("--speculative-algorithm eagle --speculative-draft-window-size 64 --speculative-draft-sink-size -1")
+    with pytest.raises(UsageError, match="--speculative-draft-sink-size 'four': SGLang reads an integer"):
+        _check("--speculative-algorithm eagle --speculative-draft-window-size 64 --speculative-draft-sink-size four")
+    sink = random.randint(0, 64)
+    notes = _check(f"--speculative-algorithm eagle --speculative-draft-window-size 64 --speculative-draft-sink-size "
+                   f"{sink}")
+    assert [n.detail.split(":")[0] for n in notes] == [f"--speculative-draft-sink-size {sink}"]
+
+
+def test_swa_prefix_tails():
+    with pytest.raises(LaunchRefusedError, match="non-negative integer, got -2.*handle_cache_compatibility"):
+        _check("--swa-prefix-tails -2")
+    assert _check("--swa-prefix-tails 8") == []  # read: it sizes DeepSeek-V4's cap-mode pool only
+
+
+def test_dspark_and_uno_devices_and_uno_rules():
+    with pytest.raises(LaunchRefusedError, match="DSPARK runs on cuda, npu, xpu devices only, got cpu.*_handle_dspark"):
+        _check("--speculative-algorithm dspark", platform="cpu")
+    with pytest.raises(LaunchRefusedError, match="UNO runs on cuda devices only"):
+        _check("--speculative-algorithm uno --uno-lora-path /l", platform="cpu")
+    with pytest.raises(LaunchRefusedError, match="UNO requires --uno-lora-path"):
+        _check("--speculative-algorithm uno")
+    with pytest.raises(LaunchRefusedError, match="takes no --speculative-draft-model-path"):
+        _check("--speculative-algorithm uno --uno-lora-path /l --speculative-draft-model-path /d")
+    assert _check("--speculative-algorithm uno --uno-lora-path /l") == []  # ROCm's torch device is cuda
+    assert _check("--speculative-algorithm dspark") == []
+
+
+def test_a_refusal_exits_with_the_usage_code(capsys):
+    code = main(["audit", "--model", "gemma4-31b", "--server-args",
+                 "--enable-unified-memory --speculative-algorithm frozen_kv_mtp"])
+    assert code == 2 and "handle_unified_memory_pool" in capsys.readouterr().err
+
+
+# -- the 5-D decode --------------------------------------------------------------------------------------------
+
+def _gluon_mask_keys(context_length: int, sliding_window: int) -> int:
+    """Keys ``pa_decode_gluon`` keeps for one decode query (ROCm/aiter ops/triton/gluon/pa_decode_gluon.py,
+    paged_attention_decode_sliding_window: k < context_length and k >= context_length - SLIDING_WINDOW + 1)."""
+    start = context_length - sliding_window
+    return sum(1 for k in range(context_length) if start + 1 <= k)
+
+
+def test_gluon_5d_decode_keys_follow_aiters_mask():
+    site = DECLARED_SITES["decode.gluon_5d"]
+    assert "pa_decode_gluon.py" in site.source and "inferred" not in site.source
+    for _ in range(50):
+        sws = random.randint(1, 600)
+        length = random.randint(sws + 1, 4 * sws + 2)  # a context past the window, as keys_of assumes
+        assert site.keys_of(site.window_arg(sws)) == _gluon_mask_keys(length, site.window_arg(sws))
+    assert site.keys_of(site.window_arg(-1)) is None  # full layers: sliding_window=0, every key
+    report = audit(Launch.from_inputs(model="gpt-oss-20b", env={"SGLANG_AITER_KV_CACHE_LAYOUT": "vectorized_5d",
+                                                                 "SGLANG_USE_AITER": "1"}))
+    decode = report.decisions.routes[("target", "decode")].layers[0]
+    assert (decode.kernel, decode.window_arg, decode.effective_keys) == ("pa_decode_gluon", 127, 126)
