@@ -14,7 +14,10 @@ import random
 import pytest
 import torch
 
-from swa_kit.measure import trace
+from swa_kit.engine import routing
+from swa_kit.launch.inputs import Launch
+from swa_kit.measure import audit, trace
+from swa_kit.sglang_versions import BEFORE_38756, SGLANG_VERSION
 from swa_kit.lessons.workshop import debugging, dispatch, drafts, kernels, pools, story, windows
 from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.models.configs import MODELS_DIR
@@ -439,18 +442,50 @@ def test_check_default_saving():
 
 
 def test_check_triage():
-    right = {case: ("acceptance" if worker == "draft" else "output") for case, worker in story.TRIAGE_CASES.items()}
+    costs = {"draft": "acceptance", "target": "output", "verify": "output"}  # the rule, written out independently
+    right = {case: costs[route] for case, route in story.TRIAGE_CASES.items()}
     assert story.check_triage(...).ok is None
     assert story.check_triage(right).ok is True
     flipped = dict(right)
     case = random.choice(list(flipped))
     flipped[case] = "output" if flipped[case] == "acceptance" else "acceptance"
     verdict = story.check_triage(flipped)
-    assert verdict.ok is False and "1 of 4 wrong" in verdict.message and case in verdict.message
+    assert verdict.ok is False and f"1 of {len(right)} wrong" in verdict.message and case in verdict.message
     with pytest.raises(UsageError, match="TRIAGE_CASES"):
         story.check_triage({"something": "output"})
     with pytest.raises(UsageError, match="'verifier'"):
         story.triage("verifier")
+
+
+def test_triage_cases_put_both_seed_bugs_on_the_draft():
+    """The PR's FROZEN_KV MTP case, by the audit before PR #38756: the draft's sliding routes read the SWA buffer
+    with the full page table (untranslated ids), and its decode reaches the windowless paged decode."""
+    before = audit.audit(Launch.from_inputs(model="gemma4-31b", sglang_version=BEFORE_38756,
+                                            server_args=story.SEED_LAUNCH["server_args"]))
+    wrong = {(w, m): [e for e in plan.layers if e.kind == "sliding" and e.kit_verdict]
+             for (w, m), plan in before.decisions.routes.items()}
+    assert {key for key, entries in wrong.items() if entries} == {("draft", "draft_extend"), ("draft", "draft_decode")}
+    decode = wrong[("draft", "draft_decode")][0]
+    assert decode.kernel == "paged_attention_ragged" and decode.page_table == "full" and decode.buffer == "swa"
+    seed = [c for c in story.TRIAGE_CASES if "PR #38756" in c]
+    assert len(seed) == 2 and {story.TRIAGE_CASES[c] for c in seed} == {"draft"}
+    # the verify case is a target route only speculation reaches: the plan's EAGLE topk 4 verify
+    verify = routing.plan("gemma4-31b", "verify", spec="eagle", topk=4, strict=False)
+    assert all(e.kernel == "extend_attention_fwd" and e.judgement for e in verify.layers if e.kind == "sliding")
+    assert "verify" in story.TRIAGE_CASES.values() and story.triage("verify") == "output"
+
+
+def test_pr_fixed_rows_are_the_audits_routes():
+    rows = story.pr_fixed_rows()
+    assert {(r["worker"], r["mode"]) for r in rows} == {("draft", "draft_extend"), ("draft", "draft_decode")}
+    for version, tag in ((BEFORE_38756, "before"), (SGLANG_VERSION, "after")):
+        routes = audit.to_json(audit.audit(Launch.from_inputs(model="gemma4-31b", sglang_version=version,
+                                                              server_args=story.SEED_LAUNCH["server_args"])))
+        for row in rows:
+            (route,) = [r for r in routes["routes"]
+                        if (r["worker"], r["mode"], r["kind"]) == (row["worker"], row["mode"], "sliding")]
+            assert all(row[f"{f}_{tag}"] == route[f] for f in ("kernel", "page_table", "keys", "kit")), (row, route)
+    assert all(r["kit_before"] == "WRONG KEYS" and r["kit_after"] == "ok" for r in rows)
 
 
 def test_triage_rule_holds_on_the_tiny_model():
@@ -472,7 +507,7 @@ def test_triage_rule_holds_on_the_tiny_model():
                                           and r["acceptance_rate"] < fixed[r["algorithm"]]["acceptance_rate"]), r
     assert guard_experiment(models, prompts, 48, plain)["agreement_with_plain"] < 1.0
     assert {story.TRIAGE_CASES[c] for c in story.TRIAGE_CASES if "resolver" in c} == {"draft"}
-    assert {story.triage(w) for w in ("draft", "target")} == {"acceptance", "output"}
+    assert {story.triage(w) for w in ("draft", "target", "verify")} == {"acceptance", "output"}
 
 
 # == notebooks 03-05: the exercises' checks ======================================================
@@ -502,16 +537,34 @@ def test_check_resolver_breaks_against_real_reads():
 
 
 def test_check_which_worker():
-    right = dict(drafts.SYMPTOMS)
-    assert set(right.values()) == {"draft", "target", "neither"}
+    right = {symptom: accepted[0] for symptom, accepted in drafts.SYMPTOMS.items()}
+    assert set(right.values()) == {"draft", "target", "verify", "neither"}
     assert drafts.check_which_worker(...).ok is None
     assert drafts.check_which_worker(right).ok is True
     symptom = random.choice(list(right))
-    flipped = {**right, symptom: "target" if right[symptom] != "target" else "draft"}
+    flipped = {**right, symptom: "target" if "target" not in drafts.SYMPTOMS[symptom] else "draft"}
     verdict = drafts.check_which_worker(flipped)
     assert verdict.ok is False and f"1 of {len(right)} wrong" in verdict.message and symptom in verdict.message
     with pytest.raises(UsageError, match="SYMPTOMS"):
         drafts.check_which_worker({"the GPU is hot": "target"})
+
+
+def test_a_fault_only_with_speculation_may_be_the_draft_or_target_verify():
+    """Both routes speculation adds can read untranslated ids from an SWA buffer (the old rule marked 'verify'
+    wrong): the FROZEN_KV MTP draft before PR #38756, and target verify with EAGLE topk 4 on 0.5.23."""
+    (fault,) = [s for s in drafts.SYMPTOMS if "illegal memory access" in s]
+    draft = routing.plan("gemma4-31b", "draft_decode", spec="frozen_kv_mtp", worker="draft", resolver="legacy",
+                         strict=False)
+    verify = routing.plan("gemma4-31b", "verify", spec="eagle", topk=4, strict=False)
+    for plan in (draft, verify):
+        assert any(e.page_table == "full" and e.buffer == "swa" for e in plan.layers if e.kind == "sliding")
+    right = {symptom: accepted[0] for symptom, accepted in drafts.SYMPTOMS.items()}
+    for answer in ("draft", "verify"):
+        assert drafts.check_which_worker({**right, fault: answer}).ok is True
+    for answer in ("target", "neither"):
+        assert drafts.check_which_worker({**right, fault: answer}).ok is False
+    drift = [s for s, accepted in drafts.SYMPTOMS.items() if "bf16" in s or "temperature" in s]
+    assert len(drift) == 2 and all(drafts.SYMPTOMS[s] == ("neither",) for s in drift)
 
 
 def test_guard_and_way_out_by_hand():
