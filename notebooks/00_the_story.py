@@ -17,9 +17,10 @@
 # # 00 · The story: what sliding windows buy, and two bugs that hid in a serving engine
 #
 # **Goal.** In about 15 minutes you will be able to say (1) what a sliding-window KV pool saves on a real
-# model, by default and at best; (2) which two silent failures SGLang PR #38756 fixed, on which worker, with
-# the code before and after; (3) why the PR reported *accuracy*, using one rule, and its limits, that you can
-# apply to any speculative-decoding bug. Two exercises check you on the way; the rest of the kit (notebooks 01-05) takes each piece apart.
+# model, by default and at best; (2) which two silent failures SGLang PR #38756 fixed, on which worker,
+# with the code before and after; (3) why the PR reported *accuracy*, using one rule, and its limits, that
+# you can apply to any speculative-decoding bug. Two exercises check you on the way; the rest of the kit
+# (notebooks 01-05) takes each piece apart.
 #
 # Terms in **bold** link to the kit's [glossary](../docs/glossary.md). You need to know what attention and a
 # KV cache are, nothing about SGLang.
@@ -220,7 +221,7 @@ story.check_triage({case: story.triage(worker) for case, worker in story.TRIAGE_
 #
 # ## What the kit will show
 #
-# - [01 · Window conventions and masks](01_window_conventions_and_masks.ipynb): one window, nine spellings,
+# - [01 · Window conventions and masks](01_window_conventions_and_masks.ipynb): one window, ten spellings,
 #   the off-by-one trap, the mask of every [forward mode](../docs/glossary.md#forward-modes).
 # - [02 · KV pools, full vs SWA](02_kv_pools_full_vs_swa.ipynb): slots, the
 #   [full->SWA mapping](../docs/glossary.md#full-to-swa-mapping), eviction, and pool sizing.

@@ -249,9 +249,9 @@ acceptance_curve(runs, window_fills_at=fills)
 # the PR its sliding layer also decoded on the windowless paged decode: notebook 00's audit table), so both cost
 # acceptance there; the guard refuses that route on any worker. To show what the route costs where nothing
 # re-checks it, the run below puts it on the *target*: plain decoding with one target sliding layer routed to
-# `paged_attention_ragged` (an **emulation** of its documented semantics: no window argument), guard off, and on. `planned route` is the
-# dispatch's route for the affected layer; window-honouring routes run as the float64 reference here.
-# Notebook 00 shows the code before and after.
+# `paged_attention_ragged` (an **emulation** of its documented semantics: no window argument), guard off, and on.
+# `planned route` is the dispatch's route for the affected layer; window-honouring routes run as the float64
+# reference here. Notebook 00 shows the code before and after.
 
 # %% tags=["solution"]
 by_key = {(r.algorithm, r.resolver): r for r in runs}
@@ -260,7 +260,7 @@ before_after = pr_before_after(models, prompts, NEW_TOKENS, plain, guard=guard,
                                runs={name: by_key[("frozen_kv_mtp", name)] for name in ("legacy", "fixed")})
 print_table([{("planned route" if k == "route" else k): v for k, v in r.items()} for r in before_after])
 announce_all(guard["computed_by"])
-drafts.check_which_worker({symptom: accepted[0] for symptom, accepted in drafts.SYMPTOMS.items()})
+drafts.check_which_worker({symptom: answers[0] for symptom, answers in drafts.SYMPTOMS.items()})
 
 # %% [markdown]
 # Read it with the triage rule. Before fix 1 the draft read the target's SWA buffer with untranslated ids

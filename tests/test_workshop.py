@@ -9,6 +9,7 @@ own chain of functions.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import random
 
 import pytest
@@ -656,3 +657,16 @@ def test_first_changed_position_matches_a_transformers_model():
     prompt = torch.randint(0, model.config.vocab_size, (24,), generator=torch.Generator().manual_seed(1))
     gap = compare_window(model, prompt, new_tokens=1)
     assert gap.first_changed_position == debugging.first_position_one_short_changes(8)
+
+
+def test_default_launches_plan_what_the_routes_attend():
+    """Notebook 04's section 5: the audit's default backend per model, held against the plan on that backend."""
+    rows = {r["model"]: r for r in dispatch.default_launch_rows(("gpt-oss-120b", "gemma4-31b"))}
+    assert {m: r["attention_backend"] for m, r in rows.items()} == {"gpt-oss-120b": "aiter", "gemma4-31b": "triton"}
+    source = (Path(__file__).resolve().parents[1] / "notebooks" / "04_aiter_dispatch_and_guards.py").read_text()
+    for model, row in rows.items():
+        layer = next(e for e in routing.plan(model, "decode", backend=row["attention_backend"], strict=False).layers
+                     if e.kind == "sliding")
+        assert row["keys"] == f"{layer.effective_keys}/{layer.intended_keys}" and row["decode_kernel"] == layer.kernel
+        assert layer.effective_keys == layer.intended_keys - 1  # neither default decodes the whole window
+        assert f"{layer.effective_keys} of {layer.intended_keys}" in source  # the takeaway's numbers
