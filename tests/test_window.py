@@ -141,7 +141,7 @@ def test_aiter_unified_kernel_sliding_window_is_one_plus_left(left):
 def test_off_sentinels():
     assert {n: from_keys(n, None) for n in NAMES} == {
         "hf": None, "sglang": -1, "flash_attn": (-1, -1), "aiter_ck": (-1, -1), "flashinfer": -1,
-        "aiter_unified": (-1, -1), "aiter_v1": 0, "flex": None, "flash_attn_4": (None, None),
+        "aiter_unified": (-1, -1), "aiter_v1": 0, "flex": None, "flash_attn_4": (None, None), "attention_gym": None,
     }
 
 
@@ -224,6 +224,7 @@ def test_cli_json_has_every_convention(capsys):
     assert out == {
         "keys": 1024, "hf": 1024, "sglang": 1023, "flash_attn": [1023, 0], "aiter_ck": [1023, 0],
         "flashinfer": 1023, "aiter_unified": [1023, 0], "aiter_v1": 1024, "flex": 1024, "flash_attn_4": [1023, 0],
+        "attention_gym": 1023,
     }
 
 
