@@ -73,6 +73,7 @@ API_RULES = {
     "aiter_v1": lambda v: lambda q, k: k <= q and q - k < v,
     "flex": lambda v: lambda q, k: k <= q and q - k < v,
     "flash_attn_4": _pair_rule,
+    "attention_gym": lambda v: lambda q, k: k <= q and q - k <= v,  # its sliding-window mask_mod
 }
 
 
@@ -89,7 +90,8 @@ def test_gemma3_window_in_every_api():
     assert w["value"] == 1024  # Hugging Face's sliding_window counts the query itself
     W = w["value"]
     expected = {"hf": W, "sglang": W - 1, "flash_attn": (W - 1, 0), "aiter_ck": (W - 1, 0), "flashinfer": W - 1,
-                "aiter_unified": (W - 1, 0), "aiter_v1": W, "flex": W, "flash_attn_4": (W - 1, 0)}
+                "aiter_unified": (W - 1, 0), "aiter_v1": W, "flex": W, "flash_attn_4": (W - 1, 0),
+                "attention_gym": W - 1}
     answer = windows.window_everywhere("gemma3-27b")
     assert answer == expected
     for convention, value in answer.items():
@@ -119,13 +121,14 @@ def test_window_of_one_held_in_sglang_turns_paged_v1_off():
 def test_check_window_everywhere():
     W = raw("gemma3-27b")["kinds"]["sliding"]["window"]["value"]
     by_hand = {"hf": W, "sglang": W - 1, "flash_attn": [W - 1, 0], "aiter_ck": [W - 1, 0], "flashinfer": W - 1,
-               "aiter_unified": [W - 1, 0], "aiter_v1": W, "flex": W, "flash_attn_4": [W - 1, 0]}  # lists accepted
+               "aiter_unified": [W - 1, 0], "aiter_v1": W, "flex": W, "flash_attn_4": [W - 1, 0],
+               "attention_gym": W - 1}  # lists accepted
     assert windows.check_window_everywhere(...).ok is None
     assert windows.check_window_everywhere(by_hand).ok is True
     name = random.choice(list(by_hand))
     off = {**by_hand, name: W if by_hand[name] == W - 1 else W - 1}
     verdict = windows.check_window_everywhere(off)
-    assert verdict.ok is False and "1 of 9 wrong" in verdict.message and repr(name) in verdict.message
+    assert verdict.ok is False and f"1 of {len(by_hand)} wrong" in verdict.message and repr(name) in verdict.message
     with pytest.raises(UsageError, match="exactly the keys"):
         windows.check_window_everywhere({"hf": W})
 
