@@ -17,9 +17,10 @@
 # # 00 · The story: what sliding windows buy, and two bugs that hid in a serving engine
 #
 # **Goal.** In about 15 minutes you will be able to say (1) what a sliding-window KV pool saves on a real
-# model, by default and at best; (2) which two silent failures SGLang PR #38756 fixed, with the code before
-# and after; (3) why the PR reported *accuracy*, using one rule you can apply to any speculative-decoding
-# bug. Two exercises check you on the way; the rest of the kit (notebooks 01-05) takes each piece apart.
+# model, by default and at best; (2) which two silent failures SGLang PR #38756 fixed, on which worker,
+# with the code before and after; (3) why the PR reported *accuracy*, using one rule, and its limits, that
+# you can apply to any speculative-decoding bug. Two exercises check you on the way; the rest of the kit
+# (notebooks 01-05) takes each piece apart.
 #
 # Terms in **bold** link to the kit's [glossary](../docs/glossary.md). You need to know what attention and a
 # KV cache are, nothing about SGLang.
@@ -135,9 +136,24 @@ print_table([{k: r[k] for k in ("algorithm", "resolver", "returns", "wanted", "c
              if r["model"] == "hybrid_swa" and r["role"] == "draft" and r["algorithm"] in ("EAGLE", "FROZEN_KV_MTP")])
 
 # %% [markdown]
-# The legacy rule breaks FROZEN_KV MTP (bug 1 above); the naive rule, which always takes the allocator's
-# pool, would break EAGLE, whose draft owns a full-size pool of its own. The fixed rule is right in every
-# row. Notebook 03 reproduces both failures on real pools; notebook 04 makes the guard of bug 2 fire.
+# The legacy rule breaks FROZEN_KV MTP; the naive rule, which always takes the allocator's pool, would break
+# EAGLE, whose draft owns a full-size pool of its own. The fixed rule is right in every row.
+#
+# **Both bugs hit the draft.** The PR calls them two coupled fixes, and its own case shows why: one wrong
+# answer causes both. For the FROZEN_KV MTP draft the legacy rule answered "no SWA" (its own pool is a 64-token
+# dummy), so (1) its sliding layer read the target's SWA buffer with untranslated full-pool ids, and (2) with
+# SWA off nothing forced it onto the windowed unified kernel, so its decode went to `paged_attention_ragged`,
+# which takes no window. The kit's audit of the PR's launch, once on SGLang as it was before the PR and once on
+# 0.5.23 (`swa-kit audit --model gemma4-31b --server-args "--attention-backend aiter --speculative-algorithm
+# FROZEN_KV_MTP" --sglang-version before-38756`), lists every route the PR changed:
+
+# %%
+print_table(story.pr_fixed_rows())
+
+# %% [markdown]
+# Only draft rows changed; every target route was already the same before the PR. After it, the draft's sliding
+# layer reads the SWA page table through the windowed unified kernel, one key short like every unified call
+# site (notebook 04). Notebook 03 reproduces the wrong reads on real pools; notebook 04 makes the guard fire.
 #
 # ## 3 · The reported result, and the triage rule
 #
@@ -147,14 +163,25 @@ print_table([{k: r[k] for k in ("algorithm", "resolver", "returns", "wanted", "c
 #
 # > **Verification is lossless.** The target re-computes every drafted token with its own forward pass and
 # > keeps only those it would have produced itself. So a bug in the **draft** can only cost
-# > [acceptance](../docs/glossary.md#acceptance-rate) (speed), or stop the run if it faults; a bug in the
-# > **target** changes the **output**.
+# > [acceptance](../docs/glossary.md#acceptance-rate) (speed), or stop the run if it faults; a bug on a
+# > **target** route changes the **output**.
 #
-# Bug 1 lives in the draft, bug 2 in the target. An unchanged accuracy shows the fix did not hurt the
-# target's output; a recovered acceptance would show the draft now reads the right KV.
+# Its limits, each a trap in practice:
+#
+# - **Target verify is a target route that only speculation reaches.** A bug there changes the output, but only
+#   with speculative decoding on, so it looks like a draft bug at first sight. Notebook 04 shows one: EAGLE with
+#   topk 4 verifies through a kernel that gets no window and reads untranslated ids from the SWA buffer.
+# - **Not every difference is a bug.** In bf16, verify computes several tokens in one pass, in another reduction
+#   order than plain decoding, so a near-tie can flip a greedy token with nothing broken; with sampling,
+#   speculative decoding keeps the target's distribution, not its draws. Compare accuracy, or greedy decoding
+#   in float32, not bf16 text.
+#
+# Both of the seed's bugs live in the draft, so they cost acceptance (or stopped the run when an untranslated id
+# fell outside the SWA buffer). An unchanged accuracy shows the fix did not hurt the target's output; a
+# recovered acceptance would show the draft now reads the right KV.
 #
 # **Exercise 0.2 (triage).** For each case in `story.TRIAGE_CASES`, does it cost `"acceptance"` or
-# `"output"`? Fill in the dict.
+# `"output"`? Fill in the dict. Ask which worker runs the broken route, not whether speculation is on.
 
 # %%
 for case in story.TRIAGE_CASES:
@@ -164,9 +191,10 @@ story.check_triage(my_triage)
 
 # %% [markdown]
 # Now run it. The kit's tiny hybrid-SWA model (trained by `scripts/train_tiny_model.py`, window 16 keys)
-# decodes two short prompts plainly, then speculatively under each resolver, then with one target sliding
-# layer routed to the (emulated) window-less paged decode with the guard off. `agreement_with_plain` is the
-# share of tokens equal to plain greedy decoding.
+# decodes two short prompts plainly, then speculatively under each resolver, then with one **target** sliding
+# layer routed to the (emulated) window-less paged decode with the guard off: in the PR's case that route was the
+# draft's, here it is put on the target to show what it costs where nothing re-checks it.
+# `agreement_with_plain` is the share of tokens equal to plain greedy decoding.
 
 # %% tags=["solution"]
 from swa_kit.lessons.tiny_model import load_models
@@ -188,18 +216,18 @@ story.check_triage({case: story.triage(worker) for case, worker in story.TRIAGE_
 
 # %% [markdown]
 # Every wrong resolver either left the output equal to plain decoding or stopped the run with an error (a
-# crashed run has no agreement to report); only the target's window-less layer changed the output.
+# crashed run has no agreement to report); only the window-less layer put on the target changed the output.
 # Notebook 03 runs this at full length, and its section 8 shows the fourth case (one key short) on the target.
 #
 # ## What the kit will show
 #
-# - [01 · Window conventions and masks](01_window_conventions_and_masks.ipynb): one window, nine spellings,
+# - [01 · Window conventions and masks](01_window_conventions_and_masks.ipynb): one window, ten spellings,
 #   the off-by-one trap, the mask of every [forward mode](../docs/glossary.md#forward-modes).
 # - [02 · KV pools, full vs SWA](02_kv_pools_full_vs_swa.ipynb): slots, the
 #   [full->SWA mapping](../docs/glossary.md#full-to-swa-mapping), eviction, and pool sizing.
-# - [03 · Draft/target pool sharing](03_draft_target_pool_sharing.ipynb): bug 1 on real pools and the tiny
+# - [03 · Draft/target pool sharing](03_draft_target_pool_sharing.ipynb): the wrong reads on real pools and the tiny
 #   model end to end.
-# - [04 · aiter dispatch and guards](04_aiter_dispatch_and_guards.ipynb): bug 2, the guard, and a probe that
+# - [04 · aiter dispatch and guards](04_aiter_dispatch_and_guards.ipynb): the paged decode, the guard, and a probe that
 #   measures which keys each kernel really attends.
 # - [05 · Kernels and performance](05_kernels_and_performance.ipynb): why decode cost follows the window.
 # - [06 · Debugging a launch](06_debugging_a_launch.ipynb): a bug report taken from symptom to cause with
@@ -212,7 +240,9 @@ story.check_triage({case: story.triage(worker) for case, worker in story.TRIAGE_
 #
 # - A hybrid pool saves what its sizing lets it save: at SGLang's default far less than the per-request
 #   minimum suggests (section 1 computes both for Gemma-4 31B). Quote the one that matches the launch.
-# - The seed fixed two *silent* failures: a draft that asked the wrong pool whether SWA was on, and a decode
-#   kernel that takes no window. The first costs acceptance, the second costs output.
-# - Triage any speculative-decoding bug by asking which worker is broken: draft -> acceptance, target ->
-#   output. That is why an unchanged accuracy is the right evidence that a fix is safe.
+# - The seed fixed two coupled, *silent* failures of the FROZEN_KV MTP draft: it asked the wrong pool whether
+#   SWA was on, so it read untranslated ids and its sliding layer decoded on a kernel that takes no window.
+#   Both cost acceptance; the audit at `before-38756` and at 0.5.23 shows only draft routes changed.
+# - Triage any speculative-decoding bug by asking which worker runs the broken route: draft -> acceptance,
+#   target -> output, target verify too, although only speculation reaches it. bf16 and sampling drift are no
+#   bugs. That is why an unchanged accuracy is the right evidence that a fix is safe.

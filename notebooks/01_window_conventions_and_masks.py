@@ -106,7 +106,8 @@ for label, window in (("full", None), *((f"{name}, {keys} keys", keys) for name,
 # `sliding_window`. Every other convention exists only at the edge, in `swa_kit.window`. The APIs:
 # SGLang's [`RadixAttention`](../docs/glossary.md#radixattention) layer, FlashAttention, FlashInfer, the
 # [aiter](../docs/glossary.md#aiter) kernels ([CK](../docs/glossary.md#ck) prefill, the Triton
-# [unified](../docs/glossary.md#unified) kernel, `paged_attention_v1`) and PyTorch's FlexAttention:
+# [unified](../docs/glossary.md#unified) kernel, `paged_attention_v1`), PyTorch's FlexAttention, and the
+# sliding-window mask of attention-gym (FlexAttention's examples), which learners often copy:
 #
 # | API | parameter | W keys | off |
 # | --- | --- | --- | --- |
@@ -118,6 +119,10 @@ for label, window in (("full", None), *((f"{name}, {keys} keys", keys) for name,
 # | aiter `paged_attention_v1` | `sliding_window` | W | 0 |
 # | FlexAttention `mask_mod` | bound in `q − k < W` | W | None |
 # | FlashAttention 4 | `window_size` | (W − 1, 0) | (None, None) |
+# | attention-gym sliding-window `mask_mod` | `w` in `q − kv <= w` | W − 1 | None |
+#
+# Mind the last two rows: both are FlexAttention masks, but `q − k < W` keeps W keys and attention-gym's
+# `q − kv <= w` keeps w + 1, so a model's W copied into attention-gym attends one key too many.
 #
 # The window of Gemma-3 27B's sliding layers, read from its config:
 

@@ -161,21 +161,28 @@ plot_slots_read(eagle, "draft", 0, 1, len(ids))
 #
 # > **Verification is lossless.** The target recomputes every drafted token with its own forward pass and
 # > keeps only those it would have produced itself. So a bug in the **draft** can only cost
-# > [acceptance](../docs/glossary.md#acceptance-rate) (speed), or stop the run if its read faults; a bug in
-# > the **target** changes the **output**.
+# > [acceptance](../docs/glossary.md#acceptance-rate) (speed), or stop the run if its read faults; a bug on a
+# > **target** route changes the **output**.
+#
+# Its limits. *Target verify* is a target route that only speculative decoding reaches: a bug there changes the
+# output only with speculation on (notebook 04 shows one: EAGLE with topk 4 verifies through a kernel that gets
+# no window and reads untranslated ids). And not every difference is a bug: in bf16, verify computes several
+# tokens in one pass in another reduction order than plain decoding, so a near-tie can flip a greedy token; with
+# sampling, speculative decoding keeps the target's distribution, not its draws.
 #
 # That is why the seed reported **accuracy**: Gemma-4 with FROZEN_KV MTP scored **0.820, the same as without
 # speculation** (from the PR's description; the kit cannot run Gemma-4). An unchanged accuracy shows the
 # target's output is intact, so the fix did not break the target; it says nothing about the draft, which is
 # what acceptance measures.
 #
-# **Exercise 3.2 (triage backwards).** For each bug report in `drafts.SYMPTOMS`, which worker is broken:
-# `"draft"`, `"target"`, or `"neither"` (no evidence of a bug)?
+# **Exercise 3.2 (triage backwards).** For each bug report in `drafts.SYMPTOMS`, where is the bug: on the
+# `"draft"`, on a `"target"` route every request takes, on target `"verify"` (reached only with speculation), or
+# `"neither"` (no evidence of a bug)? Where two answers are defensible, the check accepts both and says why.
 
 # %%
 for symptom in drafts.SYMPTOMS:
     print("-", symptom)
-my_workers = ...  # {symptom: "draft" | "target" | "neither" for symptom in drafts.SYMPTOMS}
+my_workers = ...  # {symptom: "draft" | "target" | "verify" | "neither" for symptom in drafts.SYMPTOMS}
 drafts.check_which_worker(my_workers)
 
 # %% [markdown]
@@ -237,12 +244,14 @@ acceptance_curve(runs, window_fills_at=fills)
 
 # %% [markdown]
 # ## 8. PR #38756, before and after
-# The same two prompts through each of the seed's fixes, side by side. Fix 1 is the resolver (a draft bug):
-# the FROZEN_KV MTP runs above, legacy against fixed. Fix 2 is the guard (a target bug): plain decoding with
-# one sliding layer of the *target* routed to `paged_attention_ragged` (an **emulation** of its documented
-# semantics: no window argument), guard off, as SGLang ran before the seed, and on. `planned route` is the
-# dispatch's route for the affected layer; window-honouring routes run as the float64 reference here.
-# Notebook 00 shows the code before and after.
+# The same two prompts through each of the seed's fixes, side by side. Fix 1 is the resolver: the FROZEN_KV MTP
+# runs above, legacy against fixed. Fix 2 is the guard. In the PR's own case both bugs hit the **draft** (before
+# the PR its sliding layer also decoded on the windowless paged decode: notebook 00's audit table), so both cost
+# acceptance there; the guard refuses that route on any worker. To show what the route costs where nothing
+# re-checks it, the run below puts it on the *target*: plain decoding with one target sliding layer routed to
+# `paged_attention_ragged` (an **emulation** of its documented semantics: no window argument), guard off, and on.
+# `planned route` is the dispatch's route for the affected layer; window-honouring routes run as the float64
+# reference here. Notebook 00 shows the code before and after.
 
 # %% tags=["solution"]
 by_key = {(r.algorithm, r.resolver): r for r in runs}
@@ -251,12 +260,13 @@ before_after = pr_before_after(models, prompts, NEW_TOKENS, plain, guard=guard,
                                runs={name: by_key[("frozen_kv_mtp", name)] for name in ("legacy", "fixed")})
 print_table([{("planned route" if k == "route" else k): v for k, v in r.items()} for r in before_after])
 announce_all(guard["computed_by"])
-drafts.check_which_worker(dict(drafts.SYMPTOMS))
+drafts.check_which_worker({symptom: answers[0] for symptom, answers in drafts.SYMPTOMS.items()})
 
 # %% [markdown]
 # Read it with the triage rule. Before fix 1 the draft read the target's SWA buffer with untranslated ids
 # and the run **stopped**; after it, the output equals plain decoding. Before fix 2 the target's output
-# **changed**, after the window filled; after it, the route is refused before the kernel runs. (A stopped
+# **changed**, after the window filled (on the target; on the PR's draft it would cost acceptance); after it,
+# the route is refused before the kernel runs. (A stopped
 # run's acceptance counts the rounds before it stopped; its output has no agreement to report.)
 #
 # Where the output of the unguarded run leaves plain decoding, against where the window fills:

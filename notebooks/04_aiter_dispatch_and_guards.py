@@ -214,6 +214,22 @@ announce_all(r for r in table if isinstance(r["max_abs_err"], float))
 # On a GPU the same table comes from the compiled kernels: `python -m pytest tests/gpu -q -s` prints each
 # path's max error and re-measures the one-key-short finding on the device.
 #
+# ## 5 · The defaults you will meet
+#
+# Everything above passed `--attention-backend aiter`. A launch without it gets SGLang's per-model default on
+# ROCm: GPT-OSS keeps aiter (its sliding layers: a 128-key window), Gemma-4 moves to SGLang's Triton backend.
+# The audit of each launch without the flag, the backend it picks (and the SGLang file that picks it), and what
+# a sliding layer's decode attends there:
+
+# %%
+print_table(dispatch.default_launch_rows(("gpt-oss-120b", "gemma4-31b")))
+
+# %% [markdown]
+# Neither default gives a sliding layer its whole window at decode: GPT-OSS on aiter goes through the unified
+# call site, `(sws - 1, 0)`; Gemma-4 on Triton keeps the newest `sws` keys counting the query itself
+# (`triton_backend.py`, `update_sliding_window_buffer`). Same symptom, two mechanisms. Notebook 06 audits the
+# Triton way out on a real report.
+#
 # ## Takeaway
 #
 # - The aiter backend's route depends on the pool: a model with an SWA pool (Gemma-4, GPT-OSS) is forced onto
@@ -221,5 +237,7 @@ announce_all(r for r in table if isinstance(r["max_abs_err"], float))
 #   `paged_attention_ragged`, which takes no window. The seed's guard turns that silent failure into an error.
 # - A guard's way out is a route with a price, not a cure: the unified route attends one key short at
 #   SGLang's call sites, and SGLang's Triton backend has its own one-key-short decode.
+# - Know the default a learner's launch gets: on ROCm GPT-OSS decodes on aiter's unified kernel (127 of 128
+#   keys), Gemma-4 on SGLang's Triton backend (1023 of 1024).
 # - To know what a kernel attends, measure it: the probe tells a short *argument* (SGLang's `(sws - 1, 0)`)
 #   from a wrong *kernel*. Emulated rows show documented semantics only, and say so.

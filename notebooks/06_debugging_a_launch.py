@@ -44,12 +44,13 @@ import torch
 import transformers
 
 from swa_kit.measure import audit
-from swa_kit.engine import routing
+from swa_kit.engine import routing, ways_out
 from swa_kit.measure import trace
 from swa_kit.lessons.workshop import debugging
 from swa_kit.launch.inputs import Launch
 from swa_kit.measure.key_gap import compare_window, tiny_model_from_config
 from swa_kit.resources import data_path
+from swa_kit.window import to_keys
 
 # %% [markdown]
 # ## 1 · Audit the launch
@@ -134,16 +135,50 @@ debugging.check_first_changed_position(gap.first_changed_position, window=16)
 # position W-1 on, every prediction moves a little, and greedy decoding parts ways once a near-tie flips.
 # That is the report's "after about a thousand tokens" with W = 1024.
 #
-# ## 4 · Ways out
+# ## 4 · Ways out, and what each still costs
 #
-# * Measure with your checkpoint (`swa-kit key-gap`). If the gap matters, route the sliding layers through a
-#   path that passes the full window (CK prefill's `(sws, -1)`), or use SGLang's default for Gemma-4 on ROCm,
-#   the Triton backend (`swa-kit audit` without `--attention-backend aiter` shows its window arithmetic).
-# * Report upstream with `swa-kit audit ... --markdown`: it names the call sites and SGLang's issues
-#   #32087 / #34354 on the window convention.
+# Measure with your checkpoint first (`swa-kit key-gap`): if W - 1 keys do not change its tokens, there is
+# nothing to fix. If they do, look at what each way out really attends before taking it. SGLang's default for
+# Gemma-4 on ROCm, the Triton backend, is the obvious candidate. Take it on this launch and audit again:
+
+# %%
+SERVER_ARGS = "--attention-backend aiter --speculative-algorithm FROZEN_KV_MTP"
+server_args, env = ways_out.TRITON_BACKEND.applied_to(SERVER_ARGS, {})
+on_triton = audit.audit(Launch.from_inputs(model="gemma4-31b", platform="rocm-gfx942", server_args=server_args,
+                                           env=env))
+print(server_args)
+for finding in on_triton.findings:
+    if finding.severity == "one-short":
+        print(f"[{finding.severity}] {finding.title} ({finding.where})")
+        print("   ", finding.detail)
+
+# %% [markdown]
+# The Triton backend honours the window at prefill, extend and verify, but its decode keeps the newest `sws`
+# keys counting the query itself (SGLang's `triton_backend.py`, `update_sliding_window_buffer`): one key short
+# again, exactly where this report's long decodes spend their time. No flag or variable of SGLang 0.5.23 gives
+# Gemma-4's sliding layers all W keys at decode. Every way out the kit recommends, with its cost, is in
+# `docs/debugging.md` ("Ways out, and what each still costs"), and `tests/test_ways_out.py` audits each one.
+#
+# The fix is a code change at aiter's four unified call sites: pass `(sws, 0)` instead of `(sws - 1, 0)`.
+# aiter's unified kernel attends `1 + left` keys, so that is W keys:
+
+# %%
+fix = ways_out.UNIFIED_CALL_SITE_FIX
+layer_0 = routing.plan("gemma4-31b", "decode", strict=False).layer(0)
+sws = layer_0.sliding_window_size
+for label, window_arg in (("SGLang 0.5.23", (sws - 1, 0)), ("the fix", (sws, 0))):
+    print(f"{label:>14}: window_size={window_arg} -> {to_keys('aiter_unified', window_arg)} of "
+          f"{layer_0.intended_keys} keys")
+print(f"at the {', '.join(fix['call_sites'])} call sites of {fix['file']}: {fix['in_sglang']}")
+
+# %% [markdown]
+# Report upstream with `swa-kit audit ... --markdown`: it names the call sites and SGLang's issues #32087 /
+# #34354 on the window convention.
 #
 # ## Takeaway
 #
 # A report that drifts only after about W tokens points at window handling. `swa-kit audit` names the call
 # site and its window argument, a trace confirms what a live server passes, and `swa-kit key-gap` measures
-# whether one key short matters for the checkpoint: three measurements, no guessing.
+# whether one key short matters for the checkpoint: three measurements, no guessing. Audit a way out before you
+# recommend it: on SGLang 0.5.23 each one, the Triton backend included, is one key short somewhere; only
+# `(sws, 0)` at the unified call sites attends W keys, and SGLang 0.5.23 does not have it.

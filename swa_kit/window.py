@@ -21,7 +21,11 @@ name               parameter                                            W keys  
 ``aiter_v1``       aiter ``paged_attention_v1`` ``sliding_window``      W            0
 ``flex``           FlexAttention mask_mod bound ``q - k < W``           W            None
 ``flash_attn_4``   FlashAttention 4 ``window_size=(left, right)``       (W - 1, 0)   (None, None)
+``attention_gym``  attention-gym sliding-window mask ``q - kv <= w``    W - 1        None
 =================  ==================================================  ===========  ===========
+
+attention-gym's sliding-window ``mask_mod`` keeps ``q_idx - kv_idx <= w`` (with causal ``q_idx >= kv_idx``), so
+its ``w`` attends ``w + 1`` keys: copying a model's ``W`` into it gives one key too many.
 
 FlashAttention 4 also reads a pair whose ``left + right < 0`` as no window, so ``(-1, -1)`` (and, causal,
 ``(-1, 0)``) is "off" too (SGLang 0.5.23 ``kernels/ops/attention/flash_attn/cute/interface.py``
@@ -199,6 +203,23 @@ def _left_right(name: str, parameter: str, off_left: Any, right_values: tuple) -
     return Convention(name, parameter, off, from_keys, to_keys)
 
 
+def _distance_bound(name: str, parameter: str) -> Convention:
+    """``value = keys - 1``, the largest distance ``q - kv`` kept; None is off (attention-gym's mask)."""
+
+    def from_keys(keys: Keys) -> Keys:
+        keys = check_keys(keys)
+        return None if keys is None else keys - 1
+
+    def to_keys(value: Any) -> Keys:
+        if value is None:
+            return None
+        if not _is_int(value) or value < 0:
+            raise _bad(name, value, f"{parameter} is the largest distance q - kv kept (>= 0: keys - 1), or None")
+        return int(value) + 1
+
+    return Convention(name, parameter, None, from_keys, to_keys)
+
+
 def _flash_attn_4() -> Convention:
     """FlashAttention 4: ``(keys - 1, 0)``; ``(None, None)``, ``(-1, -1)`` or ``(-1, 0)`` is off (causal)."""
     pair = _left_right("flash_attn_4", "FlashAttention 4 window_size", None, (0, None))
@@ -225,6 +246,7 @@ CONVENTIONS: dict[str, Convention] = {
         _exact_int("aiter_v1", "aiter paged_attention_v1 sliding_window", 0),
         _exact_int("flex", "FlexAttention mask_mod bound W in q - k < W", None),
         _flash_attn_4(),
+        _distance_bound("attention_gym", "attention-gym sliding-window mask bound w in q - kv <= w"),
     )
 }
 

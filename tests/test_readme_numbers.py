@@ -215,12 +215,13 @@ def test_verify_across_paths_sentence():
     assert found.groups()[1:] == (f"{min(ratios):.2f}", f"{max(ratios):.2f}")
 
 
-WORDS = {n: w for n, w in enumerate(("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"))}
+WORDS = {n: w for n, w in enumerate(("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+                                              "ten"))}
 
 
 def test_conventions_caption():
     """The picture at the top: one window held as Hugging Face writes it, handed unconverted to every API."""
-    from swa_kit.lessons.workshop import keys_if_passed_unconverted
+    from swa_kit.lessons.workshop.windows import keys_if_passed_unconverted
 
     found = re.search(r"The same window \((\d+) keys, Hugging Face's `sliding_window=(\d+)`\) handed unconverted to "
                       r"every API: (\w+) of (\w+) attend one key too many\. Drawn by "

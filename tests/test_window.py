@@ -26,11 +26,12 @@ from swa_kit.window import (
 )
 
 PAIRS = {"flash_attn", "aiter_ck", "aiter_unified", "flash_attn_4"}
-NAMES = ["hf", "sglang", "flash_attn", "aiter_ck", "flashinfer", "aiter_unified", "aiter_v1", "flex", "flash_attn_4"]
+NAMES = ["hf", "sglang", "flash_attn", "aiter_ck", "flashinfer", "aiter_unified", "aiter_v1", "flex", "flash_attn_4",
+         "attention_gym"]
 keys_st = st.none() | st.integers(1, 1 << 20)
 
 
-def test_the_nine_conventions_are_known():
+def test_the_ten_conventions_are_known():
     assert list(CONVENTIONS) == NAMES
 
 
@@ -50,6 +51,8 @@ def native_values(name):
         return st.just(conv.off) | st.builds(lambda left: (left, 0), st.integers(0, 1 << 20))
     if name in ("sglang", "flashinfer"):
         return st.integers(-1, 1 << 20)
+    if name == "attention_gym":
+        return st.none() | st.integers(0, 1 << 20)
     return st.just(conv.off) | st.integers(1, 1 << 20)  # hf / flex (None off), aiter_v1 (0 off)
 
 
@@ -71,6 +74,22 @@ def test_right_minus_one_is_causal_and_normalises_to_zero(name, left):
 @given(src=st.sampled_from(NAMES), dst=st.sampled_from(NAMES), keys=keys_st)
 def test_convert_between_any_two_conventions(src, dst, keys):
     assert convert(from_keys(src, keys), src, dst) == from_keys(dst, keys)
+
+
+@given(w=st.integers(0, 64), length=st.integers(1, 96))
+def test_attention_gym_bound_against_its_mask_rule(w, length):
+    """attention-gym's sliding-window mask keeps q - kv <= w (causal): w + 1 keys, both ways through the converter."""
+    q, kv = torch.arange(length)[:, None], torch.arange(length)[None, :]
+    gym_mask = (q >= kv) & (q - kv <= w)  # the rule as attention-gym writes it, independent of the kit
+    keys = to_keys("attention_gym", w)
+    assert keys == w + 1 and from_keys("attention_gym", keys) == w
+    assert torch.equal(Window(keys).attends(q, kv), gym_mask)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "8", True])
+def test_attention_gym_refuses_what_is_not_a_distance(bad):
+    with pytest.raises(WindowConventionError, match="q - kv"):
+        to_keys("attention_gym", bad)
 
 
 def test_sglang_none_is_stored_as_minus_one():
@@ -122,7 +141,7 @@ def test_aiter_unified_kernel_sliding_window_is_one_plus_left(left):
 def test_off_sentinels():
     assert {n: from_keys(n, None) for n in NAMES} == {
         "hf": None, "sglang": -1, "flash_attn": (-1, -1), "aiter_ck": (-1, -1), "flashinfer": -1,
-        "aiter_unified": (-1, -1), "aiter_v1": 0, "flex": None, "flash_attn_4": (None, None),
+        "aiter_unified": (-1, -1), "aiter_v1": 0, "flex": None, "flash_attn_4": (None, None), "attention_gym": None,
     }
 
 
@@ -205,6 +224,7 @@ def test_cli_json_has_every_convention(capsys):
     assert out == {
         "keys": 1024, "hf": 1024, "sglang": 1023, "flash_attn": [1023, 0], "aiter_ck": [1023, 0],
         "flashinfer": 1023, "aiter_unified": [1023, 0], "aiter_v1": 1024, "flex": 1024, "flash_attn_4": [1023, 0],
+        "attention_gym": 1023,
     }
 
 

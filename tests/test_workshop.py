@@ -9,12 +9,16 @@ own chain of functions.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import random
 
 import pytest
 import torch
 
-from swa_kit.measure import trace
+from swa_kit.engine import routing
+from swa_kit.launch.inputs import Launch
+from swa_kit.measure import audit, trace
+from swa_kit.sglang_versions import BEFORE_38756, SGLANG_VERSION
 from swa_kit.lessons.workshop import debugging, dispatch, drafts, kernels, pools, story, windows
 from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.models.configs import MODELS_DIR
@@ -69,6 +73,7 @@ API_RULES = {
     "aiter_v1": lambda v: lambda q, k: k <= q and q - k < v,
     "flex": lambda v: lambda q, k: k <= q and q - k < v,
     "flash_attn_4": _pair_rule,
+    "attention_gym": lambda v: lambda q, k: k <= q and q - k <= v,  # its sliding-window mask_mod
 }
 
 
@@ -85,7 +90,8 @@ def test_gemma3_window_in_every_api():
     assert w["value"] == 1024  # Hugging Face's sliding_window counts the query itself
     W = w["value"]
     expected = {"hf": W, "sglang": W - 1, "flash_attn": (W - 1, 0), "aiter_ck": (W - 1, 0), "flashinfer": W - 1,
-                "aiter_unified": (W - 1, 0), "aiter_v1": W, "flex": W, "flash_attn_4": (W - 1, 0)}
+                "aiter_unified": (W - 1, 0), "aiter_v1": W, "flex": W, "flash_attn_4": (W - 1, 0),
+                "attention_gym": W - 1}
     answer = windows.window_everywhere("gemma3-27b")
     assert answer == expected
     for convention, value in answer.items():
@@ -115,13 +121,14 @@ def test_window_of_one_held_in_sglang_turns_paged_v1_off():
 def test_check_window_everywhere():
     W = raw("gemma3-27b")["kinds"]["sliding"]["window"]["value"]
     by_hand = {"hf": W, "sglang": W - 1, "flash_attn": [W - 1, 0], "aiter_ck": [W - 1, 0], "flashinfer": W - 1,
-               "aiter_unified": [W - 1, 0], "aiter_v1": W, "flex": W, "flash_attn_4": [W - 1, 0]}  # lists accepted
+               "aiter_unified": [W - 1, 0], "aiter_v1": W, "flex": W, "flash_attn_4": [W - 1, 0],
+               "attention_gym": W - 1}  # lists accepted
     assert windows.check_window_everywhere(...).ok is None
     assert windows.check_window_everywhere(by_hand).ok is True
     name = random.choice(list(by_hand))
     off = {**by_hand, name: W if by_hand[name] == W - 1 else W - 1}
     verdict = windows.check_window_everywhere(off)
-    assert verdict.ok is False and "1 of 9 wrong" in verdict.message and repr(name) in verdict.message
+    assert verdict.ok is False and f"1 of {len(by_hand)} wrong" in verdict.message and repr(name) in verdict.message
     with pytest.raises(UsageError, match="exactly the keys"):
         windows.check_window_everywhere({"hf": W})
 
@@ -439,18 +446,50 @@ def test_check_default_saving():
 
 
 def test_check_triage():
-    right = {case: ("acceptance" if worker == "draft" else "output") for case, worker in story.TRIAGE_CASES.items()}
+    costs = {"draft": "acceptance", "target": "output", "verify": "output"}  # the rule, written out independently
+    right = {case: costs[route] for case, route in story.TRIAGE_CASES.items()}
     assert story.check_triage(...).ok is None
     assert story.check_triage(right).ok is True
     flipped = dict(right)
     case = random.choice(list(flipped))
     flipped[case] = "output" if flipped[case] == "acceptance" else "acceptance"
     verdict = story.check_triage(flipped)
-    assert verdict.ok is False and "1 of 4 wrong" in verdict.message and case in verdict.message
+    assert verdict.ok is False and f"1 of {len(right)} wrong" in verdict.message and case in verdict.message
     with pytest.raises(UsageError, match="TRIAGE_CASES"):
         story.check_triage({"something": "output"})
     with pytest.raises(UsageError, match="'verifier'"):
         story.triage("verifier")
+
+
+def test_triage_cases_put_both_seed_bugs_on_the_draft():
+    """The PR's FROZEN_KV MTP case, by the audit before PR #38756: the draft's sliding routes read the SWA buffer
+    with the full page table (untranslated ids), and its decode reaches the windowless paged decode."""
+    before = audit.audit(Launch.from_inputs(model="gemma4-31b", sglang_version=BEFORE_38756,
+                                            server_args=story.SEED_LAUNCH["server_args"]))
+    wrong = {(w, m): [e for e in plan.layers if e.kind == "sliding" and e.kit_verdict]
+             for (w, m), plan in before.decisions.routes.items()}
+    assert {key for key, entries in wrong.items() if entries} == {("draft", "draft_extend"), ("draft", "draft_decode")}
+    decode = wrong[("draft", "draft_decode")][0]
+    assert decode.kernel == "paged_attention_ragged" and decode.page_table == "full" and decode.buffer == "swa"
+    seed = [c for c in story.TRIAGE_CASES if "PR #38756" in c]
+    assert len(seed) == 2 and {story.TRIAGE_CASES[c] for c in seed} == {"draft"}
+    # the verify case is a target route only speculation reaches: the plan's EAGLE topk 4 verify
+    verify = routing.plan("gemma4-31b", "verify", spec="eagle", topk=4, strict=False)
+    assert all(e.kernel == "extend_attention_fwd" and e.judgement for e in verify.layers if e.kind == "sliding")
+    assert "verify" in story.TRIAGE_CASES.values() and story.triage("verify") == "output"
+
+
+def test_pr_fixed_rows_are_the_audits_routes():
+    rows = story.pr_fixed_rows()
+    assert {(r["worker"], r["mode"]) for r in rows} == {("draft", "draft_extend"), ("draft", "draft_decode")}
+    for version, tag in ((BEFORE_38756, "before"), (SGLANG_VERSION, "after")):
+        routes = audit.to_json(audit.audit(Launch.from_inputs(model="gemma4-31b", sglang_version=version,
+                                                              server_args=story.SEED_LAUNCH["server_args"])))
+        for row in rows:
+            (route,) = [r for r in routes["routes"]
+                        if (r["worker"], r["mode"], r["kind"]) == (row["worker"], row["mode"], "sliding")]
+            assert all(row[f"{f}_{tag}"] == route[f] for f in ("kernel", "page_table", "keys", "kit")), (row, route)
+    assert all(r["kit_before"] == "WRONG KEYS" and r["kit_after"] == "ok" for r in rows)
 
 
 def test_triage_rule_holds_on_the_tiny_model():
@@ -472,7 +511,7 @@ def test_triage_rule_holds_on_the_tiny_model():
                                           and r["acceptance_rate"] < fixed[r["algorithm"]]["acceptance_rate"]), r
     assert guard_experiment(models, prompts, 48, plain)["agreement_with_plain"] < 1.0
     assert {story.TRIAGE_CASES[c] for c in story.TRIAGE_CASES if "resolver" in c} == {"draft"}
-    assert {story.triage(w) for w in ("draft", "target")} == {"acceptance", "output"}
+    assert {story.triage(w) for w in ("draft", "target", "verify")} == {"acceptance", "output"}
 
 
 # == notebooks 03-05: the exercises' checks ======================================================
@@ -502,16 +541,34 @@ def test_check_resolver_breaks_against_real_reads():
 
 
 def test_check_which_worker():
-    right = dict(drafts.SYMPTOMS)
-    assert set(right.values()) == {"draft", "target", "neither"}
+    right = {symptom: accepted[0] for symptom, accepted in drafts.SYMPTOMS.items()}
+    assert set(right.values()) == {"draft", "target", "verify", "neither"}
     assert drafts.check_which_worker(...).ok is None
     assert drafts.check_which_worker(right).ok is True
     symptom = random.choice(list(right))
-    flipped = {**right, symptom: "target" if right[symptom] != "target" else "draft"}
+    flipped = {**right, symptom: "target" if "target" not in drafts.SYMPTOMS[symptom] else "draft"}
     verdict = drafts.check_which_worker(flipped)
     assert verdict.ok is False and f"1 of {len(right)} wrong" in verdict.message and symptom in verdict.message
     with pytest.raises(UsageError, match="SYMPTOMS"):
         drafts.check_which_worker({"the GPU is hot": "target"})
+
+
+def test_a_fault_only_with_speculation_may_be_the_draft_or_target_verify():
+    """Both routes speculation adds can read untranslated ids from an SWA buffer (the old rule marked 'verify'
+    wrong): the FROZEN_KV MTP draft before PR #38756, and target verify with EAGLE topk 4 on 0.5.23."""
+    (fault,) = [s for s in drafts.SYMPTOMS if "illegal memory access" in s]
+    draft = routing.plan("gemma4-31b", "draft_decode", spec="frozen_kv_mtp", worker="draft", resolver="legacy",
+                         strict=False)
+    verify = routing.plan("gemma4-31b", "verify", spec="eagle", topk=4, strict=False)
+    for plan in (draft, verify):
+        assert any(e.page_table == "full" and e.buffer == "swa" for e in plan.layers if e.kind == "sliding")
+    right = {symptom: accepted[0] for symptom, accepted in drafts.SYMPTOMS.items()}
+    for answer in ("draft", "verify"):
+        assert drafts.check_which_worker({**right, fault: answer}).ok is True
+    for answer in ("target", "neither"):
+        assert drafts.check_which_worker({**right, fault: answer}).ok is False
+    drift = [s for s, accepted in drafts.SYMPTOMS.items() if "bf16" in s or "temperature" in s]
+    assert len(drift) == 2 and all(drafts.SYMPTOMS[s] == ("neither",) for s in drift)
 
 
 def test_guard_and_way_out_by_hand():
@@ -603,3 +660,16 @@ def test_first_changed_position_matches_a_transformers_model():
     prompt = torch.randint(0, model.config.vocab_size, (24,), generator=torch.Generator().manual_seed(1))
     gap = compare_window(model, prompt, new_tokens=1)
     assert gap.first_changed_position == debugging.first_position_one_short_changes(8)
+
+
+def test_default_launches_plan_what_the_routes_attend():
+    """Notebook 04's section 5: the audit's default backend per model, held against the plan on that backend."""
+    rows = {r["model"]: r for r in dispatch.default_launch_rows(("gpt-oss-120b", "gemma4-31b"))}
+    assert {m: r["attention_backend"] for m, r in rows.items()} == {"gpt-oss-120b": "aiter", "gemma4-31b": "triton"}
+    source = (Path(__file__).resolve().parents[1] / "notebooks" / "04_aiter_dispatch_and_guards.py").read_text()
+    for model, row in rows.items():
+        layer = next(e for e in routing.plan(model, "decode", backend=row["attention_backend"], strict=False).layers
+                     if e.kind == "sliding")
+        assert row["keys"] == f"{layer.effective_keys}/{layer.intended_keys}" and row["decode_kernel"] == layer.kernel
+        assert layer.effective_keys == layer.intended_keys - 1  # neither default decodes the whole window
+        assert f"{layer.effective_keys} of {layer.intended_keys}" in source  # the takeaway's numbers

@@ -73,6 +73,7 @@ from swa_kit.engine.spec_algorithms import PLANNED, SpeculativeAlgorithm
 from swa_kit.sglang_versions import SGLANG_VERSION, SGLANG_VERSIONS, has_pr_38756
 from swa_kit.window import to_keys
 from swa_kit.engine.workers import build_workers
+from swa_kit.engine.ways_out import FIXED_RESOLVER, TRITON_BACKEND, UNIFIED_ATTN, UNIFIED_VERIFY
 
 #: Forward modes the planner knows: SGLang's EXTEND (without / with a cached prefix), DECODE,
 #: TARGET_VERIFY, DRAFT_EXTEND_V2 and the draft worker's multi-step DECODE.
@@ -365,19 +366,9 @@ def sglang_guard(route: _Route, sglang_version: str = SGLANG_VERSION) -> Verdict
 
 
 def _ways_out(pool: PoolView) -> tuple[str, ...]:
-    if pool.hybrid_pool_disabled:  # each alternative with its cost
-        return ("drop --disable-hybrid-swa-memory: SGLang builds the SWA pool and decodes sliding layers with "
-                "unified_attention at (sws - 1, 0) (cost: one key short; the SWA pool then saves KV memory)",
-                "set SGLANG_USE_AITER_UNIFIED_ATTN=1: unified_attention on the one full-size pool (cost: one key "
-                "short, and the window still saves no KV memory)",
-                "--attention-backend triton (cost: its decode is one key short too, SGLang PR #32087, on a different "
-                "kernel; measure either with swa-kit probe)")
     if pool.worker == "draft" and pool.reads_target_kv and not pool.swa_pool_resolved:
-        return ("resolve the pool the draft reads (the fixed _resolve_swa_kv_pool returns the allocator's "
-                "SWAKVPool for FROZEN_KV MTP), or select a different attention backend",)
-    return ("set SGLANG_USE_AITER_UNIFIED_ATTN=1 (unified_attention takes a window, but SGLang passes it (sws - 1, 0): "
-            "one key short) or select a different attention backend (--attention-backend triton has its own "
-            "one-key-short decode window, SGLang PR #32087); measure either with swa-kit probe",)
+        return FIXED_RESOLVER.text, TRITON_BACKEND.text
+    return UNIFIED_ATTN.text, TRITON_BACKEND.text
 
 
 def _verdict(problem: str, *ways: str) -> tuple[list[str], list[str]]:
@@ -385,8 +376,6 @@ def _verdict(problem: str, *ways: str) -> tuple[list[str], list[str]]:
 
 
 _WHOLE_CONTEXT = "so the layer would attend the whole context and return wrong numbers silently"
-_VERIFY_WAY = ("unified verify needs speculative topk=1 (got {topk}) and SGLANG_AITER_UNIFIED_VERIFY=1 (plus "
-               "SGLANG_USE_AITER_UNIFIED_ATTN=1 without a hybrid pool); or select a different attention backend")
 _UNTRANSLATED = ("untranslated full-pool slot ids would index the layer's SWA buffer (other tokens' KV, or out of "
                  "bounds)")
 _MISTRANSLATED = ("SWA-translated slot ids would index a full-size buffer the SWA mapping does not describe (the EAGLE "
@@ -412,7 +401,8 @@ def _window_problems(route: _Route, effective: int | None) -> tuple[list[str], l
                         f"attends the whole context where the model attends {route.intended} keys",
                         "serve it with a model file that passes the window, or accept full attention knowingly")
     if not route.honours_window:
-        ways = _ways_out(route.pool) if route.site.name == "decode.paged" else (_VERIFY_WAY.format(topk=route.topk),)
+        ways = _ways_out(route.pool) if route.site.name == "decode.paged" else (UNIFIED_VERIFY.text,
+                                                                                  TRITON_BACKEND.text)
         # paged_attention_ragged has no window parameter; extend_attention_fwd has one SGLang does not pass
         why = ("takes no window" if "no window parameter" in route.site.window_expr else
                "gets no window (it takes sliding_window_size, but SGLang's aiter backend does not pass it)")
@@ -431,8 +421,7 @@ def _slot_problems(route: _Route) -> tuple[list[str], list[str]]:
     if route.buffer == "swa":
         # Advise the fixed resolver only where the pool went unresolved; where it is resolved (the fixed resolver
         # already in force) the call site itself never swaps in the SWA page table.
-        way = ("resolve the SWA pool for this worker so the SWA page table is built (the fixed resolver)"
-               if not route.pool.swa_pool_resolved else
+        way = (FIXED_RESOLVER.text if not route.pool.swa_pool_resolved else
                f"a call site that swaps in the translated SWA page table ({route.site.name} does not)")
         return _verdict(_UNTRANSLATED, way)
     return _verdict(_MISTRANSLATED, "never apply the target's full->SWA mapping to a draft that owns its pool (the "

@@ -333,7 +333,8 @@ def pr_before_after(models: TinyModels, prompts: list[list[int]], max_new_tokens
     """SGLang PR #38756 on the same prompts, before and after each of its two fixes, side by side.
 
     Fix 1 (the resolver, a draft bug): a FROZEN_KV MTP draft under the legacy and the fixed resolver.
-    Fix 2 (the guard, a target bug): plain decoding with the target's first sliding layer routed to
+    Fix 2 (the guard; in the PR's case the draft's sliding layer reached the paged decode, here it is put on
+    the target to show the output it costs): plain decoding with the target's first sliding layer routed to
     ``paged_attention_ragged`` (emulated: no window argument), guard off and on. Each row: the route
     of the affected layer, the slots it reads, the output against ``plain``, and the acceptance rate.
     ``runs`` may hold the FROZEN_KV MTP runs already made, keyed by resolver (``legacy``, ``fixed``), and

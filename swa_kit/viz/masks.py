@@ -150,8 +150,11 @@ def conventions_figure(keys: int, held_in: str = "hf", q_len: int = 4, pad: int 
     naive_windows = [Window(r.keys) for r in reads if r.error is None]
     cols = _shown_columns(mask.kv_len, [meant, *naive_windows], q_pos, pad, max_cols=48)
     want = mask.dense().numpy()[:, cols]
-    fig = Figure(figsize=(15, 9.5), layout="constrained")
-    axes = fig.subplots(3, 3).ravel()
+    rows = -(-len(reads) // 4)  # four panels a row, as many rows as the conventions need
+    fig = Figure(figsize=(18, 3.2 * rows), layout="constrained")
+    axes = fig.subplots(rows, 4).ravel()
+    for ax in axes[len(reads):]:
+        fig.delaxes(ax)
     for ax, read in zip(axes, reads):
         _draw_mask(ax, want, q_pos, k_pos[cols])
         for gap in np.flatnonzero(np.diff(cols) > 1):

@@ -8,8 +8,9 @@ from typing import Any
 
 from swa_kit.engine import routing
 from swa_kit.errors import DispatchGuardError, UsageError
+from swa_kit.launch.inputs import Launch
 from swa_kit.lessons.workshop.verdict import Verdict, unanswered, unanswered_number
-from swa_kit.measure import probe
+from swa_kit.measure import audit, probe
 
 
 UNIFIED_FIX = {"SGLANG_USE_AITER_UNIFIED_ATTN": "1"}
@@ -92,3 +93,18 @@ def one_key_short_layers(model: str = "gemma4-31b", mode: str = "decode", **plan
     routed = routing.plan(model, mode, **plan_args)
     return [p.layer for p in routed.layers
             if p.intended_keys is not None and p.effective_keys == p.intended_keys - 1]
+
+
+def default_launch_rows(models: tuple[str, ...] = ("gpt-oss-120b", "gemma4-31b"),
+                        platform: str = "rocm-gfx942") -> list[dict[str, Any]]:
+    """The launch a learner meets: each model with no ``--attention-backend``, audited on ``platform``. One row per
+    model: the backend SGLang picks (and why), and what a sliding layer's decode attends there."""
+    rows = []
+    for model in models:
+        report = audit.audit(Launch.from_inputs(model=model, platform=platform))
+        (decode,) = [r for r in audit.to_json(report)["routes"]
+                     if (r["worker"], r["mode"], r["kind"]) == ("target", "decode", "sliding")]
+        choice = report.decisions.attention_backend
+        rows.append({"model": model, "attention_backend": choice.value, "chosen_by": choice.source.split(";")[0],
+                     "decode_kernel": decode["kernel"], "window_arg": decode["window_arg"], "keys": decode["keys"]})
+    return rows
