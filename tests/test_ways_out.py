@@ -22,7 +22,8 @@ EAGLE_TREE = ("--speculative-algorithm EAGLE --speculative-eagle-topk 4 --specul
 LAUNCHES = [("gemma3-27b", "--attention-backend aiter", SGLANG_VERSION),
             ("gemma3-27b", f"--attention-backend aiter {EAGLE_TREE}", SGLANG_VERSION),
             ("gemma4-31b", f"--attention-backend aiter {EAGLE_TREE}", SGLANG_VERSION),
-            ("gemma4-31b", "--attention-backend aiter --speculative-algorithm FROZEN_KV_MTP", BEFORE_38756)]
+            ("gemma4-31b", "--attention-backend aiter --speculative-algorithm FROZEN_KV_MTP", BEFORE_38756),
+            ("gpt-oss-120b", "--attention-backend aiter --disable-hybrid-swa-memory", SGLANG_VERSION)]
 SEVERE = ("wrong", "raises")
 
 
@@ -96,7 +97,8 @@ def ways_out_table() -> str:
     for way in WAYS_OUT.values():
         how = " ".join([*(f"`{k}={v}`" for k, v in way.env.items()), *([f"`{way.server_args}`"] if way.server_args
                                                                         else []),
-                        *([f"SGLang {way.sglang_version}"] if way.sglang_version else [])])
+                        *([f"SGLang {way.sglang_version}"] if way.sglang_version else []),
+                        *(f"remove `{switch}`" for switch in way.drops)])
         rows.append(f"| {way.text} | {how} | {way.cost or 'nothing'} |")
     fix = UNIFIED_CALL_SITE_FIX
     rows.append(f"| the fix: `{fix['after']}` instead of `{fix['before']}` at the unified call sites "

@@ -73,7 +73,7 @@ from swa_kit.engine.spec_algorithms import PLANNED, SpeculativeAlgorithm
 from swa_kit.sglang_versions import SGLANG_VERSION, SGLANG_VERSIONS, has_pr_38756
 from swa_kit.window import to_keys
 from swa_kit.engine.workers import build_workers
-from swa_kit.engine.ways_out import FIXED_RESOLVER, TRITON_BACKEND, UNIFIED_ATTN, UNIFIED_VERIFY
+from swa_kit.engine.ways_out import FIXED_RESOLVER, KEEP_HYBRID_POOL, TRITON_BACKEND, UNIFIED_ATTN, UNIFIED_VERIFY
 
 #: Forward modes the planner knows: SGLang's EXTEND (without / with a cached prefix), DECODE,
 #: TARGET_VERIFY, DRAFT_EXTEND_V2 and the draft worker's multi-step DECODE.
@@ -366,6 +366,8 @@ def sglang_guard(route: _Route, sglang_version: str = SGLANG_VERSION) -> Verdict
 
 
 def _ways_out(pool: PoolView) -> tuple[str, ...]:
+    if pool.hybrid_pool_disabled:
+        return KEEP_HYBRID_POOL.text, UNIFIED_ATTN.text, TRITON_BACKEND.text
     if pool.worker == "draft" and pool.reads_target_kv and not pool.swa_pool_resolved:
         return FIXED_RESOLVER.text, TRITON_BACKEND.text
     return UNIFIED_ATTN.text, TRITON_BACKEND.text

@@ -25,6 +25,7 @@ class WayOut:
     cost: str
     env: dict[str, str] = field(default_factory=dict)
     server_args: str = ""  # flags added to (or replacing the same flags of) the launch
+    drops: tuple[str, ...] = ()  # switches (flags without a value) the way out removes from the launch
     sglang_version: str | None = None  # the release that carries it (None: any)
 
     def __post_init__(self) -> None:
@@ -33,18 +34,30 @@ class WayOut:
 
     def applied_to(self, server_args: str, env: dict[str, str]) -> tuple[str, dict[str, str]]:
         """A launch's server arguments and environment with this way out taken (its flags replace the same ones)."""
-        return _merge_flags(server_args, self.server_args), {**env, **self.env}
+        kept = " ".join(word for word in server_args.split() if word not in self.drops)
+        return _merge_flags(kept, self.server_args), {**env, **self.env}
 
 
-def _flag_pairs(args: str) -> dict[str, str]:
-    words = args.split()
-    if len(words) % 2 or not all(w.startswith("--") for w in words[::2]):
-        raise ValueError(f"server args {args!r}: give '--flag value' pairs")
-    return dict(zip(words[::2], words[1::2]))
+#: Switches a launch may hold among its '--flag value' pairs (SGLang's store_true flags the ways out touch).
+SWITCHES = ("--disable-hybrid-swa-memory",)
+
+
+def _flag_pairs(args: str) -> dict[str, str | None]:
+    words, pairs = args.split(), {}
+    while words:
+        flag = words.pop(0)
+        if flag in SWITCHES:
+            pairs[flag] = None
+        elif flag.startswith("--") and words and not words[0].startswith("--"):
+            pairs[flag] = words.pop(0)
+        else:
+            raise ValueError(f"server args {args!r}: give '--flag value' pairs (or the switches {', '.join(SWITCHES)})")
+    return pairs
 
 
 def _merge_flags(base: str, extra: str) -> str:
-    return " ".join(f"{flag} {value}" for flag, value in {**_flag_pairs(base), **_flag_pairs(extra)}.items())
+    merged = {**_flag_pairs(base), **_flag_pairs(extra)}
+    return " ".join(flag if value is None else f"{flag} {value}" for flag, value in merged.items())
 
 
 ONE_KEY_SHORT = "one key short"
@@ -76,8 +89,14 @@ FIXED_RESOLVER = WayOut(
     f"SWAKVPool for a FROZEN_KV MTP draft, whose sliding layers then take the unified route, {ONE_KEY_SHORT}",
     ONE_KEY_SHORT, sglang_version=SGLANG_VERSION)
 
+KEEP_HYBRID_POOL = WayOut(
+    "keep-hybrid-pool",
+    "drop --disable-hybrid-swa-memory: SGLang builds the SWA pool again, which saves KV memory and makes the aiter "
+    f"backend decode sliding layers through unified_attention at (sws - 1, 0), {ONE_KEY_SHORT}",
+    ONE_KEY_SHORT, drops=("--disable-hybrid-swa-memory",))
 #: Every way out the kit's messages recommend, by name.
-WAYS_OUT: dict[str, WayOut] = {w.name: w for w in (UNIFIED_ATTN, TRITON_BACKEND, UNIFIED_VERIFY, FIXED_RESOLVER)}
+WAYS_OUT: dict[str, WayOut] = {w.name: w for w in (UNIFIED_ATTN, TRITON_BACKEND, UNIFIED_VERIFY, FIXED_RESOLVER,
+                                                   KEEP_HYBRID_POOL)}
 
 #: The fix that would attend all W keys at aiter's four unified call sites (extend, decode, verify, draft extend):
 #: pass ``(sws, 0)`` instead of ``(sws - 1, 0)``. Not in SGLang 0.5.23; a change to aiter_backend.py, not a flag.
