@@ -43,7 +43,7 @@ SWITCHES = ("--disable-hybrid-swa-memory",)
 
 
 def _flag_pairs(args: str) -> dict[str, str | None]:
-    words, pairs = args.split(), {}
+    words, pairs = args.split(), dict[str, str | None]()
     while words:
         flag = words.pop(0)
         if flag in SWITCHES:
