@@ -6,8 +6,8 @@
 Moves (in this process): each widget is built as a notebook builds it, then each of its controls is moved over its
 range by setting the control's value, which fires the observer a browser fires; without an event loop the widget
 redraws at once, so a move's time is one whole redraw, rendered and encoded as the Image widget shows it. Two
-clocks: wall time, and this process's CPU time, which a busy shared machine inflates less. The decode stepper keeps
-each step's pictures, so only its first pass over the steps redraws; its later moves only show them again.
+clocks: wall time, and this process's CPU time, which a busy shared machine inflates less. Each pass builds the widget
+anew: the decode stepper keeps each step's pictures, so its moves go forward only, each one a first visit.
 
 Drags (in a real kernel): each widget is built in an ipykernel, and this process plays the browser. A drag sends a
 slider's values one after another, one every ``--interval-ms`` (16 ms: a value per frame at 60 Hz), as the
@@ -15,8 +15,9 @@ comm messages ipywidgets sends. ``throttled`` delivery is ipywidgets 8's own: on
 later values merged and sent when the kernel reports the earlier one handled; ``raw`` sends every value. A drag's
 lag is from the moment its last value is given to the moment the picture drawn for it arrives back (the browser's
 paint not included); its redraws are the pictures the kernel sent during the drag. Drags are random (seeded)
-stretches of each slider's range; the first one warms the kernel up (its first redraws take seconds) and is
-printed apart. The load average is printed too, so that a slow run can be read.
+stretches of each slider's range (a stepper drag back over steps shown before only shows their pictures again);
+the first drag warms the kernel up and is printed apart. The load average is printed too, so that a slow run can
+be read.
 
 Targets on a 2-core CPU machine: a move's wall p50 <= 100 ms; a drag's lag p95 <= 120 ms for every widget. With a
 redraw of r ms, a drag's last value usually lands during a redraw of an older one, so its lag runs up to about 2r.
@@ -33,7 +34,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,8 +66,7 @@ def _moves_of_decode_stepper() -> tuple[Any, list[tuple[Any, Any]]]:
 
     box = decode_stepper()
     slider = box.children[0]
-    values = list(range(slider.min + 1, slider.max + 1)) + list(range(slider.max - 1, slider.min - 1, -1))
-    return box, [(slider, v) for v in values]
+    return box, [(slider, v) for v in range(slider.min + 1, slider.max + 1)]  # each step new: drawn, not reused
 
 
 @dataclass(frozen=True)
@@ -113,11 +113,11 @@ WIDGETS: dict[str, tuple[Callable[[], tuple[Any, list[tuple[Any, Any]]]], DragSp
 }
 
 
-def time_moves(moves: Iterable[tuple[Any, Any]], repeat: int) -> tuple[list[float], list[float]]:
-    """Wall and CPU milliseconds of each move (``control.value = v``), ``repeat`` passes over the moves."""
-    moves = list(moves)
+def time_moves(build: Callable[[], tuple[Any, list[tuple[Any, Any]]]], repeat: int) -> tuple[list[float], list[float]]:
+    """Wall and CPU milliseconds of each move (``control.value = v``), ``repeat`` passes, each on a new widget."""
     wall, cpu = [], []
     for _ in range(repeat):
+        _, moves = build()
         for control, value in moves:
             if control.value == value:
                 continue
@@ -287,8 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     moves, drags = [], []
     load_before = _load()
     for name, (build_moves, spec) in WIDGETS.items():
-        _, widget_moves = build_moves()
-        wall, cpu = time_moves(widget_moves, args.repeat)
+        wall, cpu = time_moves(build_moves, args.repeat)
         moves.append({"widget": name, "moves": len(wall),
                       "wall_p50_ms": round(percentile(wall, 50), 1), "wall_p95_ms": round(percentile(wall, 95), 1),
                       "cpu_p50_ms": round(percentile(cpu, 50), 1), "cpu_p95_ms": round(percentile(cpu, 95), 1)})

@@ -71,10 +71,11 @@ def mask_explorer(mode: str = "extend", window: int | None = 4, q_len: int = 6, 
         "chunk": widgets.IntSlider(value=chunk, min=1, max=32, description="chunk"),
     }
     panel = FigurePanel()
-    plot = MaskPlot(layout=None, max_ticks=12)  # one figure, redrawn in place on every move
+    plot = MaskPlot(figsize=(7.0, 4.8), layout=None, max_ticks=12)  # one figure, redrawn in place on every move
     # The title repeats the summary's first line, just above the figure, and a long line of text costs a redraw
     # ~5 ms: hidden. At a fixed height, so that no full draw measures the tick labels to place it.
     plot.ax.set_title("", y=1.0).set_visible(False)
+    plot.fig.subplots_adjust(top=0.97)  # and the axes take the title's room
     frames = BlitFigure(plot.fig, plot.changing_artists)  # the axes are redrawn only when their labels change
 
     def redraw(c: dict[str, Any]) -> None:
