@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import io
 import itertools
 
 import numpy as np
@@ -11,6 +12,16 @@ import pytest
 from swa_kit.masks import MODES, mask_for
 from swa_kit.tables import plural
 from swa_kit.widgets.masks import explore, mask_explorer
+
+def _decodes_as_frame(image) -> bool:
+    """The Image widget holds a whole image file in the format it declares (the panel's frame format)."""
+    from PIL import Image
+
+    from swa_kit.widgets._panel import FRAME_FORMAT
+
+    data = bytes(image.value)
+    return image.format == FRAME_FORMAT and Image.open(io.BytesIO(data)).format.lower() == FRAME_FORMAT
+
 
 WINDOWS = [None, 1, 3, 64]
 LENGTHS = [(1, 1), (1, 20), (5, 20), (20, 20), (30, 7)]
@@ -80,11 +91,11 @@ def test_widget_wires_controls_to_explore():
 
     assert explore("extend", 4, 6, 16)[1] in shown()
     first = bytes(figure.value)
-    assert first.startswith(b"\x89PNG") and figure.layout.display is None
+    assert _decodes_as_frame(figure) and figure.layout.display is None
     mode, no_window = box.children[0].children
     no_window.value = True
     assert explore("extend", None, 6, 16)[1] in shown()
-    assert bytes(figure.value).startswith(b"\x89PNG") and bytes(figure.value) != first
+    assert _decodes_as_frame(figure) and bytes(figure.value) != first
     q_len, _kv_len = box.children[2].children
     q_len.value = 40  # > kv_len: the friendly message, no exception out of the observer
     assert "Cannot draw this combination" in shown()
@@ -108,8 +119,6 @@ def test_explore_redraws_into_the_widgets_plot():
 
 
 def test_blitted_mask_frames_match_a_full_render():
-    import io
-
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from PIL import Image
 
@@ -124,7 +133,7 @@ def test_blitted_mask_frames_match_a_full_render():
         assert plot.axes_changed == (window == 4 or kv_len == 40)
         if plot.axes_changed:
             frames.invalidate()
-        frame = np.asarray(Image.open(io.BytesIO(frames.png())).convert("RGBA")).astype(int)
+        frame = np.asarray(Image.open(io.BytesIO(frames.frame())).convert("RGBA")).astype(int)
         for artist in plot.changing_artists():
             artist.set_animated(False)
         canvas = FigureCanvasAgg(plot.fig)
@@ -134,3 +143,21 @@ def test_blitted_mask_frames_match_a_full_render():
         frames.invalidate()  # the ordinary draw above replaced the blitting canvas's background
         shown.append(frame)
     assert not np.array_equal(shown[0], shown[1])
+
+
+@pytest.mark.parametrize("fmt", ["webp", "png"])
+def test_frames_are_encoded_losslessly(monkeypatch, fmt):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
+
+    import swa_kit.widgets._panel as panel
+
+    if fmt == "webp" and panel.FRAME_FORMAT != "webp":
+        pytest.skip("this Pillow was built without WebP")
+    monkeypatch.setattr(panel, "FRAME_FORMAT", fmt)
+    fig, _ = explore("extend", 5, 12, 30)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    decoded = Image.open(io.BytesIO(panel.encode_frame(canvas)))
+    assert decoded.format.lower() == fmt
+    assert np.array_equal(np.asarray(decoded.convert("RGBA")), np.asarray(canvas.buffer_rgba()))

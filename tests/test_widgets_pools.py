@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import html
+import io
 
 import pytest
 
 from swa_kit.errors import ModelConfigError
 from swa_kit.widgets.pools import decode_step_state, decode_stepper
+
+
+def _decodes_as_frame(image) -> bool:
+    """The Image widget holds a whole image file in the format it declares (the panel's frame format)."""
+    from PIL import Image
+
+    from swa_kit.widgets._panel import FRAME_FORMAT
+
+    data = bytes(image.value)
+    return image.format == FRAME_FORMAT and Image.open(io.BytesIO(data)).format.lower() == FRAME_FORMAT
 
 
 @pytest.mark.parametrize("model", ["hybrid_swa", "windowed_one_pool", "no_window"])
@@ -44,15 +55,13 @@ def test_widget_builds_and_redraws():
     assert (slider.min, slider.max, slider.value) == (0, 3, 0)
     assert html.unescape(text.value) == f"<pre>{decode_step_state(0, 4, 3)['text']}</pre>"
     first = bytes(occupancy.value)
-    assert first.startswith(b"\x89PNG") and bytes(mapping.value).startswith(b"\x89PNG")
+    assert _decodes_as_frame(occupancy) and _decodes_as_frame(mapping)
     slider.value = 3  # fires the callback
     assert html.unescape(text.value) == f"<pre>{decode_step_state(3, 4, 3)['text']}</pre>"
-    assert bytes(occupancy.value).startswith(b"\x89PNG") and bytes(occupancy.value) != first
+    assert _decodes_as_frame(occupancy) and bytes(occupancy.value) != first
 
 
 def test_blit_frames_match_a_full_render():
-    import io
-
     import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from PIL import Image
@@ -64,13 +73,13 @@ def test_blit_frames_match_a_full_render():
     plot = OccupancyPlot(run["history"])
     frames = BlitFigure(freeze_layout(plot.fig), plot.changing_artists)
 
-    def pixels(png: bytes) -> np.ndarray:
-        return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA")).astype(int)
+    def pixels(frame: bytes) -> np.ndarray:
+        return np.asarray(Image.open(io.BytesIO(frame)).convert("RGBA")).astype(int)
 
     shown = {}
     for step in (12, 3, 7):
         plot.show(step)
-        shown[step] = pixels(frames.png())
+        shown[step] = pixels(frames.frame())
         for artist in plot.changing_artists():
             artist.set_animated(False)
         canvas = FigureCanvasAgg(plot.fig)  # the same state drawn the ordinary way, every artist at once
@@ -80,3 +89,19 @@ def test_blit_frames_match_a_full_render():
         frames.canvas = FigureCanvasAgg(plot.fig)  # back to the blitting canvas and its background
         frames.canvas.restore_region(frames._background)
     assert not np.array_equal(shown[3], shown[7])
+
+
+def test_a_step_shown_again_shows_the_pictures_it_showed_first():
+    box = decode_stepper(4, 6)
+    slider, panel = box.children
+    text, occupancy, mapping = panel.children
+    first = {}
+    for step in (5, 2, 6, 5, 0, 2):
+        slider.value = step
+        shown = (html.unescape(text.value), bytes(occupancy.value), bytes(mapping.value))
+        assert shown[0] == f"<pre>{decode_step_state(step, 4, 6)['text']}</pre>"
+        assert first.setdefault(step, shown) == shown, step
+    fresh = decode_stepper(4, 6)  # never showed step 2 before: draws it from scratch
+    fresh.children[0].value = 2
+    assert (bytes(fresh.children[1].children[1].value), bytes(fresh.children[1].children[2].value)) == first[2][1:]
+    assert len({pictures[1] for pictures in first.values()}) == len(first)  # each step its own picture

@@ -14,6 +14,7 @@ from swa_kit.errors import SwaKitError
 from swa_kit.masks import MODES, forward_mask
 from swa_kit.tables import plural
 from swa_kit.viz.masks import MaskPlot, mask_figure
+from swa_kit.widgets._coalesce import Coalescer
 from swa_kit.widgets._panel import BlitFigure, FigurePanel
 
 SUMMARY_CONVENTIONS = ("sglang", "flash_attn", "aiter_unified", "aiter_v1", "flash_attn_4")
@@ -70,20 +71,27 @@ def mask_explorer(mode: str = "extend", window: int | None = 4, q_len: int = 6, 
         "chunk": widgets.IntSlider(value=chunk, min=1, max=32, description="chunk"),
     }
     panel = FigurePanel()
-    plot = MaskPlot(layout=None, max_ticks=12)  # one figure, redrawn in place on every move
+    plot = MaskPlot(figsize=(7.0, 4.8), layout=None, max_ticks=12)  # one figure, redrawn in place on every move
+    # The title repeats the summary's first line, just above the figure, and a long line of text costs a redraw
+    # ~5 ms: hidden. At a fixed height, so that no full draw measures the tick labels to place it.
+    plot.ax.set_title("", y=1.0).set_visible(False)
+    plot.fig.subplots_adjust(top=0.97)  # and the axes take the title's room
     frames = BlitFigure(plot.fig, plot.changing_artists)  # the axes are redrawn only when their labels change
 
-    def redraw(_: Any = None) -> None:
-        c = {name: w.value for name, w in controls.items()}
+    def redraw(c: dict[str, Any]) -> None:
         fig, text = explore(c["mode"], None if c["no_window"] else c["window"], c["q_len"], c["kv_len"], c["chunk"],
                             plot=plot)
         if fig is not None and plot.axes_changed:
             frames.invalidate()
-        panel.show(text, frames.png() if fig is not None else None)
+        panel.show(text, frames.frame() if fig is not None else None)
 
+    def values() -> dict[str, Any]:
+        return {name: w.value for name, w in controls.items()}
+
+    latest = Coalescer(redraw, panel.show_error)  # a drag redraws its newest values only
     for w in controls.values():
-        w.observe(redraw, names="value")
-    redraw()
+        w.observe(lambda _: latest.submit(values()), names="value")
+    redraw(values())  # the first picture at once, in the cell that builds the explorer
     return widgets.VBox([widgets.HBox([controls["mode"], controls["no_window"]]),
                          widgets.HBox([controls["window"], controls["chunk"]]),
                          widgets.HBox([controls["q_len"], controls["kv_len"]]), panel.box])

@@ -12,6 +12,7 @@ from typing import Any
 
 from swa_kit.errors import ModelConfigError
 from swa_kit.viz.pools import MappingPlot, OccupancyPlot
+from swa_kit.widgets._coalesce import Coalescer
 from swa_kit.widgets._panel import BlitFigure, FigurePanel, freeze_layout
 from swa_kit.engine.workers import PoolSnapshot, build_workers, run_decode
 
@@ -44,7 +45,8 @@ def decode_step_state(step: int, prompt_len: int = 6, decode_steps: int = 12, mo
 def decode_stepper(prompt_len: int = 6, decode_steps: int = 12, model: str = "hybrid_swa") -> Any:
     """An ipywidgets slider over decode steps, drawing the occupancy and the mapping at each step.
 
-    Both figures are built once for the whole run and redrawn in place on every move.
+    Both figures are built once for the whole run and redrawn in place the first time a step is shown; a step
+    shown again reuses its pictures.
     """
     import ipywidgets as widgets
 
@@ -58,13 +60,18 @@ def decode_stepper(prompt_len: int = 6, decode_steps: int = 12, model: str = "hy
         freeze_layout(mapping.show(run["snapshot"]))
         mapping_frames = BlitFigure(mapping.fig, mapping.changing_artists)
 
-    def draw(change: Any = None) -> None:
-        state = decode_step_state(slider.value, prompt_len, decode_steps, model)
-        occupancy.show(slider.value)
-        if mapping is not None:
-            mapping.show(state["snapshot"])
-        panel.show(state["text"], occupancy_frames.png(), mapping_frames.png() if mapping is not None else None)
+    @functools.lru_cache(maxsize=64)  # the run is fixed: a step's pictures are drawn once, shown again from here
+    def pictures(step: int) -> tuple[bytes, bytes | None]:
+        occupancy.show(step)
+        if mapping is None:
+            return occupancy_frames.frame(), None
+        mapping.show(decode_step_state(step, prompt_len, decode_steps, model)["snapshot"])
+        return occupancy_frames.frame(), mapping_frames.frame()
 
-    slider.observe(draw, names="value")
-    draw()
+    def draw(step: int) -> None:
+        panel.show(decode_step_state(step, prompt_len, decode_steps, model)["text"], *pictures(step))
+
+    latest = Coalescer(draw, panel.show_error)  # a drag redraws its newest step only
+    slider.observe(lambda change: latest.submit(change["new"]), names="value")
+    draw(slider.value)
     return widgets.VBox([slider, panel.box])
