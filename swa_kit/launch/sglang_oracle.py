@@ -321,3 +321,195 @@ def decide_with_sglang(launch: Launch) -> Decisions:
             changes["full_tokens"] = Decided(full, f"{_PC} {name} (budget: the kit's, {cells.budget_how})", how)
             changes["swa_tokens"] = Decided(swa, f"{_PC} {name}", how)
     return dataclasses.replace(bundled, **changes)
+
+
+# -- the raw launch, asked of SGLang whole ----------------------------------------------------------
+
+#: The text model SGLang's multimodal wrapper builds for its language layers (the wrapper also builds a vision
+#: tower, which needs a vision config the kit's text-only configs do not hold).
+TEXT_CLASS = {"Gemma4ForConditionalGeneration": "Gemma4ForCausalLM", "Gemma3ForConditionalGeneration":
+              "Gemma3ForCausalLM", "Llama4ForConditionalGeneration": "Llama4ForCausalLM"}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """SGLang's own answer for a raw launch: a refusal, or what start-up resolves and sizes."""
+
+    refused: str | None  # "ExceptionType at file:line": SGLang's start-up refusal
+    fields: dict[str, Any]
+
+
+def _refusal(error: BaseException) -> str:
+    where = traceback.extract_tb(error.__traceback__)[-1]
+    return f"{type(error).__name__} at {Path(where.filename).name}:{where.lineno}: {str(error)[:200]}"
+
+
+def _one_rank_groups() -> None:
+    """A one-rank gloo world and SGLang's model-parallel groups of width 1 (once per process: the groups stay, so
+    this process cannot then publish another TP width; :func:`layer_windows_apart` runs it in a child)."""
+    import torch.distributed
+
+    ps = import_sglang("sglang.srt.distributed.parallel_state")
+    if torch.distributed.is_initialized():
+        return
+    port = 20000 + os.getpid() % 20000
+    ps.init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
+                                    distributed_init_method=f"tcp://127.0.0.1:{port}")
+    ps.initialize_model_parallel(backend="gloo")
+
+
+def layer_windows_apart(model_dirs: list[str]) -> dict[str, dict[int, int] | str]:
+    """:func:`layer_windows` for each config directory, in one child process (its process groups stay there);
+    a config SGLang's model class does not build for is answered with the reason, ``"not built: ..."``."""
+    import subprocess
+
+    code = ("import json, sys; from swa_kit.launch.sglang_oracle import layer_windows, _refusal\n"
+            "def one(d):\n try: return layer_windows(d)\n except Exception as e: return 'not built: ' + _refusal(e)\n"
+            "print('WINDOWS ' + json.dumps({d: one(d) for d in sys.argv[1:]}))")
+    run = subprocess.run([sys.executable, "-c", code, *model_dirs], capture_output=True, text=True, check=False)
+    line = next((x for x in run.stdout.splitlines() if x.startswith("WINDOWS ")), None)
+    if run.returncode or line is None:
+        raise SGLangUnavailableError(f"SGLang's model classes did not build on the meta device (exit "
+                                     f"{run.returncode}): {run.stderr[-600:]}")
+    return {d: w if isinstance(w, str) else {int(k): v for k, v in w.items()}
+            for d, w in json.loads(line[8:]).items()}
+
+
+_WINDOWS: dict[str, dict[int, int]] = {}
+
+
+def layer_windows(model_dir: str, platform: str = "rocm-gfx942") -> dict[int, int]:
+    """Each layer's ``RadixAttention.sliding_window_size`` as SGLang's model class sets it, built on the meta device.
+
+    The model is built once per config at TP 1 (the window does not depend on TP); every RadixAttention is
+    recorded as its constructor returns.
+    """
+    key = (Path(model_dir) / "config.json").read_text()
+    if key in _WINDOWS:
+        return _WINDOWS[key]
+    import torch
+
+    server_args_mod = import_sglang("sglang.srt.server_args")
+    pipeline = import_sglang("sglang.srt.arg_groups.pipeline")
+    base = import_sglang("sglang.srt.arg_groups.model_override_base")
+    runtime = import_sglang("sglang.srt.runtime_context")
+    radix = import_sglang("sglang.srt.layers.radix_attention")
+    registry = import_sglang("sglang.srt.models.registry")
+    sa = server_args_mod.prepare_server_args(["--model-path", model_dir, "--skip-tokenizer-init", "--device",
+                                              "cpu" if platform == "cpu" else "cuda"])
+    pipeline.run_resolution_pipeline(sa)
+    mc = base.model_config_of(sa)
+    runtime.publish(sa, role="scheduler", ranks=runtime.SpawnRanks(world_rank=0, gpu_id=0))
+    arch = mc.hf_config.architectures[0]
+    cls = registry.ModelRegistry.resolve_model_cls([TEXT_CLASS.get(arch, arch)])[0]
+    config = mc.hf_text_config if arch in TEXT_CLASS else mc.hf_config
+    built: dict[int, int] = {}
+    original = radix.RadixAttention.__init__
+
+    def recording(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        built[self.layer_id] = self.sliding_window_size
+
+    # The HIP/CUDA rotary kernels are picked at import from the real machine; on a CPU SGLang reaches for vLLM's
+    # op, which the meta build never calls: a placeholder module lets the constructor finish.
+    placeholder = SimpleNamespace(rotary_embedding=None)
+    saved = {name: sys.modules.get(name) for name in ("vllm", "vllm._custom_ops")}
+    sys.modules.setdefault("vllm", SimpleNamespace(_custom_ops=placeholder))
+    sys.modules["vllm._custom_ops"] = placeholder
+    radix.RadixAttention.__init__ = recording
+    try:
+        _one_rank_groups()
+        with torch.device("meta"), hidden_aiter():
+            cls(config, quant_config=None)
+    finally:
+        radix.RadixAttention.__init__ = original
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+    _WINDOWS[key] = built
+    return built
+
+
+def _spec_aux(sa: Any, mc: Any) -> Any:
+    aux = import_sglang("sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state")
+    spec_info = import_sglang("sglang.srt.speculative.spec_info")
+    algorithm = spec_info.SpeculativeAlgorithm.from_string(sa.speculative_algorithm)
+    return algorithm, aux.resolve_spec_aux_hidden_state_config(server_args=sa, model_config=mc,
+                                                               spec_algorithm=algorithm, is_draft_worker=False)
+
+
+def _sizes(sa: Any, view: Any, mc: Any, algorithm: Any, spec_aux: Any, budget: int | None,
+           hybrid: bool) -> dict[str, Any]:
+    """Pool sizes from ``create_memory_pool_configurator`` + ``calculate_pool_sizes`` on SGLang's own objects."""
+    pc = import_sglang("sglang.srt.model_executor.pool_configurator")
+    layer_setup = import_sglang("sglang.srt.model_executor.model_runner_components.layer_setup")
+    resolved = Resolved(view.attention_backend, "", "", view.page_size, hybrid, False, sa, mc)
+    n = mc.num_hidden_layers
+    info = layer_setup.ModelLayerInfo(
+        start_layer=0, end_layer=n, num_effective_layers=n,
+        swa_attention_layer_ids=mc.swa_attention_layer_ids if hybrid else None,
+        full_attention_layer_ids=mc.full_attention_layer_ids if hybrid else None)
+    utils = import_sglang("sglang.srt.model_executor.model_runner_components.load_model_utils")
+    # The runner's window without the built model (its get_attention_sliding_window_size is not consulted here).
+    sws = utils.resolve_sliding_window_size(SimpleNamespace(), mc)
+    kvc = SimpleNamespace(
+        kv_cache_dtype_str=sa.kv_cache_dtype, model_config=mc, kv_cache_dtype=_kv_dtype(resolved),
+        model_dtype=mc.dtype, layer_info=info, sliding_window_size=sws, page_size=view.page_size, attn_dp_size=1,
+        pp_size=1, is_draft_worker=False, spec_algorithm=algorithm, spec_aux_config=spec_aux,
+        fused_entry_bytes=lambda side: None, dflash_draft_cell_size_per_token=None, is_hybrid_swa=hybrid,
+        use_mla_backend=False, server_args=sa, mambaish_config=None, device="cpu")
+    configurator = pc.create_memory_pool_configurator(kvc)
+    out: dict[str, Any] = {"pool_configurator": type(configurator).__name__}
+    if hybrid and sws is not None:  # validate_swa_pool_size: the SWA pool must exceed sliding_window_size + page_size
+        out["swa_pool_floor"] = sws + view.page_size
+    if budget is not None:
+        config = configurator.calculate_pool_sizes(budget, view.page_size)
+        out["full_tokens"] = config.full_max_total_num_tokens if hybrid else config.max_total_num_tokens
+        out["swa_tokens"] = config.swa_max_total_num_tokens if hybrid else None
+    return out
+
+
+def ask_sglang(argv: list[str], platform: str, gpu_memory_bytes: int | None, weights_bytes: int = 0) -> Answer:
+    """SGLang's own answer for the raw command line ``argv`` (``--model-path`` and any draft path included).
+
+    SGLang's argument parser reads ``argv`` as given; ``run_resolution_pipeline`` resolves it under the named
+    platform; any raise on the way is SGLang's start-up refusal. The KV budget is the kit's formula (GPU memory x
+    the fraction SGLang resolved - weights), the one input SGLang would measure on a GPU.
+    """
+    server_args_mod = import_sglang("sglang.srt.server_args")
+    pipeline = import_sglang("sglang.srt.arg_groups.pipeline")
+    base = import_sglang("sglang.srt.arg_groups.model_override_base")
+    runtime = import_sglang("sglang.srt.runtime_context")
+    device = ["--device", "cpu" if platform == "cpu" else "cuda"]
+    with runtime.override_platform(**PLATFORM_FACTS[platform]), hidden_aiter(), warnings.catch_warnings(), \
+            contextlib.redirect_stderr(open(os.devnull, "w")):  # noqa: SIM115 - closed with the process
+        warnings.simplefilter("ignore")
+        logging.getLogger("sglang").setLevel(logging.ERROR)
+        try:
+            sa = server_args_mod.prepare_server_args([*argv, "--skip-tokenizer-init", *device])
+            pipeline.run_resolution_pipeline(sa)
+            view = base.resolved_view(sa)
+            prefill, decode = base.attention_backends_of(view)
+            mc = base.model_config_of(sa)
+            runtime.publish(sa, role="scheduler", ranks=runtime.SpawnRanks(world_rank=0, gpu_id=0))
+            algorithm, spec_aux = _spec_aux(sa, mc)
+        except (Exception, SystemExit) as error:  # argparse exits; every other raise is a start-up refusal
+            return Answer(_refusal(error), {})
+        hybrid = bool(mc.is_hybrid_swa)
+        fraction = view.mem_fraction_static
+        budget = None if gpu_memory_bytes is None else int(gpu_memory_bytes * fraction) - weights_bytes
+        fields: dict[str, Any] = {
+            "attention_backend": view.attention_backend, "prefill_attention_backend": prefill,
+            "decode_attention_backend": decode, "page_size": view.page_size, "hybrid_swa_memory": hybrid,
+            "mem_fraction_static": round(fraction, 6), "budget_bytes": budget,
+            "draft_layers": spec_aux.eagle_draft_num_layers,
+            "kv_heads_per_gpu": mc.get_num_kv_heads(view.tp_size)}
+        try:
+            fields.update(_sizes(sa, view, mc, algorithm, spec_aux, budget, hybrid))
+            if budget is not None:  # one pool of every layer, as the same launch without the hybrid pool sizes it
+                fields["one_pool_tokens"] = _sizes(sa, view, mc, algorithm, spec_aux, budget, False)["full_tokens"]
+        except Exception as error:  # the configurator's own refusal (a pool under its floor, a negative pool)
+            return Answer(_refusal(error), fields)
+    return Answer(None, fields)

@@ -1,0 +1,49 @@
+"""Write the differential's configs for architectures the kit does not bundle, saved by transformers' own classes.
+
+Each config is a published checkpoint's hyperparameters (the model card's config.json values the class needs),
+built with transformers' config class and saved with ``to_dict()``, so the file is what transformers writes.
+Run once with transformers 5.x; the output is committed under tests/data/differential/.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import transformers
+
+OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "differential"
+
+#: name -> (config class, architecture, published hyperparameters)
+CONFIGS = {
+    "gemma2-9b": ("Gemma2Config", "Gemma2ForCausalLM", dict(
+        vocab_size=256000, hidden_size=3584, intermediate_size=14336, num_hidden_layers=42, num_attention_heads=16,
+        num_key_value_heads=8, head_dim=256, sliding_window=4096, max_position_embeddings=8192, dtype="bfloat16")),
+    "gemma3-1b": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(
+        vocab_size=262144, hidden_size=1152, intermediate_size=6912, num_hidden_layers=26, num_attention_heads=4,
+        num_key_value_heads=1, head_dim=256, sliding_window=512, max_position_embeddings=32768, dtype="bfloat16")),
+    "gemma3n-e2b": ("Gemma3nTextConfig", "Gemma3nForCausalLM", dict(dtype="bfloat16")),
+    "mistral-7b-v0.1": ("MistralConfig", "MistralForCausalLM", dict(
+        vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+        num_key_value_heads=8, sliding_window=4096, max_position_embeddings=32768, dtype="bfloat16")),
+    # A two-layer EAGLE-style draft for speculative launches: a Llama-shaped model SGLang reads as the draft.
+    "draft-llama-2l": ("LlamaConfig", "LlamaForCausalLMEagle", dict(
+        vocab_size=262144, hidden_size=2048, intermediate_size=8192, num_hidden_layers=2, num_attention_heads=16,
+        num_key_value_heads=8, head_dim=128, max_position_embeddings=131072, dtype="bfloat16")),
+}
+
+
+def main() -> int:
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, (cls, arch, params) in CONFIGS.items():
+        config = getattr(transformers, cls)(**params)
+        raw = config.to_dict()
+        raw["architectures"] = [arch]
+        (OUT / f"{name}.json").write_text(json.dumps(raw, indent=1, sort_keys=True) + "\n")
+        print(f"{name}: {cls} -> {arch}, {raw.get('num_hidden_layers')} layers")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""The kit against SGLang 0.5.23's own code on the RAW launch (tests/differential.py), field by field.
+
+Every launch's disagreements must be exactly those listed in tests/data/differential/expected.json, each with
+its class: a new disagreement fails, and so does a listed one that now agrees (remove it from the list then).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from sglang_support import require_sglang
+
+require_sglang("sglang.srt.server_args", "sglang.srt.arg_groups.pipeline",
+               "sglang.srt.model_executor.pool_configurator", "sglang.srt.models.registry")
+
+sys.path.insert(0, str(Path(__file__).parent))
+import differential  # noqa: E402
+
+pytestmark = pytest.mark.sglang
+EXPECTED = json.loads(differential.EXPECTED.read_text())
+LAUNCHES = differential.launches()
+
+
+def test_the_launch_set_is_wide_enough():
+    assert len(LAUNCHES) >= 200
+    assert len(differential.CONFIGS) >= 10
+    assert {args.split("--tp ")[1].split()[0] for _, _, args in LAUNCHES if "--tp " in args} == {"1", "2", "4", "8"}
+    assert set(differential.PLATFORMS) == {p for _, p, _ in LAUNCHES}
+    assert all(f"--attention-backend {b}" in " ".join(a for *_, a in LAUNCHES) for b in differential.BACKENDS if b)
+
+
+def test_every_listed_disagreement_names_a_launch_of_the_set():
+    ids = {differential.launch_id(*case) for case in LAUNCHES}
+    assert set(EXPECTED) <= ids
+
+
+@pytest.mark.parametrize("case", LAUNCHES, ids=[differential.launch_id(*c) for c in LAUNCHES])
+def test_the_kit_agrees_with_sglang_or_the_disagreement_is_listed(case):
+    differ = differential.compare(*case)
+    listed = EXPECTED.get(differential.launch_id(*case), {})
+    unlisted = {f: v for f, v in differ.items() if f not in listed}
+    now_agree = sorted(set(listed) - set(differ))
+    assert not unlisted, f"new disagreements (kit, SGLang): {unlisted}"
+    assert not now_agree, f"listed disagreements that now agree, remove them from expected.json: {now_agree}"
