@@ -38,6 +38,7 @@ import os
 import sys
 import tempfile
 import traceback
+import types
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -412,9 +413,12 @@ def layer_windows(model_dir: str, platform: str = "rocm-gfx942") -> dict[int, in
 
     # The HIP/CUDA rotary kernels are picked at import from the real machine; on a CPU SGLang reaches for vLLM's
     # op, which the meta build never calls: a placeholder module lets the constructor finish.
-    placeholder = SimpleNamespace(rotary_embedding=None)
+    placeholder = types.ModuleType("vllm._custom_ops")
+    placeholder.rotary_embedding = None  # type: ignore[attr-defined]  # never called on the meta device
+    package = types.ModuleType("vllm")
+    package._custom_ops = placeholder  # type: ignore[attr-defined]
     saved = {name: sys.modules.get(name) for name in ("vllm", "vllm._custom_ops")}
-    sys.modules.setdefault("vllm", SimpleNamespace(_custom_ops=placeholder))
+    sys.modules.setdefault("vllm", package)
     sys.modules["vllm._custom_ops"] = placeholder
     radix.RadixAttention.__init__ = recording
     try:
