@@ -158,6 +158,9 @@ ARCHITECTURES: dict[str, Architecture] = {
     "Gemma4ForConditionalGeneration": _arch("keys - 1", "gemma4_causal.py", True),
     "GptOssForCausalLM": _arch("keys - 1", "gpt_oss.py", True),
     "Llama4ForConditionalGeneration": _arch("none", "llama4.py", True),
+    # EAGLE / EAGLE3 draft heads, read from --speculative-draft-model-path: full attention, in the target's pool
+    "LlamaForCausalLMEagle": _arch("none", "llama_eagle.py", False),
+    "LlamaForCausalLMEagle3": _arch("none", "llama_eagle3.py", False),
     "MistralForCausalLM": _arch("none", "llama.py", False),
     "MiMoV2FlashForCausalLM": _arch("sliding_window_size", "mimo_v2.py", True, mtp_draft="MiMoV2MTP"),
     "MiMoV2MTP": _arch("sliding_window_size", "mimo_v2_nextn.py", True),
