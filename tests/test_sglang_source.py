@@ -90,9 +90,9 @@ def test_unified_site_fix(keys: int) -> None:
     assert "(sws, 0)" in str(fix) and f"attends {keys} keys" in str(fix)
 
 
-@pytest.mark.parametrize("bad", [0, -3, 2.5, "1024"])
+@pytest.mark.parametrize("bad", [0, 1, -3, 2.5, "1024", None])
 def test_unified_site_fix_refuses_bad_windows(bad: object) -> None:
-    with pytest.raises((WindowConventionError, TypeError)):
+    with pytest.raises((WindowConventionError, ValueError), match=str(bad) if bad != "1024" else "1024"):
         src.unified_site_fix(bad)  # type: ignore[arg-type]
 
 

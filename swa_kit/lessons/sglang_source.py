@@ -143,9 +143,8 @@ def sglang_source(name: str) -> SourceView:
                           f"SGLang {version} is installed but has no {spot.file}.")
     source = path.read_text(encoding="utf-8")
     try:
-        node: ast.stmt = _find_def(ast.parse(source), spot.qualname)
-        if spot.call_site_target is not None:
-            node = _call_site(node, spot.call_site_target)
+        function = _find_def(ast.parse(source), spot.qualname)
+        node: ast.stmt = function if spot.call_site_target is None else _call_site(function, spot.call_site_target)
     except LookupError as missing:
         return SourceView(name, spot, None, str(path), spot.line, version,
                           f"SGLang {version}'s {spot.file} has changed: {missing}.")
@@ -178,8 +177,11 @@ class SiteFix:
 def unified_site_fix(keys: int = 1024) -> SiteFix:
     """What the unified sites pass for a ``keys``-key window, and the fix, each read back through the kit's
     converters (aiter's unified kernel attends ``left + 1`` keys)."""
+    if to_keys("hf", keys) is None or keys < 2:  # not a window (0, negative, not an int) raises, naming the value
+        raise ValueError(f"keys={keys}: at one key SGLang's (sws - 1, 0) is (-1, 0), which the unified kernel reads "
+                         "as no window at all; give a window of 2 keys or more")
     sws = keys - 1
-    to_keys("sglang", sws)  # a bad window raises here, naming the value
     passed, fixed = (sws - 1, 0), (sws, 0)
-    return SiteFix(keys, sws, passed, int(to_keys("aiter_unified", passed)), fixed,
-                   int(to_keys("aiter_unified", fixed)))
+    passed_keys, fixed_keys = to_keys("aiter_unified", passed), to_keys("aiter_unified", fixed)
+    assert passed_keys is not None and fixed_keys is not None  # keys >= 2: neither argument is "off"
+    return SiteFix(keys, sws, passed, passed_keys, fixed, fixed_keys)
