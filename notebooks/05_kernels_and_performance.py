@@ -268,15 +268,15 @@ try:
     if on_gpu:
         from swa_kit.attention.paths import run_path
 
-        result = run_path("kit_triton_swa", batch, keys)
+        checked = run_path("kit_triton_swa", batch, keys)
     else:
         from swa_kit.attention.kit.path import run_interpreted
 
-        result = run_interpreted(batch, keys)
-    announce(result)
-    error = float((result.out.double() - ref.out).norm() / ref.out.norm())
-    print(f"kit_triton_swa ({result.device}) vs reference: relative error {error:.1e}; "
-          f"NaN in the output: {bool(torch.isnan(result.out).any())}")
+        checked = run_interpreted(batch, keys)
+    announce(checked)
+    error = float((checked.out.double() - ref.out).norm() / ref.out.norm())
+    print(f"kit_triton_swa ({checked.device}) vs reference: relative error {error:.1e}; "
+          f"NaN in the output: {bool(torch.isnan(checked.out).any())}")
 except PathUnavailableError as failure:  # no Triton (macOS, Windows without WSL): the reference only
     print(f"the kit's kernel cannot run here: {failure}")
 
