@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 00 · The story: what sliding windows buy, and two bugs that hid in a serving engine
 #
-# **Goal.** In about 15 minutes you will be able to say (1) what a sliding-window KV pool saves on a real
+# **Goal.** In about 20 minutes you will be able to say (1) what a sliding-window KV pool saves on a real
 # model, by default and at best; (2) which two silent failures SGLang PR #38756 fixed, on which worker,
 # with the code before and after; (3) why the PR reported *accuracy*, using one rule, and its limits, that
 # you can apply to any speculative-decoding bug. Two exercises check you on the way; the rest of the kit

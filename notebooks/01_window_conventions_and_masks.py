@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 01 · Window conventions and attention masks
 #
-# **Goal.** In about 30 minutes you will be able to (1) write one model's window the way each attention API
+# **Goal.** In about 45 minutes you will be able to (1) write one model's window the way each attention API
 # wants it, (2) say what happens when a value is passed without converting it, and (3) read the attention
 # mask of every forward pass a serving engine runs, speculative verify included. Three exercises check you on
 # the way (1.1-1.3); each sits *before* the cell that gives its answer away. Run the exercise version

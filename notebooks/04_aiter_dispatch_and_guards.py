@@ -197,6 +197,41 @@ else:
     print(f"aiter's unified_attention not drawn: {aiter_why}")
 
 # %% [markdown]
+# ### SGLang's own lines
+# The guard, the resolver and the unified call site explained above, as SGLang writes them. The kit does not copy
+# SGLang's code: each cell reads the function from the SGLang installed in this Python (parsed, not imported: the
+# backend imports GPU-only modules) and prints it with its file and line. Without SGLang it says which file,
+# function and line of SGLang 0.5.23 to open.
+
+# %%
+from swa_kit.lessons.sglang_source import sglang_source, unified_site_fix
+
+print(sglang_source("reject_paged_decode_sliding_window"))  # section 2's guard
+print()
+print(sglang_source("resolve_swa_kv_pool"))  # notebook 03's resolver, which picks the pool the sites read
+
+# %% [markdown]
+# One of the four unified call sites, in `forward_decode`: the window argument that section 3 measured one key
+# short, and the translated SWA page table that the resolver made right for a FROZEN_KV MTP draft.
+
+# %%
+print(sglang_source("unified_decode_call_site"))
+
+# %% [markdown]
+# What PR #38756 changed there, and the one-line change that would make every unified site attend the window
+# (the kit's statement, each argument read back through `swa_kit.window`):
+
+# %%
+print(unified_site_fix(1024))
+
+# %% [markdown]
+# The other way out, `--attention-backend triton`, builds its decode window from `min(seq_len,
+# sliding_window_size)` keys, and `sliding_window_size` is `W - 1`: one key short as well.
+
+# %%
+print(sglang_source("triton_window_buffer"))
+
+# %% [markdown]
 # ## 4 · Every runnable path against the reference
 #
 # Each path that runs on this machine, on a fresh random paged batch per declared mode, with the kit's

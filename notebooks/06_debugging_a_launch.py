@@ -16,6 +16,8 @@
 # %% [markdown]
 # # 06 · Debugging a launch: "Gemma-4 drifts from Hugging Face after about a thousand tokens"
 #
+# **Goal.** In about 20 minutes you will diagnose a reported drift with the kit's audit, trace and probe.
+#
 # A bug report as it arrives (the first of the two worked through in `docs/debugging.md`):
 #
 # > We serve Gemma-4 31B on MI300X with `--attention-backend aiter --speculative-algorithm FROZEN_KV_MTP`.
