@@ -55,7 +55,7 @@ from swa_kit.tables import print_table
 # `swa_pool_bytes_per_token`, `one_pool_bytes_per_token` of `swa_kit.models.configs.load_model("gemma4-31b")`).
 
 # %%
-my_percent = ...  # your answer, e.g. 42.5
+my_percent = ...  # your answer: a percentage
 story.check_default_saving(my_percent)
 
 # %% tags=["solution"]
@@ -186,7 +186,7 @@ print_table(story.pr_fixed_rows())
 # %%
 for case in story.TRIAGE_CASES:
     print("-", case)
-my_triage = ...  # {case: "acceptance" or "output" for case in story.TRIAGE_CASES}
+my_triage = ...  # your answer: {case: "acceptance" or "output" for case in story.TRIAGE_CASES}
 story.check_triage(my_triage)
 
 # %% [markdown]

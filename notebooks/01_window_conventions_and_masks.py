@@ -137,7 +137,7 @@ print("conventions:", ", ".join(CONVENTIONS))
 # `{convention: value}`, a pair as a tuple `(left, right)`. Use the table, not the converter.
 
 # %%
-my_values = ...  # {"hf": ..., "sglang": ..., ...} for every name in CONVENTIONS
+my_values = ...  # your answer: {"hf": ..., "sglang": ..., ...} for every name in CONVENTIONS
 windows.check_window_everywhere(my_values)
 
 # %% [markdown]
@@ -163,7 +163,7 @@ windows.check_window_everywhere(Window(gemma_keys).everywhere())
 # dict `{convention: keys attended}`, then run the next cells to see it.
 
 # %%
-my_counts = ...  # {"hf": ..., "sglang": ..., ...}: keys each API attends when handed gemma_keys unconverted
+my_counts = ...  # your answer: {"hf": ..., "sglang": ..., ...}, keys each API attends given gemma_keys as is
 windows.check_unconverted(my_counts, keys=gemma_keys)
 
 # %% [markdown]
@@ -266,7 +266,7 @@ mask_figure(forward_mask("verify", 4, 14, 4))
 
 # %%
 print(windows.TREE)
-my_columns = ...  # a list of KV column indices, e.g. [5, 6, 8]
+my_columns = ...  # your answer: a list of KV column indices
 windows.check_tree_keys(my_columns, token=3)
 
 # %% [markdown]

@@ -95,7 +95,7 @@ print("translate([-1, 0]) ->", pool.translate_loc_from_full_to_swa(torch.tensor(
 
 # %%
 print(pools.DECODE_RUN)
-my_full, my_swa = ..., ...  # slot counts after the last decode step
+my_full, my_swa = ..., ...  # your answers: two slot counts after the last decode step
 pools.check_slots_held(my_full, my_swa)
 
 # %%
@@ -159,7 +159,7 @@ print_table([per_token_summary(s) for s in specs])
 # from the bytes-per-token table above: the per-request minimum, and SGLang's default sizing.
 
 # %%
-my_minimum_pct, my_default_pct = ..., ...  # percentages, e.g. 42.5, 12.0
+my_minimum_pct, my_default_pct = ..., ...  # your answers: two percentages
 pools.check_hybrid_saving(my_minimum_pct, my_default_pct, model="gpt-oss-20b", context=128 * 1024)
 
 # %% tags=["solution"]

@@ -89,7 +89,7 @@ print("FROZEN_KV dummy pool size:", FROZEN_KV_DUMMY_POOL_SIZE)
 # decision table below reveals it.
 
 # %%
-my_breaks = ...  # {"EAGLE": "legacy" | "naive" | "fixed", "FROZEN_KV_MTP": ...}
+my_breaks = ...  # your answer: {"EAGLE": "legacy", "naive" or "fixed", "FROZEN_KV_MTP": the same choice}
 drafts.check_resolver_breaks(my_breaks)
 
 # %% [markdown]
@@ -182,7 +182,7 @@ plot_slots_read(eagle, "draft", 0, 1, len(ids))
 # %%
 for symptom in drafts.SYMPTOMS:
     print("-", symptom)
-my_workers = ...  # {symptom: "draft" | "target" | "verify" | "neither" for symptom in drafts.SYMPTOMS}
+my_workers = ...  # your answer: {symptom: "draft", "target", "verify" or "neither" for symptom in drafts.SYMPTOMS}
 drafts.check_which_worker(my_workers)
 
 # %% [markdown]

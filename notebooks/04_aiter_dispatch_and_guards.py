@@ -114,8 +114,8 @@ print(explain(refused))
 # `effective_keys`), for the 1024 it means?
 
 # %%
-my_refused_layers = ...  # a number of layers
-my_keys_after = ...  # keys a sliding layer attends after the way out
+my_refused_layers = ...  # your answer: a number of layers
+my_keys_after = ...  # your answer: keys a sliding layer attends after the way out
 dispatch.check_guard_way_out(my_refused_layers, my_keys_after)
 
 # %% tags=["solution"]
@@ -160,7 +160,7 @@ dispatch.check_guard_way_out(way_out["refused_layers"], way_out["keys_after_way_
 # %%
 for name, site in routing.SITES.items():
     print(f"{name:22s} {site.kernel:24s} window argument {site.window_expr}")
-my_short_sites = ...  # a list of site names, e.g. ["decode.unified"]
+my_short_sites = ...  # your answer: a list of site names (keys of routing.SITES)
 dispatch.check_one_key_short_sites(my_short_sites)
 
 # %% tags=["solution"]
@@ -230,6 +230,21 @@ print(unified_site_fix(1024))
 
 # %%
 print(sglang_source("triton_window_buffer"))
+
+# %% [markdown]
+# **Exercise 4.3 (extension).** Which layers does the short argument hit? Plan Gemma-4 31B's decode with
+# `routing.plan("gemma4-31b", "decode")` and list the layers whose `effective_keys` is one less than their
+# `intended_keys`. (The same for Gemma-3 after 4.1's way out: call the check with `model="gemma3-27b",
+# env=dispatch.UNIFIED_FIX`.)
+
+# %%
+my_short_layers = ...  # your answer: a list of layer indices
+dispatch.check_one_key_short_layers(my_short_layers)
+
+# %% tags=["solution"]
+short_layers = dispatch.one_key_short_layers("gemma4-31b", "decode")
+print(len(short_layers), "layers one key short:", short_layers)
+dispatch.check_one_key_short_layers(short_layers)
 
 # %% [markdown]
 # ## 4 · Every runnable path against the reference

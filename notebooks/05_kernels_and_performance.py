@@ -65,7 +65,7 @@ from swa_kit.viz import bench as viz
 # little?), then compute it (`kernels.decode_kv_bytes` splits the bytes by layer kind).
 
 # %%
-my_sliding_percent = ...  # your answer, e.g. 42.5
+my_sliding_percent = ...  # your answer: a percentage
 kernels.check_sliding_share(my_sliding_percent)
 
 # %% tags=["solution"]
@@ -148,7 +148,7 @@ print_table(rows)
 recorded = bench.load_recorded()
 copy_tbs = recorded["copy_tbs"]  # copy (read + write) bandwidth, measured in the recorded run
 print(f"recorded copy bandwidth: {copy_tbs:.2f} TB/s ({recorded['machine']['gpu']}, {recorded['date']})")
-my_floor_us = ...  # your answer in microseconds, e.g. 100.0
+my_floor_us = ...  # your answer: a number of microseconds
 kernels.check_headline_floor(my_floor_us)
 
 # %% tags=["solution"]

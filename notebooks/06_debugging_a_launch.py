@@ -65,8 +65,8 @@ from swa_kit.window import to_keys
 # call site hand the kernel, and how many keys does the kernel then attend? Answer before the audit runs.
 
 # %%
-my_window_arg = ...  # a (left, right) pair
-my_attended_keys = ...  # a number of keys
+my_window_arg = ...  # your answer: a (left, right) pair
+my_attended_keys = ...  # your answer: a number of keys
 debugging.check_decode_window(my_window_arg, my_attended_keys)
 
 # %% tags=["solution"]
@@ -121,7 +121,7 @@ print("trace vs plan:", "agree" if not mismatches else [str(m) for m in mismatch
 # position (counting from 0) on can the two runs' logits differ at all?
 
 # %%
-my_first_position = ...  # a position in the prompt
+my_first_position = ...  # your answer: a position in the prompt
 debugging.check_first_changed_position(my_first_position, window=16)
 
 # %% tags=["solution"]

@@ -91,3 +91,16 @@ def test_lessons_03_05_ask_before_they_reveal(name, checks):
         shown = next(i for i, s in enumerate(sources) if reveal in s)
         assert asked < shown and shown in tagged, (check, reveal)
         assert all(reveal not in s for i, s in enumerate(sources) if i < asked), f"{reveal} before {check}"
+
+
+def test_exercise_versions_links_resolve_where_they_are_written(tmp_path):
+    """Glossary, docs and neighbour links of the exercise versions, written far from notebooks/, all resolve."""
+    import re
+
+    written = [write_exercise_notebook(p, tmp_path / "anywhere") for p in sorted(find_notebooks_dir().glob("0*.py"))]
+    for target in written:
+        text = "\n".join(c.source for c in nbformat.read(target, as_version=4).cells if c.cell_type == "markdown")
+        links = [t for t in re.findall(r"\]\(([^)\s]+)\)", text) if not re.match(r"[a-z]+:", t)]
+        assert any("glossary.md" in t for t in links), target.name
+        broken = [t for t in links if not (target.parent / t.partition("#")[0]).is_file()]
+        assert not broken, f"{target.name} links to {broken}"

@@ -14,10 +14,12 @@ check cell given no answer yet says so instead of failing.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from swa_kit.errors import UsageError
+from swa_kit.lessons.links import localize_links
 
 SOLUTION_TAG = "solution"
 SUFFIX = ".exercises.ipynb"
@@ -63,14 +65,37 @@ def exercise_path(source: Path | str, out_dir: Path | str) -> Path:
 
 
 def write_exercise_notebook(source: Path | str, out_dir: Path | str) -> Path:
-    """Write the exercise version of ``source`` into ``out_dir`` (created if needed); returns its path."""
+    """Write the exercise version of ``source`` into ``out_dir`` (created if needed); returns its path.
+
+    Its links into the kit's tree (``../docs/glossary.md#aiter``) are rewritten to copies of those files under
+    ``out_dir`` (:func:`swa_kit.lessons.links.localize_links`), so they work wherever the version is written.
+    """
     import nbformat
+
 
     nb = exercise_notebook(source)
     target = exercise_path(source, out_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
+    localize_links(nb, Path(source).resolve().parent, target.parent)
+    _link_exercise_neighbours(nb, Path(source).resolve().parent)
     nbformat.write(nb, target)
     return target
+
+
+_NEIGHBOUR = re.compile(r"(\]\()([^)/\s#]+)\.ipynb(#[^)\s]*)?(\))")  # a link to a notebook beside this one
+
+
+def _link_exercise_neighbours(nb: Any, source_dir: Path) -> None:
+    """Point links to neighbouring notebooks at their exercise versions, written beside this one."""
+    def rewrite(link: re.Match[str]) -> str:
+        neighbour = source_dir / f"{link.group(2)}.py"
+        if not neighbour.is_file() or not has_exercises(neighbour):
+            return link.group(0)
+        return f"{link.group(1)}{exercise_path(neighbour, '.').name}{link.group(3) or ''}{link.group(4)}"
+
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = _NEIGHBOUR.sub(rewrite, cell.source)
 
 
 def has_exercises(source: Path | str) -> bool:

@@ -16,8 +16,6 @@ import contextlib
 import html
 import json
 import os
-import re
-import shutil
 import sys
 import tempfile
 import time
@@ -27,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from swa_kit.errors import UsageError
+from swa_kit.lessons.links import localize_links
 from swa_kit.lessons.report import parse_announcements
 from swa_kit.resources import notebooks_path
 
@@ -189,42 +188,6 @@ def run_notebook(path: Path, *, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
     return nb, NotebookRun(path.stem, OK, round(time.perf_counter() - start, 2), paths=compute_paths(nb))
 
 
-_LINK = re.compile(r"(\]\()([^)\s]+)(\))")  # a markdown link's target, between "](" and ")"
-_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*:")  # https:, mailto:, file: ...: not relative
-
-
-def localize_links(nb: Any, source_dir: Path, out: Path) -> list[Path]:
-    """Make the relative links in ``nb``'s markdown work from ``out``, where the tour writes the notebook.
-
-    A link to a file beside the notebook (another notebook) stays: the tour writes its neighbours beside it. A
-    link that leaves ``source_dir`` for a file of the kit's tree (``../docs/glossary.md#aiter``) gets that file
-    copied under ``out`` at its place relative to ``source_dir``'s parent (``out/docs/glossary.md``) and points
-    there. Anything else (absolute URLs, anchors, missing files) stays as written. Returns the files copied.
-    """
-    here = Path(source_dir).resolve()
-    copies: dict[Path, Path] = {}
-
-    def rewrite(link: re.Match[str]) -> str:
-        target = link.group(2)
-        path, hash_, anchor = target.partition("#")
-        if not path or _SCHEME.match(target):
-            return link.group(0)
-        file = (here / path).resolve()
-        if not file.is_file() or file.parent == here or not file.is_relative_to(here.parent):
-            return link.group(0)
-        relative = file.relative_to(here.parent)
-        copies[Path(out) / relative] = file
-        return f"{link.group(1)}{relative.as_posix()}{hash_}{anchor}{link.group(3)}"
-
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            cell.source = _LINK.sub(rewrite, cell.source)
-    for copy, original in copies.items():
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(original, copy)
-    return sorted(copies)
-
-
 def _code_cells(nb: Any) -> int:
     return sum(1 for cell in nb.cells if cell.cell_type == "code")
 
@@ -237,14 +200,25 @@ def render_html(nb: Any) -> str:
     return body
 
 
+def _notebook_link(run: NotebookRun) -> str:
+    """A link to the notebook to open: an exercise version's unexecuted copy (no outputs give answers away),
+    else the executed notebook."""
+    from swa_kit.lessons.exercises import SUFFIX
+
+    if run.name.endswith(SUFFIX.removesuffix(".ipynb")):
+        return f"<a href='exercises/{html.escape(run.name)}.ipynb'>exercise notebook (.ipynb)</a>"
+    return f"<a href='{html.escape(run.executed or '')}'>executed (.ipynb)</a>" if run.executed else ""
+
+
 def _index_html(runs: list[NotebookRun]) -> str:
     rows = "\n".join(
-        f"<tr><td><a href='{html.escape(r.html or '')}'>{html.escape(r.name)}</a></td><td>{r.status}</td>"
-        f"<td>{r.seconds:.1f} s</td><td>{len(r.figures)}</td><td>{html.escape(r.error or '')}</td></tr>"
+        f"<tr><td><a href='{html.escape(r.html or '')}'>{html.escape(r.name)}</a></td><td>{_notebook_link(r)}</td>"
+        f"<td>{r.status}</td><td>{r.seconds:.1f} s</td><td>{len(r.figures)}</td>"
+        f"<td>{html.escape(r.error or '')}</td></tr>"
         for r in runs)
     return ("<!doctype html><meta charset='utf-8'><title>swa_kit tour</title><h1>swa_kit tour</h1>"
-            "<table border=1 cellpadding=4><tr><th>notebook</th><th>status</th><th>time</th><th>figures</th>"
-            f"<th>error</th></tr>\n{rows}\n</table>")
+            "<table border=1 cellpadding=4><tr><th>notebook</th><th>open</th><th>status</th><th>time</th>"
+            f"<th>figures</th><th>error</th></tr>\n{rows}\n</table>")
 
 
 def with_exercise_versions(notebooks: list[Path], out: Path) -> list[tuple[Path, Path]]:

@@ -9,8 +9,7 @@ from typing import Any
 import torch
 
 from swa_kit.engine import routing
-from swa_kit.errors import UsageError
-from swa_kit.lessons.workshop.verdict import Verdict, unanswered, unanswered_number
+from swa_kit.lessons.workshop.verdict import Verdict, check, integer, pair
 from swa_kit.window import Window
 
 
@@ -21,17 +20,14 @@ def decode_window_on_aiter(model: str = "gemma4-31b") -> dict[str, Any]:
             "intended_keys": layer.intended_keys}
 
 
+@check("6.1")
 def check_decode_window(window_arg: Any, attended_keys: Any, model: str = "gemma4-31b") -> Verdict:
     """Exercise 6.1: the window argument a sliding layer of ``model`` gets at decode on the aiter backend, and
     the keys it then attends."""
-    if (missing := unanswered("6.1", window_arg, "a (left, right) pair such as (7, 0)")) is not None:
-        return missing
-    if (problem := unanswered_number("6.1", attended_keys, "8")) is not None:
-        return problem
-    if not isinstance(window_arg, (tuple, list)) or len(window_arg) != 2:
-        raise UsageError(f"answer {window_arg!r}: give the window argument as a (left, right) pair, e.g. (7, 0)")
+    window_arg = pair(window_arg, "the window argument as a (left, right) pair of whole numbers")
+    attended_keys = integer(attended_keys, "the keys the kernel attends, a whole number")
     truth = decode_window_on_aiter(model)
-    right = [tuple(window_arg) == truth["window_arg"], attended_keys == truth["attended_keys"]]
+    right = [window_arg == truth["window_arg"], attended_keys == truth["attended_keys"]]
     if all(right):
         return Verdict("6.1", True, f"window_size={truth['window_arg']}: sliding_window_size is W - 1 and the call "
                                     f"site subtracts one more, so the kernel attends {truth['attended_keys']} of the "
@@ -50,11 +46,11 @@ def first_position_one_short_changes(window: int) -> int:
     return int((wide != narrow).any(dim=1).nonzero()[0])
 
 
+@check("6.2")
 def check_first_changed_position(position: Any, window: int = 16) -> Verdict:
     """Exercise 6.2: the first prompt position whose logits can differ between a window of ``window`` keys and
     one of ``window - 1``."""
-    if (problem := unanswered_number("6.2", position, "10")) is not None:
-        return problem
+    position = integer(position, "a prompt position, a whole number")
     truth = first_position_one_short_changes(window)
     if position == truth:
         return Verdict("6.2", True, f"Position {truth}: the first query with more than {window - 1} keys behind it "

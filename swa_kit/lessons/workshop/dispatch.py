@@ -4,12 +4,13 @@ sites and layers that attend one key fewer than the layer means.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from swa_kit.engine import routing
-from swa_kit.errors import DispatchGuardError, UsageError
+from swa_kit.errors import DispatchGuardError
 from swa_kit.launch.inputs import Launch
-from swa_kit.lessons.workshop.verdict import Verdict, unanswered, unanswered_number
+from swa_kit.lessons.workshop.verdict import Verdict, check, integer, integers, names
 from swa_kit.measure import audit, probe
 
 
@@ -41,12 +42,12 @@ def guard_and_way_out(model: str = "gemma3-27b", mode: str = "decode") -> dict[s
             "keys_after_way_out": after.pop() if len(after) == 1 else after}
 
 
+@check("4.1")
 def check_guard_way_out(refused_layers: Any, keys_after: Any, model: str = "gemma3-27b") -> Verdict:
     """Exercise 4.1: how many of the model's layers the guard refuses at decode, and how many keys a sliding
     layer attends after the way out ``SGLANG_USE_AITER_UNIFIED_ATTN=1``."""
-    for answer in (refused_layers, keys_after):
-        if (problem := unanswered_number("4.1", answer, "10")) is not None:
-            return problem
+    refused_layers = integer(refused_layers, "the number of layers the guard refuses, a whole number")
+    keys_after = integer(keys_after, "the keys a sliding layer attends after the way out, a whole number")
     truth = guard_and_way_out(model)
     right = [refused_layers == truth["refused_layers"], keys_after == truth["keys_after_way_out"]]
     if all(right):
@@ -69,17 +70,18 @@ def one_key_short_sites(keys: int = 5, device: str = "cpu") -> list[str]:
     return [site for site, n in attended_keys_per_site(keys, device).items() if n == keys - 1]
 
 
+@functools.cache
+def _measured_short_sites(keys: int) -> frozenset[str]:
+    """:func:`one_key_short_sites` on the CPU, measured once per process: a learner re-runs the check often."""
+    return frozenset(one_key_short_sites(keys))
+
+
+@check("4.2")
 def check_one_key_short_sites(sites: Any, keys: int = 5) -> Verdict:
     """Exercise 4.2: the aiter call sites (names of :data:`swa_kit.engine.call_sites.SITES`) that attend ``keys - 1``
     keys for a layer meant to attend ``keys``, as the probe measures them."""
-    if (missing := unanswered("4.2", sites, "a list of site names such as ['decode.unified']")) is not None:
-        return missing
-    if isinstance(sites, str) or not all(isinstance(s, str) for s in sites):
-        raise UsageError(f"answer {sites!r}: give a list of call-site names (keys of swa_kit.engine.call_sites.SITES)")
-    unknown = sorted(set(sites) - set(routing.SITES))
-    if unknown:
-        raise UsageError(f"unknown call site(s) {unknown}; known: {', '.join(routing.SITES)}")
-    truth = set(one_key_short_sites(keys))
+    sites = names(sites, routing.SITES, "a list of call-site names (the keys of routing.SITES)")
+    truth = set(_measured_short_sites(keys))
     if set(sites) == truth:
         return Verdict("4.2", True, f"Every unified_attention site ({len(truth)}) gets (sws - 1, 0) and attends "
                                     f"{keys - 1} keys; the kernel given (W - 1, 0) attends {keys}: the argument is "
@@ -108,3 +110,21 @@ def default_launch_rows(models: tuple[str, ...] = ("gpt-oss-120b", "gemma4-31b")
         rows.append({"model": model, "attention_backend": choice.value, "chosen_by": choice.source.split(";")[0],
                      "decode_kernel": decode["kernel"], "window_arg": decode["window_arg"], "keys": decode["keys"]})
     return rows
+
+
+@check("4.3")
+def check_one_key_short_layers(layers: Any, model: str = "gemma4-31b", mode: str = "decode",
+                               **plan_args: Any) -> Verdict:
+    """Exercise 4.3: the layers of ``model``'s ``mode`` plan whose route attends one key fewer than intended
+    (any order; ``plan_args`` as for :func:`swa_kit.engine.routing.plan`, e.g. the way out of 4.1 as ``env``)."""
+    layers = integers(layers, "the layer indices as a list of whole numbers")
+    truth = set(one_key_short_layers(model, mode, **plan_args))
+    sliding = {p.layer for p in routing.plan(model, mode, **plan_args).layers if p.kind == "sliding"}
+    if set(layers) == truth:
+        return Verdict("4.3", True, f"{len(truth)} layers, every sliding layer of {model} and only those: each gets "
+                                    "(sws - 1, 0); the full layers pass (-1, -1) and attend the whole context.")
+    missed, extra = sorted(truth - set(layers)), sorted(set(layers) - truth)
+    hint = ("a full layer is never short: it takes no window" if set(extra) - sliding else
+            "read effective_keys against intended_keys in every row of the plan")
+    return Verdict("4.3", False, f"{len(missed)} short layers missing, {len(extra)} listed that are not short: "
+                                 f"{hint}.")

@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from swa_kit.engine.resolver import decision_table
-from swa_kit.errors import UsageError
-from swa_kit.lessons.workshop.verdict import Verdict, unanswered
+from swa_kit.lessons.workshop.verdict import Verdict, check, choice, mapping
 
 
 def resolvers_that_break(algorithm: str) -> dict[str, str]:
@@ -18,14 +17,12 @@ def resolvers_that_break(algorithm: str) -> dict[str, str]:
             and not r["correct"]}
 
 
+@check("3.1")
 def check_resolver_breaks(answers: Any) -> Verdict:
     """Exercise 3.1: ``{"EAGLE": resolver, "FROZEN_KV_MTP": resolver}``, the resolver that breaks each draft."""
-    how = "a dict {'EAGLE': 'legacy' | 'naive' | 'fixed', 'FROZEN_KV_MTP': ...}"
-    if (missing := unanswered("3.1", answers, how)) is not None:
-        return missing
-    algorithms = ("EAGLE", "FROZEN_KV_MTP")
-    if not isinstance(answers, dict) or set(answers) != set(algorithms):
-        raise UsageError(f"answers {answers!r}: give {how}")
+    algorithms, resolvers = ("EAGLE", "FROZEN_KV_MTP"), ("legacy", "naive", "fixed")
+    answers = mapping(answers, algorithms, lambda r: choice(r, resolvers, "a resolver"),
+                      "a dict {'EAGLE': resolver, 'FROZEN_KV_MTP': resolver}, each 'legacy', 'naive' or 'fixed'")
     wrong = []
     for algorithm in algorithms:
         breaks = resolvers_that_break(algorithm)
@@ -60,6 +57,7 @@ SYMPTOMS: dict[str, tuple[str, ...]] = {
 ROUTES = ("draft", "target", "verify", "neither")
 
 
+@check("3.2")
 def check_which_worker(answers: Any) -> Verdict:
     """Exercise 3.2: ``{symptom: "draft" | "target" | "verify" | "neither"}`` for every report in :data:`SYMPTOMS`.
 
@@ -67,12 +65,8 @@ def check_which_worker(answers: Any) -> Verdict:
     only speculation reaches it; bf16 and sampling drift are no bugs. A fault only with speculation is defensible
     as either route speculation adds, so both are accepted.
     """
-    how = f"a dict {{symptom: {' | '.join(map(repr, ROUTES))}}}"
-    if (missing := unanswered("3.2", answers, how)) is not None:
-        return missing
-    if not isinstance(answers, dict) or set(answers) != set(SYMPTOMS):
-        raise UsageError(f"answers: give a dict with exactly the keys of drafts.SYMPTOMS, each mapped to one of "
-                         f"{', '.join(map(repr, ROUTES))}")
+    answers = mapping(answers, SYMPTOMS, lambda route: choice(route, ROUTES, "a route"),
+                      f"a dict with every key of drafts.SYMPTOMS, each mapped to one of {', '.join(map(repr, ROUTES))}")
     wrong = [symptom for symptom, accepted in SYMPTOMS.items() if answers[symptom] not in accepted]
     if not wrong:
         return Verdict("3.2", True, "Output changed with and without speculation -> target; only with it -> target "

@@ -8,7 +8,7 @@ from typing import Any
 
 from swa_kit.errors import UsageError
 from swa_kit.lessons.workshop.story import story_memory
-from swa_kit.lessons.workshop.verdict import Verdict, unanswered_number
+from swa_kit.lessons.workshop.verdict import Verdict, check, number
 from swa_kit.measure.bench import HEADLINE, DecodeCase, math_floor_us
 from swa_kit.models.configs import load_model
 from swa_kit.models.memory import full_pool_bytes_per_token, request_bytes
@@ -42,10 +42,10 @@ def what_the_window_buys(model: str = "gemma4-31b", context: int = 128 * 1024) -
             "memory_saved_minimum": story["minimum_saved_fraction"]}
 
 
+@check("5.1")
 def check_sliding_share(percent: Any, model: str = "gemma4-31b", context: int = 128 * 1024) -> Verdict:
     """Exercise 5.1: the percentage of a decode step's KV bytes the sliding layers read (window-aware kernels)."""
-    if (problem := unanswered_number("5.1", percent, "42.5")) is not None:
-        return problem
+    percent = number(percent, "the sliding layers' share as a number of percent")
     truth = 100 * what_the_window_buys(model, context)["sliding_share_of_step"]
     if abs(percent - truth) <= 0.5:
         return Verdict("5.1", True, f"The sliding layers read {truth:.1f} % of the step's KV bytes; the full layers "
@@ -68,13 +68,13 @@ def headline_floor_us(context: int, copy_tbs: float) -> float:
     return math_floor_us(case, copy_tbs)
 
 
+@check("5.2")
 def check_headline_floor(us: Any, context: int = 128 * 1024) -> Verdict:
     """Exercise 5.2: the bandwidth floor (microseconds) of the headline decode case at ``context`` tokens,
     at the copy bandwidth of the recorded run (within 2 %)."""
     from swa_kit.measure.bench import load_recorded
 
-    if (problem := unanswered_number("5.2", us, "100.0")) is not None:
-        return problem
+    us = number(us, "the floor as a number of microseconds")
     copy_tbs = load_recorded()["copy_tbs"]
     truth = headline_floor_us(context, copy_tbs)
     if abs(us - truth) <= 0.02 * truth:

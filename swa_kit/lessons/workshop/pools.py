@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from swa_kit.engine.workers import build_workers, run_decode
-from swa_kit.errors import UsageError
-from swa_kit.lessons.workshop.verdict import Verdict
+from swa_kit.lessons.workshop.verdict import Verdict, check, integer, number
 from swa_kit.models.configs import load_model
 from swa_kit.models.memory import Savings, savings
 
@@ -25,12 +24,11 @@ def slots_held(prompt_len: int = DECODE_RUN["prompt_len"], decode_steps: int = D
     return {"full": counts["full_live"], "swa": counts["swa_live"]}
 
 
+@check("2.1")
 def check_slots_held(full: Any, swa: Any) -> Verdict:
     """Exercise 2.1: the request's full-pool and SWA-pool slots after :data:`DECODE_RUN`."""
-    if full is ... or swa is ...:
-        return Verdict("2.1", None, "Replace both ... with slot counts, then run the cell again.")
-    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (full, swa)):
-        raise UsageError(f"full={full!r}, swa={swa!r}: give both slot counts as ints")
+    full = integer(full, "the full pool's slot count, a whole number")
+    swa = integer(swa, "the SWA pool's slot count, a whole number")
     truth = slots_held()
     if (full, swa) == (truth["full"], truth["swa"]):
         return Verdict("2.1", True, "The full pool grows with the context; the SWA pool stays at the window.")
@@ -44,14 +42,12 @@ def swa_pool_saving(model: str = "gpt-oss-20b", context: int = 128 * 1024) -> Sa
     return savings(load_model(model), (context,))[0]
 
 
+@check("2.2")
 def check_hybrid_saving(minimum_percent: Any, default_percent: Any, model: str = "gpt-oss-20b",
                         context: int = 128 * 1024) -> Verdict:
     """Exercise 2.2: the per-request minimum and SGLang's default saving, in percent (within 1 point each)."""
-    if minimum_percent is ... or default_percent is ...:
-        return Verdict("2.2", None, "Replace both ... with percentages, then run the cell again.")
-    if not all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in (minimum_percent, default_percent)):
-        raise UsageError(f"minimum_percent={minimum_percent!r}, default_percent={default_percent!r}: "
-                         "give both savings as numbers of percent, e.g. 42.5")
+    minimum_percent = number(minimum_percent, "the per-request minimum saving as a number of percent")
+    default_percent = number(default_percent, "SGLang's default saving as a number of percent")
     from swa_kit.launch.decide import default_sizing  # reads configs through transformers: import when asked
 
     minimum = 100 * swa_pool_saving(model, context).saved_fraction

@@ -11,7 +11,7 @@ from swa_kit.errors import UsageError
 from swa_kit.launch.decide import default_sizing
 from swa_kit.launch.inputs import Launch
 from swa_kit.launch.pool_sizing import RATIO_FALLBACK
-from swa_kit.lessons.workshop.verdict import Verdict, unanswered
+from swa_kit.lessons.workshop.verdict import Verdict, check, choice, mapping, number
 from swa_kit.measure import audit
 from swa_kit.models.configs import load_model
 from swa_kit.models.memory import request_bytes
@@ -43,12 +43,10 @@ def story_memory(model: str = "gemma4-31b", context: int = 128 * 1024,
             "minimum_saved_fraction": 1 - hybrid / whole}
 
 
+@check("0.1")
 def check_default_saving(percent: Any, model: str = "gemma4-31b") -> Verdict:
     """Exercise 0.1: the percentage of KV bytes per token SGLang's default sizing saves (within 1 point)."""
-    if (missing := unanswered("0.1", percent, "a percentage such as 42")) is not None:
-        return missing
-    if not isinstance(percent, (int, float)) or isinstance(percent, bool):
-        raise UsageError(f"answer {percent!r}: give the saving as a number of percent, e.g. 42.5")
+    percent = number(percent, "the saving as a number of percent")
     truth = 100 * story_memory(model)["default_saved_fraction"]
     if abs(percent - truth) <= 1:
         return Verdict("0.1", True, f"SGLang's default sizing saves {truth:.1f} % of KV bytes per token.")
@@ -116,13 +114,12 @@ def triage(route: str) -> str:
     return TRIAGE_RULE[route]
 
 
+@check("0.2")
 def check_triage(answers: Any) -> Verdict:
     """Exercise 0.2: ``{case: "acceptance" | "output"}`` for every case of :data:`TRIAGE_CASES`."""
-    if (missing := unanswered("0.2", answers, 'a dict {case: "acceptance" or "output"}')) is not None:
-        return missing
-    if not isinstance(answers, dict) or set(answers) != set(TRIAGE_CASES):
-        raise UsageError("answers: give a dict with exactly the keys of story.TRIAGE_CASES, "
-                         "each mapped to 'acceptance' or 'output'")
+    costs = ("acceptance", "output")
+    answers = mapping(answers, TRIAGE_CASES, lambda cost: choice(cost, costs, "a cost"),
+                      "a dict with every key of story.TRIAGE_CASES, each mapped to 'acceptance' or 'output'")
     wrong = [case for case, route in TRIAGE_CASES.items() if answers[case] != triage(route)]
     if not wrong:
         return Verdict("0.2", True, "A draft bug costs acceptance; a bug on a target route costs output, target "

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from swa_kit.errors import UsageError
-from swa_kit.lessons.workshop.verdict import Verdict, unanswered
+from swa_kit.lessons.workshop.verdict import Verdict, check, integer, integers, mapping, pair
 from swa_kit.masks import forward_mask
 from swa_kit.models.configs import load_model
 from swa_kit.window import Window, naive_reads
@@ -19,25 +19,38 @@ def window_everywhere(model: str = "gemma3-27b") -> dict[str, Any]:
     return Window(spec.window_keys(spec.swa_attention_layer_ids[0])).everywhere()
 
 
-def _as_value(value: Any) -> Any:
-    return tuple(value) if isinstance(value, list) else value
+_WINDOW_VALUE = "None (no window), a whole number, a (left, right) pair, or 'refused'"
+
+
+def _window_value(value: Any) -> Any:
+    """One API's window value as a learner writes it: None, a whole number, a pair, or "refused"."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().casefold() == "refused":
+        return "refused"
+    if isinstance(value, (list, tuple)) or getattr(value, "ndim", None) == 1:
+        return pair(value, _WINDOW_VALUE)
+    return integer(value, _WINDOW_VALUE)
 
 
 def _check_dict(exercise: str, answer: Any, truth: dict[str, Any], what: str, hint: str) -> Verdict:
-    """Compare a learner's ``{convention: value}`` dict with ``truth``; name the first wrong entry."""
-    if not isinstance(answer, dict) or set(answer) != set(truth):
-        raise UsageError(f"answer {answer!r}: give a dict with exactly the keys {sorted(truth)} ({what})")
-    wrong = [name for name in truth if _as_value(answer[name]) != truth[name]]
+    """Compare a learner's ``{convention: value}`` dict with ``truth``; name the first wrong entry.
+
+    An API that refuses the value (``truth`` holds its error message) is answered with ``"refused"``.
+    """
+    answer = mapping(answer, truth, _window_value, f"a dict with exactly the keys {sorted(truth)} ({what}), each "
+                                                   f"{_WINDOW_VALUE}")
+    expected = {name: "refused" if isinstance(value, str) else value for name, value in truth.items()}
+    wrong = [name for name in truth if answer[name] != expected[name]]
     if not wrong:
         return Verdict(exercise, True, f"All {len(truth)} {what} are right.")
     return Verdict(exercise, False, f"{len(wrong)} of {len(truth)} wrong, e.g. {wrong[0]!r}: "
                                     f"{answer[wrong[0]]!r}. {hint}")
 
 
+@check("1.1")
 def check_window_everywhere(answer: Any, model: str = "gemma3-27b") -> Verdict:
     """Exercise 1.1: ``{convention: value}`` for every API of :data:`swa_kit.window.CONVENTIONS`."""
-    if (missing := unanswered("1.1", answer, "a dict {convention: value}")) is not None:
-        return missing
     return _check_dict("1.1", answer, window_everywhere(model), "window values",
                        "Count the keys each value lets a query see (the table above gives each API's rule).")
 
@@ -51,10 +64,12 @@ def keys_if_passed_unconverted(keys: int, held_in: str = "hf") -> dict[str, int 
     return {r.convention: (r.error if r.error else r.keys) for r in naive_reads(keys, held_in)}
 
 
+@check("1.2")
 def check_unconverted(answer: Any, keys: int = 1024, held_in: str = "hf") -> Verdict:
-    """Exercise 1.2: ``{convention: keys attended}`` when ``keys`` held as ``held_in`` is passed to every API as is."""
-    if (missing := unanswered("1.2", answer, "a dict {convention: keys attended}")) is not None:
-        return missing
+    """Exercise 1.2: ``{convention: keys attended}`` when ``keys`` held as ``held_in`` is passed to every API as is.
+
+    An API that reads the value as no window is answered with None, one that refuses it with ``"refused"``.
+    """
     return _check_dict("1.2", answer, keys_if_passed_unconverted(keys, held_in), "key counts",
                        "An API that counts W - 1 reads the value as one key fewer than it attends.")
 
@@ -75,12 +90,10 @@ def tree_keys_seen(token: int, parents: tuple[int, ...] = TREE["parents"], prefi
     return mask.dense()[token].nonzero().flatten().tolist()
 
 
+@check("1.3")
 def check_tree_keys(answer: Any, token: int = 3) -> Verdict:
     """Exercise 1.3: the sorted KV columns draft ``token`` of :data:`TREE` attends."""
-    if (missing := unanswered("1.3", answer, "a list of KV column indices")) is not None:
-        return missing
-    if not isinstance(answer, (list, tuple, set)) or not all(isinstance(c, int) for c in answer):
-        raise UsageError(f"answer {answer!r}: give the KV columns as a list of ints, e.g. [5, 6, 8]")
+    answer = integers(answer, "the KV columns as a list of whole numbers")
     truth = tree_keys_seen(token)
     if sorted(answer) == truth:
         return Verdict("1.3", True, f"Draft token {token} attends {len(truth)} keys: the window's committed "
