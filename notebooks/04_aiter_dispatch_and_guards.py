@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 04 · aiter dispatch, guard rails, and what the kernels really attend
 #
-# **Goal.** In about 25 minutes you will be able to (1) read which kernel SGLang's aiter backend runs for
+# **Goal.** In about 30 minutes you will be able to (1) read which kernel SGLang's aiter backend runs for
 # each layer and forward mode, and with which window argument; (2) make the seed's guard fire, and say what
 # each way out costs; (3) measure which keys a kernel really attends, and tell a short argument from a wrong
 # kernel. Two exercises check you on the way. Terms link to the kit's [glossary](../docs/glossary.md).

@@ -20,6 +20,7 @@ from pathlib import Path
 import jupytext
 
 from swa_kit.errors import UsageError
+from swa_kit.tables import format_table
 
 #: Reading speed for prose (the issue's honest estimate; a typical silent-reading rate for technical text).
 WORDS_PER_MINUTE = 200
@@ -199,7 +200,7 @@ def plans() -> dict[str, Plan]:
         Block("Pools: the full->SWA mapping, a request stepped through decode (sections 2-3)", 13, "02", (2, 3)),
         Block("Draft and target: three resolvers, failure 1 reproduced (sections 2 and 4)", 10, "03", (2, 4),
               "**3.1** (resolver)"),
-        Block("aiter dispatch: the guard, the probe, SGLang's own lines (sections 2-3)", 21, "04", (2, 3),
+        Block("aiter dispatch: the guard, the probe, SGLang's own lines (sections 2-3)", 25, "04", (2, 3),
               "**4.1** (guard)"),
         Block("Wrap-up: the four silent failures (below); notebooks 05 and 06 left as reading", 3),
     ))
@@ -207,25 +208,24 @@ def plans() -> dict[str, Plan]:
         _hands_on("00", "The story", "0.1, 0.2"),
         _hands_on("01", "Window conventions and masks", "1.1, 1.2, 1.3"),
         _hands_on("02", "KV pools, full vs SWA", "2.1, 2.2"),
-        Block("Break", 10),
+        Block("Break", 9),
         _hands_on("03", "Draft and target pool sharing, speculative decoding end to end", "3.1, 3.2"),
         _hands_on("04", "aiter dispatch, guards, the probe", "4.1, 4.2, 4.3"),
-        Block("Wrap-up; notebooks 05 and 06 and the capstone (below) as the follow-up", 3),
+        Block("Wrap-up; notebooks 05 and 06 and the capstone (below) as the follow-up", 2),
     ))
     return {"A": presenter, "B": hands_on}
 
 
 def plan_markdown(plan: Plan) -> str:
     """The plan as the table ``docs/workshop.md`` shows (a test holds the document to it)."""
-    lines = ["| Time | Block | Notebook | Exercises |", "| --- | --- | --- | --- |"]
-    start = 0
+    rows, start = [], 0
     for block in plan.blocks:
         end = start + block.minutes
-        span = f"{start // 60}:{start % 60:02d}-{end // 60}:{end % 60:02d}"
         link = f"[{block.notebook}](../notebooks/{notebook_path(block.notebook).stem}.ipynb)" if block.notebook else ""
-        lines.append(f"| {span} | {block.label} | {link} | {block.exercises} |")
+        rows.append({"Time": f"{start // 60}:{start % 60:02d}-{end // 60}:{end % 60:02d}", "Block": block.label,
+                     "Notebook": link, "Exercises": block.exercises})
         start = end
-    return "\n".join(lines)
+    return format_table(rows, markdown=True)
 
 
 def plan_problems(plan: Plan) -> list[str]:
