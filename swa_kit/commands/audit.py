@@ -4,13 +4,11 @@ findings."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from swa_kit.models.configs import list_models
 from swa_kit.engine.environment import ENV_VARS
 from swa_kit.exit_codes import ExitCode
 from swa_kit.launch.inputs import PLATFORMS
-from swa_kit.errors import UsageError
 from swa_kit.sglang_versions import BEFORE_38756, SGLANG_VERSION, SGLANG_VERSIONS
 
 NAME = "audit"
@@ -34,8 +32,26 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                        help="a bundled model (a shortcut carrying its config.json): " + ", ".join(list_models()))
 
 
+def _unknown_flags_are_values(parser: argparse.ArgumentParser) -> None:
+    """Let ``--server-args "--disable-hybrid-swa-memory"`` (one SGLang flag, no space) be the option's value.
+
+    argparse reads a word that starts with ``--`` and holds no space as an option, so a lone SGLang flag
+    would be "an unknown option" and ``--server-args`` would "expect one argument". A word that is no option
+    of this command is read as a value instead; one that stands alone is still refused ("unrecognized").
+    """
+    parse_optional = parser._parse_optional
+
+    def parse(arg_string: str) -> object:
+        parsed = parse_optional(arg_string)
+        tuples = parsed if isinstance(parsed, list) else [parsed] if parsed else []  # a list from Python 3.12.7
+        return None if tuples and all(t[0] is None for t in tuples) else parsed
+
+    parser._parse_optional = parse  # type: ignore[method-assign]
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = f"{HELP}. {STATUS_HELP}. {JSON_SHAPE}"
+    _unknown_flags_are_values(parser)
     add_model_arguments(parser)
     parser.add_argument("--server-args", metavar="ARGS_OR_FILE", default=None,
                         help="SGLang's flags in quotes (\"--attention-backend aiter --page-size 16\"), or a file "
@@ -64,9 +80,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _read_trace(path: str) -> list:
     from swa_kit.measure.trace import read_records
 
-    if not Path(path).is_file():
-        why = "is a directory" if Path(path).is_dir() else "no such file"
-        raise UsageError(f"--trace {path!r}: {why}; give the .jsonl file swa_kit.measure.trace.install(PATH) wrote")
     return read_records(path)
 
 

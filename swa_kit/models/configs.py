@@ -40,7 +40,7 @@ _BUNDLE_KEYS = {"name", "display_name", "hf_repo", "hf_config", "sources", "unve
 _HF_KIND = {"sliding_attention": "sliding", "full_attention": "full", "chunked_attention": "chunked"}
 MAX_CONFIG_BYTES = 4 << 20  # a config.json is kilobytes; its tokenizer and weights live in other files
 MAX_LAYERS = 4096  # far past any published model, far below what would cost memory to lay out
-MAX_COUNT = (1 << 31) - 1  # heads, head dims and windows: SGLang indexes them with 32-bit integers
+MAX_COUNT = (1 << 31) - 1  # heads, head dims and windows: past any real model
 
 
 @dataclass(frozen=True)
