@@ -50,7 +50,7 @@ def test_gemma4_aiter_frozen_kv_mtp_resolver_routes_one_short(capsys, gemma4_con
     routes = {(r["worker"], r["mode"], r["kind"]): r for r in report["routes"]}
     draft = routes[("draft", "draft_decode", "sliding")]
     assert (draft["kernel"], draft["page_table"], draft["keys"], draft["sglang"], draft["kit"]) == (
-        "unified_attention", "swa", "1023/1024", "runs", "ok")
+        "unified_attention", "swa", "1023/1024", "runs", "ONE KEY SHORT")
     assert routes[("target", "verify", "sliding")]["kernel"] == "unified_attention"
     short = [f for f in report["findings"] if f["severity"] == "one-short"]
     assert short and "1023 of 1024 keys (one key short)" in short[0]["title"] and code == 1
@@ -88,10 +88,11 @@ def test_gemma3_aiter_default_is_refused_by_sglangs_guard():
 def test_findings_json_shape_is_stable(capsys):
     """Every finding is {severity, title, detail, ways_out: [str, ...], where}; ways out never hold prose to parse."""
     _, report = _run_json(capsys, ["--model", "gemma3-27b", "--server-args", "--speculative-algorithm EAGLE"])
-    assert report["findings"] and set(report) == {"model", "sglang_version", "platform", "decisions", "routes",
-                                                  "findings", "exit_code"}
+    assert report["findings"] and set(report) == {"model", "sglang_version", "platform", "server_args_line", "env",
+                                                  "decisions", "routes", "findings", "exit_code", "versions",
+                                                  "command"}
     for finding in report["findings"]:
-        assert list(finding) == ["severity", "title", "detail", "ways_out", "where"], finding
+        assert list(finding) == ["severity", "title", "detail", "ways_out", "where", "known_bugs"], finding
         assert finding["severity"] in SEVERITIES and isinstance(finding["ways_out"], list)
         assert all(isinstance(w, str) and w and "Ways out" not in w for w in finding["ways_out"]), finding
         assert "Ways out" not in finding["detail"]  # the detail says what goes wrong; the ways out are the field's

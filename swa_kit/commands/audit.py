@@ -18,10 +18,12 @@ STATUS_HELP = (f"exit codes: {int(ExitCode.OK)} = no finding above info; {int(Ex
               f"{int(ExitCode.BAD_INPUT)} = bad input (unreadable config or trace, unknown architecture, conflicting "
               "arguments, unknown variable, a launch SGLang itself refuses at start-up), with one line naming the "
               "value and what is accepted")
-JSON_SHAPE = ("--json prints one object: model {name, architecture, sources}, sglang_version, platform, decisions "
+JSON_SHAPE = ("--json prints one object: model {name, architecture, sources, config_path, config_sha256}, "
+              "sglang_version, platform, server_args_line (the launch as SGLang logs it), env, decisions "
               "[{decision, value, source, how}], routes [{worker, mode, backend, kind, layers, kernel, window_arg, "
-              "keys, page_table, sglang, kit}], findings [{severity, title, detail, ways_out: [alternatives], where}] "
-              "worst first, and exit_code")
+              "keys, page_table, sglang, kit}], findings [{severity, title, detail, ways_out: [alternatives], where, "
+              "known_bugs: [lines]}] worst first, exit_code, versions {swa-kit, SGLang installed here, transformers} "
+              "and command")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,9 +85,36 @@ def _read_trace(path: str) -> list:
     return read_records(path)
 
 
+def _version(distribution: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The audit's command line, rebuilt from what was parsed (each value quoted for a shell)."""
+    import shlex
+
+    words = ["swa-kit", NAME]
+    for option, value in (("--hf-config", args.hf_config), ("--model", args.model), ("--server-args", args.server_args),
+                          ("--platform", args.platform), ("--gpu-memory-gib", args.gpu_memory_gib),
+                          ("--weights-gib", args.weights_gib), ("--sglang-version", args.sglang_version),
+                          ("--draft-hf-config", args.draft_hf_config), ("--trace", args.trace)):
+        if value is not None:  # a value that starts with "-" must be joined to its option
+            words += [f"{option}={value}"] if str(value).startswith("-") else [option, str(value)]
+    for pair in args.env:
+        words += ["--env", pair]
+    words += ["--json"] if args.json else ["--markdown"] if args.markdown else []
+    return shlex.join(words)
+
+
 def run(args: argparse.Namespace) -> int:
     # builds pools and reads transformers: import when asked
-    from swa_kit.measure.audit import audit, render, render_json
+    from swa_kit.measure.audit import ReportContext, audit, render, render_json
+    from swa_kit.measure.bugs import match
     from swa_kit.launch.inputs import Launch, parse_env_pairs
 
     launch = Launch.from_inputs(hf_config=args.hf_config, model=args.model, server_args=args.server_args,
@@ -93,5 +122,9 @@ def run(args: argparse.Namespace) -> int:
                                 gpu_memory_gib=args.gpu_memory_gib, sglang_version=args.sglang_version,
                                 draft_hf_config=args.draft_hf_config, weights_gib=args.weights_gib)
     report = audit(launch, None if args.trace is None else _read_trace(args.trace))
-    print(render_json(report) if args.json else render(report, markdown=args.markdown))
+    context = ReportContext(
+        versions={"swa-kit": _version("swa_kit"), "SGLang installed here": _version("sglang"),
+                  "transformers": _version("transformers")},
+        command=command_line(args), known_bugs={m.finding: m.lines() for m in match(report)})
+    print(render_json(report, context) if args.json else render(report, markdown=args.markdown, context=context))
     return report.exit_code

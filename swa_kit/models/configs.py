@@ -167,9 +167,11 @@ ARCHITECTURES: dict[str, Architecture] = {
     "MiMoV2FlashForCausalLM": _arch("sliding_window_size", "mimo_v2.py", True, mtp_draft="MiMoV2MTP"),
     "MiMoV2MTP": _arch("sliding_window_size", "mimo_v2_nextn.py", True),
     "SwaKitTinyForCausalLM": Architecture(
-        "keys - 1", "swa_kit.lessons.tiny_model serves its tiny model as SGLang serves Gemma-4 (sliding_window - 1)", True),
+        "keys - 1", "swa_kit.lessons.tiny_model serves its tiny model as SGLang serves Gemma-4 (sliding_window - 1)",
+        True),
     "SwaKitTinyEagleForCausalLM": Architecture(
-        "keys - 1", "swa_kit.lessons.tiny_model's tiny EAGLE head: one windowed layer in a full pool of its own", False),
+        "keys - 1", "swa_kit.lessons.tiny_model's tiny EAGLE head: one windowed layer in a full pool of its own",
+        False),
 }
 
 
