@@ -31,7 +31,8 @@ def read_text(path: str | Path, what: str, max_bytes: int) -> str:
     """The text of ``path``: a regular file of at most ``max_bytes`` bytes in UTF-8; ``what`` names it in errors."""
     name = f"{what} {quote(str(path))}"
     try:
-        with open(path, "rb") as handle:  # opening a FIFO blocks: stat the open file, then read
+        # O_NONBLOCK: opening a FIFO without a writer would wait forever; stat what was opened, then read
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
             mode = os.fstat(handle.fileno()).st_mode
             if not stat.S_ISREG(mode):
                 kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file (a device, FIFO or socket)"
