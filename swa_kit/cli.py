@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(argv: list[str], named: str | None) -> int:
     """Parse ``argv`` and run its command; the kit's deliberate errors become one line and an exit status."""
-    args = build_parser(load={named} & COMMANDS.keys()).parse_args(argv)
+    args = build_parser(load=[name for name in COMMANDS if name == named]).parse_args(argv)
     try:
         with budget.limits(getattr(args, "max_memory", None), getattr(args, "max_seconds", None)):
             return int(args.run(args) or 0)
