@@ -512,3 +512,13 @@ def test_a_crash_never_exits_with_the_findings_code(error, message, command):
         module.run = original
     assert outcome.code == ExitCode.CRASHED != ExitCode.DISAGREES, outcome
     assert "internal error" in outcome.err and "Traceback" not in outcome.err
+
+
+@pytest.mark.parametrize("key", ["dtype", "torch_dtype"])
+@pytest.mark.parametrize("value", ["x", "", "os", "float99"])
+def test_a_config_dtype_that_is_no_torch_dtype_is_refused(formats, key, value):
+    """transformers looks a dtype string up on torch and crashes on one it lacks (found by the mutations above)."""
+    config = json.loads(json.dumps(formats["config"]))
+    config["text_config"][key] = value
+    outcome = answers(_argv(formats, "config", config))
+    assert outcome.code == 2 and f"text_config.{key} is {value!r}, not a torch dtype" in outcome.err, outcome.err

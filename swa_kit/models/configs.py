@@ -240,9 +240,19 @@ def _check_before_transformers(raw: dict, architecture: str, where: str) -> None
         raise _fail(where, f"{architecture} keeps its text model under text_config, and this config has "
                            f"{'none' if nested is None else 'a ' + type(nested).__name__}; without it transformers "
                            "builds its default text model, not yours: give the model's own config.json")
-    for holder, label in ((raw, "num_hidden_layers"), (nested, "text_config.num_hidden_layers")):
+    for holder, prefix in ((raw, ""), (nested, "text_config.")):
         if isinstance(holder, dict) and "num_hidden_layers" in holder:
-            _positive(where, label, holder["num_hidden_layers"], MAX_LAYERS)
+            _positive(where, f"{prefix}num_hidden_layers", holder["num_hidden_layers"], MAX_LAYERS)
+        for key in ("dtype", "torch_dtype"):  # transformers looks a string up on torch, and a wrong one crashes it
+            if isinstance(holder, dict) and isinstance(holder.get(key), str) and not _torch_dtype(holder[key]):
+                raise _fail(where, f"{prefix}{key} is {quote(holder[key])}, not a torch dtype (bfloat16, float16, "
+                                   "float32, ...)")
+
+
+def _torch_dtype(name: str) -> bool:
+    import torch
+
+    return name == "auto" or isinstance(getattr(torch, name.removeprefix("torch."), None), torch.dtype)
 
 
 def _text_config(config: Any) -> Any:
