@@ -156,3 +156,27 @@ def probe_estimate(what: str, shapes: dict[str, tuple[int, int]], modes: Contain
             rate = "gpu" if on_gpu else ("interpreted" if "interpreter" in tier else "cpu")
             seconds += passes * (PROBE_PASS_SECONDS + cells * PROBE_CELL_SECONDS[rate])
     return Estimate(what, peak, seconds)
+
+
+# -- key-gap: a causal LM's forward over the whole prompt, twice, and greedy generation at both windows ----------
+KEY_GAP_FLOPS_PER_SECOND = 2e9  # a busy 2-core machine in float32
+KEY_GAP_LOGIT_COPIES = 7  # float32 logits, then per window float64 logits, log-softmax, its exp and the KL terms
+KEY_GAP_WAY_OUT = "use a shorter prompt (--random-prompt N, a shorter --prompt or --prompt-file) or fewer --new-tokens"
+
+
+def key_gap_estimate(tokens: int, new_tokens: int, *, vocab: int, layers: int, heads: int, kv_heads: int,
+                     head_dim: int, weight_bytes: int) -> Estimate:
+    """Bound of :func:`swa_kit.measure.key_gap.compare_window` over a prompt of ``tokens`` on a CPU.
+
+    Peak: the weights, the [T, T] boolean mask and one layer's float32 [heads, T, T] scores (transformers builds
+    both for a sliding window unless a flash kernel runs), the logits of both windows, and the KV cache of one
+    generation. Time: two forwards over the prompt and ``new_tokens`` cached steps at each window.
+    """
+    total = tokens + new_tokens
+    params = weight_bytes / 2  # a checkpoint holds at least 2 bytes a parameter (bf16): a bound, not a count
+    square = tokens * total
+    peak = (weight_bytes + square * (1 + 4 * heads) + tokens * vocab * 8 * KEY_GAP_LOGIT_COPIES
+            + 2 * layers * kv_heads * head_dim * total * 4)
+    flops = 2 * (2 * params * total + 4 * layers * heads * head_dim * square)
+    return Estimate(f"key-gap over a prompt of {tokens:,} tokens and {new_tokens:,} new tokens", peak,
+                    flops / KEY_GAP_FLOPS_PER_SECOND)

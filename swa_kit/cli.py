@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 import traceback
 from collections.abc import Collection
@@ -26,6 +27,9 @@ from swa_kit import budget
 from swa_kit.commands import COMMANDS
 from swa_kit.errors import SwaKitError
 from swa_kit.exit_codes import DEBUG_ENV, ExitCode, epilog
+from swa_kit.files import QUOTE_CHARS
+
+MAX_MESSAGE_WORDS = 60  # an argparse message is a sentence and its choices; past that it echoes input
 
 
 def command_module(name: str) -> ModuleType:
@@ -42,7 +46,19 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports bad arguments in one line (exit 2), like every other bad input."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(ExitCode.BAD_INPUT, f"{self.prog}: error: {message}\n")
+        self.exit(ExitCode.BAD_INPUT, f"{self.prog}: error: {clip_message(message)}\n")
+
+
+_LONG_WORD = re.compile(rf"\S{{{QUOTE_CHARS + 1},}}")
+
+
+def clip_message(message: str) -> str:
+    """argparse's ``message`` on one line, each word of it (a value it echoes) cut to :data:`QUOTE_CHARS` characters,
+    and at most :data:`MAX_MESSAGE_WORDS` words (``unrecognized arguments`` lists every one)."""
+    words = _LONG_WORD.sub(lambda m: f"{m.group()[:QUOTE_CHARS]}... ({len(m.group()) - QUOTE_CHARS:,} more characters)",
+                           " ".join(message.split())).split(" ")
+    kept = words[:MAX_MESSAGE_WORDS]
+    return " ".join(kept) + (f" ... ({len(words) - len(kept):,} more words)" if len(words) > len(kept) else "")
 
 
 def kit_version() -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -49,7 +50,7 @@ def test_gemma4_aiter_frozen_kv_mtp_resolver_routes_one_short(capsys, gemma4_con
     routes = {(r["worker"], r["mode"], r["kind"]): r for r in report["routes"]}
     draft = routes[("draft", "draft_decode", "sliding")]
     assert (draft["kernel"], draft["page_table"], draft["keys"], draft["sglang"], draft["kit"]) == (
-        "unified_attention", "swa", "1023/1024", "runs", "ok")
+        "unified_attention", "swa", "1023/1024", "runs", "ONE KEY SHORT")
     assert routes[("target", "verify", "sliding")]["kernel"] == "unified_attention"
     short = [f for f in report["findings"] if f["severity"] == "one-short"]
     assert short and "1023 of 1024 keys (one key short)" in short[0]["title"] and code == 1
@@ -88,10 +89,11 @@ def test_gemma3_aiter_default_is_refused_by_sglangs_guard():
 def test_findings_json_shape_is_stable(capsys):
     """Every finding is {severity, title, detail, ways_out: [str, ...], where}; ways out never hold prose to parse."""
     _, report = _run_json(capsys, ["--model", "gemma3-27b", "--server-args", "--speculative-algorithm EAGLE"])
-    assert report["findings"] and set(report) == {"model", "sglang_version", "platform", "decisions", "routes",
-                                                  "findings", "exit_code"}
+    assert report["findings"] and set(report) == {"model", "sglang_version", "platform", "server_args_line", "env",
+                                                  "decisions", "routes", "findings", "exit_code", "versions",
+                                                  "command"}
     for finding in report["findings"]:
-        assert list(finding) == ["severity", "title", "detail", "ways_out", "where"], finding
+        assert list(finding) == ["severity", "title", "detail", "ways_out", "where", "known_bugs"], finding
         assert finding["severity"] in SEVERITIES and isinstance(finding["ways_out"], list)
         assert all(isinstance(w, str) and w and "Ways out" not in w for w in finding["ways_out"]), finding
         assert "Ways out" not in finding["detail"]  # the detail says what goes wrong; the ways out are the field's
@@ -159,7 +161,7 @@ def test_exit_zero_without_findings_above_info(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--hf-config", "/nonexistent/config.json"], "cannot read config '/nonexistent/config.json'"),
+    (["--hf-config", "/nonexistent/config.json"], "config '/nonexistent/config.json': no such file"),
     (["--model", "gpt-oss-20b", "--env", "SGLANG_NOPE=1"], "'SGLANG_NOPE' is not one"),
     (["--model", "gpt-oss-20b", "--server-args", "--page-size 1 --page-size 16"], "given twice"),
     (["--model", "gpt-oss-20b", "--server-args", "--speculative-num-draft-tokens 4"], "--speculative-algorithm is not"),
@@ -227,11 +229,32 @@ def test_traced_other_kernel_one_key_short_is_one_short(capsys, tmp_path):
     assert "kernel='extend_attention_fwd'" in ours[0]["detail"] and "1023 of 1024" in ours[0]["title"]
 
 
+def _nested(depth: int) -> list:
+    value: list = [0]
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def _mutated(folder: Path, **fields) -> Path:
+    """The shipped trace's first record with ``fields`` replaced (1e999 written as such: JSON has no inf)."""
+    record = json.loads(data_path("traces", "gemma4-31b_decode_aiter_cpu.jsonl").read_text().splitlines()[0])
+    path = folder / "mutated.jsonl"
+    path.write_text(json.dumps({**record, **fields}).replace("Infinity", "1e999") + "\n")
+    return path
+
+
 @pytest.mark.parametrize("make,message", [
     (lambda p: p / "missing.jsonl", "no such file"),
-    (lambda p: p, "is a directory"),
-    (lambda p: (p / "bad.jsonl").write_text('{"layer": 0\n') and p / "bad.jsonl",
-     "bad.jsonl:1: not a swa_kit.measure.trace"),
+    (lambda p: p, "is a folder"),
+    (lambda p: (p / "bad.jsonl").write_text('{"layer": 0\n') and p / "bad.jsonl", "line 1 is not valid JSON"),
+    (lambda p: (p / "empty.jsonl").write_text("\n\n") and p / "empty.jsonl", "empty.jsonl' holds no kernel calls"),
+    (lambda p: Path("/dev/zero"), "trace '/dev/zero' is not a regular file"),
+    (lambda p: _mutated(p, mode=["decode"]), "line 1: mode is ['decode']; a trace record's mode is str or null"),
+    (lambda p: _mutated(p, layer=True), "line 1: layer is True; a trace record's layer is int or null"),
+    (lambda p: _mutated(p, pid=1e999), "line 1: 1e999 is not a finite number"),
+    (lambda p: _mutated(p, window_arg=_nested(34)), "line 1: JSON nested deeper than 32 levels"),
+    (lambda p: _mutated(p, extra=1), "not a swa_kit.measure.trace record (lacks [], unknown ['extra'])"),
 ])
 def test_bad_trace_files_exit_2_with_one_line(capsys, tmp_path, make, message):
     assert main(["audit", *AITER, "--trace", str(make(tmp_path))]) == 2

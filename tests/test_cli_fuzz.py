@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from swa_kit import budget
 from swa_kit.cli import command_modules, main
@@ -287,3 +289,236 @@ def test_a_sample_as_real_processes(argv, want):
     assert child.returncode == want, err
     assert "Traceback" not in err and (want != 2 or err.count("\n") == 1), err
     assert seconds < CASE_SECONDS and usage.ru_maxrss * 1024 < CHILD_RSS_BYTES, (seconds, usage.ru_maxrss)
+
+
+# -- item 5's families: nested JSON, non-finite numbers, special files, typed-field mutations -------------------
+# Each runs swa_kit.cli.main in-process on fresh random inputs (hypothesis); the property is an exit status in
+# {0, 1, 2, 3, 4} and no traceback. `swa-kit bugs` reads only the shipped corpus (no user path), so it has no family.
+
+ANSWERS = {0, 1, 2, 3, 4}
+BUNDLED = ROOT / "data" / "models"
+TRACE = ROOT / "data" / "traces" / "gemma4-31b_decode_aiter_cpu.jsonl"
+SPECIAL = dict(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+def answers(argv: list[str]) -> Outcome:
+    """Run ``argv``; fail unless it exits with an answer (never a crash) and prints no traceback."""
+    outcome = run_in_process(argv)
+    problems = [p for p in check(outcome) if "took" not in p]  # time is the table test's to bound
+    assert outcome.code in ANSWERS and not problems, (argv[:6], outcome.code, problems, outcome.err[-600:])
+    return outcome
+
+
+@pytest.fixture(scope="module")
+def formats(tmp_path_factory) -> dict[str, object]:
+    """A known-good document of every format the kit reads, and a folder to write mutants into."""
+    from transformers import MistralConfig
+
+    root = tmp_path_factory.mktemp("formats")
+    model = root / "model"  # key-gap reads the config (no weights needed before the prompt file)
+    MistralConfig(sliding_window=8).save_pretrained(model)
+    recorded = json.loads(next((ROOT / "data" / "bench").glob("*.json")).read_text())
+    for name in ("decode", "decode_in_verify_tile", "decode_over_verify_keys_in_verify_tile", "skipped", "targets"):
+        recorded[name] = recorded[name][:4]
+    recorded["prefill"] = recorded["prefill"][:3]
+    return {"root": root, "model": str(model), "recorded": recorded,
+            "config": json.loads((BUNDLED / "gemma4-31b.json").read_text())["hf_config"],
+            "trace": [json.loads(line) for line in TRACE.read_text().splitlines()[:4]],
+            "server_args": {"model_path": "'m'", "attention_backend": "'aiter'", "page_size": "16",
+                            "mem_fraction_static": "0.85", "swa_full_tokens_ratio": "0.8", "context_length": "8192"}}
+
+
+def _write(formats: dict, name: str, text: str) -> str:
+    path = Path(formats["root"]) / name  # type: ignore[arg-type]
+    path.write_text(text)
+    return str(path)
+
+
+def _nodes(value: object, path: tuple = ()) -> list[tuple]:
+    """Every path into a JSON document (object keys and list indices), the root excluded."""
+    out = []
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else []
+    for key, child in children:
+        out.append((*path, key))
+        out += _nodes(child, (*path, key))
+    return out
+
+
+def _replace(document: object, path: tuple, new: object, delete: bool = False) -> object:
+    copy = json.loads(json.dumps(document))
+    holder = copy
+    for key in path[:-1]:
+        holder = holder[key]
+    if delete:
+        del holder[path[-1]]
+    else:
+        holder[path[-1]] = new
+    return copy
+
+
+def _argv(formats: dict, kind: str, document: object) -> list[str]:
+    """The command that reads ``document`` as a ``kind`` file."""
+    if kind == "config":
+        return ["audit", "--hf-config", _write(formats, "config.json", json.dumps(document))]
+    if kind == "trace":
+        lines = "\n".join(json.dumps(r) for r in document)  # type: ignore[attr-defined]
+        return ["audit", "--model", "gemma4-31b", "--trace", _write(formats, "trace.jsonl", lines)]
+    return ["bench", "--recorded", _write(formats, "recorded.json", json.dumps(document))]
+
+
+def _nested(depth: int, kind: str) -> str:
+    return ("[" * depth + "]" * depth) if kind == "list" else ('{"a": ' * depth + "1" + "}" * depth)
+
+
+@settings(**SPECIAL)
+@given(data=st.data(), depth=st.integers(1, 100_000), shape=st.sampled_from(["list", "object"]),
+       kind=st.sampled_from(["config", "trace", "recorded"]))
+def test_nested_json_in_every_json_file(formats, data, depth, shape, kind):
+    document = formats[kind]
+    at = data.draw(st.sampled_from([()] + _nodes(document)[:400]))
+    marker = "__NESTED__"
+    mutant = json.dumps(_replace(document, at, marker) if at else marker)
+    if kind == "trace":  # one record per line: nest inside one line
+        mutant = "\n".join(json.dumps(r) for r in json.loads(mutant)) if at else mutant
+    text = mutant.replace(json.dumps(marker), _nested(depth, shape))
+    argv = _argv(formats, kind, {})
+    Path(argv[-1]).write_text(text)
+    outcome = answers(argv)
+    if depth > 64:
+        assert outcome.code == 2, outcome.err
+
+
+NON_FINITE = ["inf", "-inf", "nan", "NaN", "Infinity", "-Infinity", "1e999", "-1e999", "1e308", "-0"]
+NUMERIC_FLAGS = [["audit", "--model", "gemma4-31b", "--gpu-memory-gib"], ["audit", "--model", "gemma4-31b",
+                 "--weights-gib"], ["mask", "--mode", "decode", "--window", "4", "--kv-len"],
+                 ["mask", "--mode", "prefill", "--kv-len", "9", "--window"], ["probe", "--path", "reference", "--keys"],
+                 ["explain", "--model", "gemma3-27b", "--mode", "decode", "--topk"], ["lab", "--dry-run", "--port"],
+                 ["spec-demo", "--max-new-tokens"], ["doctor", "--aiter-timeout"], ["tour", "--cell-timeout"],
+                 ["probe", "--path", "reference", "--keys", "3", "--max-memory"],
+                 ["probe", "--path", "reference", "--keys", "3", "--max-seconds"]]
+
+
+@settings(**SPECIAL)
+@given(flag=st.sampled_from(NUMERIC_FLAGS), value=st.sampled_from(NON_FINITE))
+def test_non_finite_numbers_in_every_numeric_flag(flag, value):
+    assume(flag[0] not in ("doctor", "tour") or value not in ("1e308", "-0"))  # a finite timeout runs them for real
+    outcome = answers([*flag, value])
+    if value not in ("1e308", "-0"):
+        assert outcome.code == 2, (flag, value, outcome.err)
+
+
+@settings(**SPECIAL)
+@given(data=st.data(), kind=st.sampled_from(["config", "trace", "recorded", "server_args"]),
+       value=st.sampled_from(NON_FINITE[:8]))
+def test_non_finite_numbers_in_every_file_field(formats, data, kind, value):
+    if kind == "server_args":
+        fields = dict(formats["server_args"])
+        fields[data.draw(st.sampled_from(sorted(fields)))] = value if value[0] in "-1" else f"float({value!r})"
+        line = "server_args=ServerArgs(" + ", ".join(f"{k}={v}" for k, v in fields.items()) + ")"
+        answers(["audit", "--model", "gemma4-31b", "--server-args", line])
+        return
+    document = formats[kind]
+    numbers = [p for p in _nodes(document) if isinstance(_get(document, p), (int, float))
+               and not isinstance(_get(document, p), bool)]
+    at = data.draw(st.sampled_from(numbers))
+    argv = _argv(formats, kind, document)
+    text = Path(argv[-1]).read_text()
+    marker = json.dumps("__NUMBER__")
+    mutated = _argv(formats, kind, _replace(document, at, "__NUMBER__"))
+    Path(mutated[-1]).write_text(Path(mutated[-1]).read_text().replace(marker, value))
+    assert text != Path(mutated[-1]).read_text()
+    outcome = answers(mutated)
+    assert outcome.code == 2, (kind, at, value, outcome.err)  # no JSON reader of the kit takes a non-finite number
+
+
+def _get(document: object, path: tuple) -> object:
+    for key in path:
+        document = document[key]  # type: ignore[index]
+    return document
+
+
+MUTANTS = ["x", "", [1, 2], {"a": 1}, None, True, -7, 0, 2 ** 70, 1.5, [[[]]]]
+
+
+@settings(**{**SPECIAL, "max_examples": 60})
+@given(data=st.data(), kind=st.sampled_from(["config", "trace", "recorded"]), delete=st.booleans(),
+       mutant=st.sampled_from(MUTANTS))
+def test_typed_field_mutations_of_every_json_format(formats, data, kind, delete, mutant):
+    document = formats[kind]
+    at = data.draw(st.sampled_from(_nodes(document)))
+    answers(_argv(formats, kind, _replace(document, at, mutant, delete)))
+
+
+SERVER_ARG_MUTANTS = ["'x'", "[1, 2]", "{}", "None", "True", "-5", "0", "10**40", "1e999", "(1,)", "{'a': [1]}",
+                      "f(1)", "'" + "z" * 5000 + "'", "..."]
+
+
+@settings(**SPECIAL)
+@given(data=st.data(), mutant=st.sampled_from(SERVER_ARG_MUTANTS), delete=st.booleans())
+def test_typed_field_mutations_of_server_args_lines(formats, data, mutant, delete):
+    fields = dict(formats["server_args"])
+    name = data.draw(st.sampled_from(sorted(fields)))
+    if delete:
+        del fields[name]
+    else:
+        fields[name] = mutant
+    line = "server_args=ServerArgs(" + ", ".join(f"{k}={v}" for k, v in fields.items()) + ")"
+    outcome = answers(["audit", "--model", "gemma4-31b", "--server-args", line])
+    assert len(outcome.err) < 2000, outcome.err  # an echoed value is cut to 200 characters
+
+
+def _special_files(root: Path) -> dict[str, str]:
+    fifo, folder = root / "fifo", root / "empty_folder"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    folder.mkdir(exist_ok=True)
+    # A file without read permission is left out: the tests run as root here, and root reads it anyway.
+    return {"/dev/zero": "/dev/zero", "/dev/null": "/dev/null", "fifo": str(fifo), "folder": str(folder),
+            "missing": str(root / "missing.json")}
+
+
+FILE_FLAGS = [["audit", "--hf-config"], ["audit", "--model", "gemma4-31b", "--draft-hf-config"],
+              ["audit", "--model", "gemma4-31b", "--trace"], ["audit", "--model", "gemma4-31b", "--server-args"],
+              ["bench", "--recorded"], ["key-gap", "--model", "MODEL", "--prompt-file"]]
+
+
+@pytest.mark.parametrize("flag", FILE_FLAGS, ids=lambda f: f[-1])
+@pytest.mark.parametrize("special", ["/dev/zero", "/dev/null", "fifo", "folder", "missing"])
+def test_special_files_in_every_file_flag(formats, flag, special):
+    """Every (flag, special file) pair: a closed list, so all of them rather than a random draw."""
+    path = _special_files(Path(formats["root"]))[special]
+    argv = [formats["model"] if word == "MODEL" else word for word in flag]
+    outcome = answers([*argv, path])
+    assert outcome.code == 2 and outcome.err.count("\n") == 1, (argv, special, outcome.err)
+
+
+@settings(**{**SPECIAL, "max_examples": 30})
+@given(error=st.sampled_from([RuntimeError, KeyError, TypeError, AssertionError, IndexError, ZeroDivisionError]),
+       message=st.text(max_size=300), command=st.sampled_from(["audit", "bench", "window"]))
+def test_a_crash_never_exits_with_the_findings_code(error, message, command):
+    from swa_kit.cli import command_module
+
+    argv = {"audit": ["audit", "--model", "gemma4-31b"], "bench": ["bench"],
+            "window": ["window", "--from", "hf", "4"]}[command]
+    module = command_module(command)
+
+    def crash(args):
+        raise error(message)
+
+    original, module.run = module.run, crash
+    try:
+        outcome = run_in_process(argv)
+    finally:
+        module.run = original
+    assert outcome.code == ExitCode.CRASHED != ExitCode.DISAGREES, outcome
+    assert "internal error" in outcome.err and "Traceback" not in outcome.err
+
+
+@pytest.mark.parametrize("key", ["dtype", "torch_dtype"])
+@pytest.mark.parametrize("value", ["x", "", "os", "float99"])
+def test_a_config_dtype_that_is_no_torch_dtype_is_refused(formats, key, value):
+    """transformers looks a dtype string up on torch and crashes on one it lacks (found by the mutations above)."""
+    config = json.loads(json.dumps(formats["config"]))
+    config["text_config"][key] = value
+    outcome = answers(_argv(formats, "config", config))
+    assert outcome.code == 2 and f"text_config.{key} is {value!r}, not a torch dtype" in outcome.err, outcome.err

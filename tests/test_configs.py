@@ -100,7 +100,7 @@ def test_hf_config_path_and_directory(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(raw))
     by_dir, by_file = load_hf_config(tmp_path), load_hf_config(tmp_path / "config.json")
     assert by_dir.layer_types == by_file.layer_types == load_model("gpt-oss-20b").layer_types
-    with pytest.raises(ModelConfigError, match="cannot read config"):
+    with pytest.raises(ModelConfigError, match="missing.*no such file"):
         load_hf_config(tmp_path / "missing")
     (tmp_path / "bad.json").write_text("{nope")
     with pytest.raises(ModelConfigError, match="not valid JSON"):
@@ -133,10 +133,11 @@ def _raw(name="gpt-oss-20b"):
 
 @pytest.mark.parametrize("key,value,message", [
     ("architectures", ["FalconForCausalLM"], "unknown architecture 'FalconForCausalLM'; the kit models: Gemma2"),
-    ("architectures", None, "architectures must list"),
+    ("architectures", "GptOssForCausalLM", "architectures must list"),
     ("num_key_value_heads", 7, "not a multiple"),
-    ("head_dim", -64, "positive integer"),
-    ("sliding_window", 0, "sliding_window >= 1"),
+    ("head_dim", -64, "whole number in 1..2,147,483,647"),
+    ("sliding_window", 0, "sliding_window in 1..2,147,483,647"),
+    ("num_hidden_layers", 2_000_000, "num_hidden_layers must be a whole number in 1..4,096, got 2000000"),
     ("layer_types", ["sliding_attention", "mystery"] * 12, "transformers refuses this config.*mystery"),
     ("layer_types", ["sliding_attention"] * 3, "transformers refuses this config.*number of .layer_types."),
 ])
@@ -191,3 +192,61 @@ def test_bundled_context_length_is_kept_with_its_source(name):
     text = spec.hf_config.get("text_config", spec.hf_config)
     assert text["max_position_embeddings"] == CONTEXT[name] and spec.sources["config.max_position_embeddings"]
     assert context_length(Launch.from_inputs(model=name)) == CONTEXT[name]  # SGLang's get_context_length
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-20b", "gemma3-27b", "gemma4-31b", "llama4-scout"])
+def test_architectures_null_is_inferred_from_model_type_and_said(name):
+    """transformers' config classes save ``"architectures": null``: the model_type names the model."""
+    raw = _raw(name)["hf_config"]
+    named = parse_hf_config(raw)
+    inferred = parse_hf_config({**raw, "architectures": None})
+    assert inferred.architecture == named.architecture
+    assert inferred.layer_types == named.layer_types and inferred.kinds == named.kinds
+    assert "architecture" not in named.sources
+    assert inferred.sources["architecture"].startswith("INFERRED") and repr(raw["model_type"]) in \
+        inferred.sources["architecture"]
+
+
+def test_architectures_null_with_an_unmodelled_model_type_is_refused():
+    raw = {**_raw()["hf_config"], "architectures": None, "model_type": "falcon"}
+    with pytest.raises(ModelConfigError, match="architectures is null and model_type 'falcon' names no architecture"):
+        parse_hf_config(raw)
+
+
+@pytest.mark.parametrize("name", ["gemma3-27b", "gemma4-31b"])
+def test_a_multimodal_config_without_its_text_config_is_refused(name):
+    """Without text_config, transformers would build its default text model: a different model, silently."""
+    raw = {k: v for k, v in _raw(name)["hf_config"].items() if k != "text_config"}
+    with pytest.raises(ModelConfigError, match="ForConditionalGeneration keeps its text model under text_config"):
+        parse_hf_config(raw, where="x/config.json")
+
+
+def test_huge_and_special_files_fail_fast_naming_the_file(tmp_path):
+    import time
+    start = time.perf_counter()
+    with pytest.raises(ModelConfigError, match="config '/dev/zero' is not a regular file"):
+        load_hf_config("/dev/zero")
+    big = tmp_path / "config.json"
+    big.write_text(" " * (5 << 20) + "{}")
+    with pytest.raises(ModelConfigError, match=f"config '{big}' is over 4,194,304 bytes"):
+        load_hf_config(big)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ModelConfigError, match=f"config '{deep}': JSON nested deeper than 32"):
+        load_hf_config(deep)
+    nan = tmp_path / "nan.json"
+    nan.write_text(json.dumps({**_raw()["hf_config"], "rope_theta": float("nan")}))
+    with pytest.raises(ModelConfigError, match="NaN is not a finite number"):
+        load_hf_config(nan)
+    layers = tmp_path / "layers.json"
+    layers.write_text(json.dumps({**_raw()["hf_config"], "num_hidden_layers": 2_000_000}))
+    with pytest.raises(ModelConfigError, match=f"{layers}: num_hidden_layers must be a whole number in 1..4,096"):
+        load_hf_config(layers)
+    assert time.perf_counter() - start < 5
+
+
+def test_a_loaded_config_carries_the_hash_of_its_bytes(tmp_path):
+    import hashlib
+    file = tmp_path / "config.json"
+    file.write_text(json.dumps(_raw()["hf_config"]))
+    assert load_hf_config(tmp_path).sha256 == hashlib.sha256(file.read_bytes()).hexdigest()

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -10,6 +15,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from swa_kit import budget
 from swa_kit.cli import main
 from swa_kit.errors import UsageError
 from swa_kit.measure.key_gap import attending, compare_window, tiny_model_from_config
@@ -96,3 +102,53 @@ def test_command_on_a_saved_model(tmp_path, capsys):
     assert report["window"] == W and report["first_changed_position"] == W - 1 and len(report["generated_w"]) == 4
     assert main(["key-gap", "--model", str(tmp_path / "nothing"), "--random-prompt", "9"]) == 2
     assert "no config.json" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    path = tmp_path_factory.mktemp("key_gap") / "m"
+    tiny_model_from_config(_configs()["mistral"], window=W).save_pretrained(path)
+    return path
+
+
+def test_a_long_prompt_is_refused_before_anything_is_allocated(saved, capsys):
+    tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        code = main(["key-gap", "--model", str(saved), "--random-prompt", "300000"])
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "300,000 tokens" in err and "--max-memory" in err and "--random-prompt N" in err
+    assert peak < 64 << 20 and time.perf_counter() - start < 20
+
+
+def test_the_estimate_bounds_a_real_forward(saved):
+    """Oracle: the child's peak resident memory over one forward of a 6000-token prompt, against the estimate."""
+    tokens = 6000
+    script = (f"import resource, torch, transformers\n"
+              f"m = transformers.AutoModelForCausalLM.from_pretrained({str(saved)!r}).eval()\n"
+              f"ids = torch.randint(0, 256, (1, {tokens}))\n"
+              "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+              "with torch.no_grad():\n    m(input_ids=ids, use_cache=False).logits.double()\n"
+              "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)\n")
+    grown = int(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+                .stdout.split()[-1])
+    config = json.loads((saved / "config.json").read_text())
+    weights = sum(f.stat().st_size for f in saved.glob("*.safetensors"))
+    estimate = budget.key_gap_estimate(tokens, 0, vocab=config["vocab_size"], layers=config["num_hidden_layers"],
+                                       heads=config["num_attention_heads"], kv_heads=config["num_key_value_heads"],
+                                       head_dim=config["head_dim"], weight_bytes=weights)
+    assert tokens * tokens < grown <= estimate.bytes, (grown, estimate)
+
+
+def test_prompt_files_are_read_bounded(saved, tmp_path, capsys):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, why in (("/dev/zero", "not a regular file"), (str(tmp_path), "a folder"), (str(fifo), "FIFO"),
+                      (str(tmp_path / "missing"), "no such file")):
+        assert main(["key-gap", "--model", str(saved), "--prompt-file", path]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--prompt-file" in err and why in err, err

@@ -97,6 +97,8 @@ def input_file(text: str) -> str:
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a folder: give a file")
-    if not path.is_file():
+    if not path.exists():
         raise argparse.ArgumentTypeError(f"{text!r}: no such file")
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular file (a device, FIFO or socket): give a file")
     return text

@@ -4,13 +4,11 @@ findings."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from swa_kit.models.configs import list_models
 from swa_kit.engine.environment import ENV_VARS
 from swa_kit.exit_codes import ExitCode
 from swa_kit.launch.inputs import PLATFORMS
-from swa_kit.errors import UsageError
 from swa_kit.sglang_versions import BEFORE_38756, SGLANG_VERSION, SGLANG_VERSIONS
 
 NAME = "audit"
@@ -20,10 +18,12 @@ STATUS_HELP = (f"exit codes: {int(ExitCode.OK)} = no finding above info; {int(Ex
               f"{int(ExitCode.BAD_INPUT)} = bad input (unreadable config or trace, unknown architecture, conflicting "
               "arguments, unknown variable, a launch SGLang itself refuses at start-up), with one line naming the "
               "value and what is accepted")
-JSON_SHAPE = ("--json prints one object: model {name, architecture, sources}, sglang_version, platform, decisions "
+JSON_SHAPE = ("--json prints one object: model {name, architecture, sources, config_path, config_sha256}, "
+              "sglang_version, platform, server_args_line (the launch as SGLang logs it), env, decisions "
               "[{decision, value, source, how}], routes [{worker, mode, backend, kind, layers, kernel, window_arg, "
-              "keys, page_table, sglang, kit}], findings [{severity, title, detail, ways_out: [alternatives], where}] "
-              "worst first, and exit_code")
+              "keys, page_table, sglang, kit}], findings [{severity, title, detail, ways_out: [alternatives], where, "
+              "known_bugs: [lines]}] worst first, exit_code, versions {swa-kit, SGLang installed here, transformers} "
+              "and command")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,8 +34,26 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                        help="a bundled model (a shortcut carrying its config.json): " + ", ".join(list_models()))
 
 
+def _unknown_flags_are_values(parser: argparse.ArgumentParser) -> None:
+    """Let ``--server-args "--disable-hybrid-swa-memory"`` (one SGLang flag, no space) be the option's value.
+
+    argparse reads a word that starts with ``--`` and holds no space as an option, so a lone SGLang flag
+    would be "an unknown option" and ``--server-args`` would "expect one argument". A word that is no option
+    of this command is read as a value instead; one that stands alone is still refused ("unrecognized").
+    """
+    parse_optional = parser._parse_optional
+
+    def parse(arg_string: str) -> object:
+        parsed = parse_optional(arg_string)
+        tuples = parsed if isinstance(parsed, list) else [parsed] if parsed else []  # a list from Python 3.12.7
+        return None if tuples and all(t[0] is None for t in tuples) else parsed
+
+    parser._parse_optional = parse  # type: ignore[method-assign,assignment]
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = f"{HELP}. {STATUS_HELP}. {JSON_SHAPE}"
+    _unknown_flags_are_values(parser)
     add_model_arguments(parser)
     parser.add_argument("--server-args", metavar="ARGS_OR_FILE", default=None,
                         help="SGLang's flags in quotes (\"--attention-backend aiter --page-size 16\"), or a file "
@@ -64,15 +82,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _read_trace(path: str) -> list:
     from swa_kit.measure.trace import read_records
 
-    if not Path(path).is_file():
-        why = "is a directory" if Path(path).is_dir() else "no such file"
-        raise UsageError(f"--trace {path!r}: {why}; give the .jsonl file swa_kit.measure.trace.install(PATH) wrote")
     return read_records(path)
+
+
+def _version(distribution: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The audit's command line, rebuilt from what was parsed (each value quoted for a shell)."""
+    import shlex
+
+    words = ["swa-kit", NAME]
+    for option, value in (("--hf-config", args.hf_config), ("--model", args.model), ("--server-args", args.server_args),
+                          ("--platform", args.platform), ("--gpu-memory-gib", args.gpu_memory_gib),
+                          ("--weights-gib", args.weights_gib), ("--sglang-version", args.sglang_version),
+                          ("--draft-hf-config", args.draft_hf_config), ("--trace", args.trace)):
+        if value is not None:  # a value that starts with "-" must be joined to its option
+            words += [f"{option}={value}"] if str(value).startswith("-") else [option, str(value)]
+    for pair in args.env:
+        words += ["--env", pair]
+    words += ["--json"] if args.json else ["--markdown"] if args.markdown else []
+    return shlex.join(words)
 
 
 def run(args: argparse.Namespace) -> int:
     # builds pools and reads transformers: import when asked
-    from swa_kit.measure.audit import audit, render, render_json
+    from swa_kit.measure.audit import ReportContext, audit, render, render_json
+    from swa_kit.measure.bugs import match
     from swa_kit.launch.inputs import Launch, parse_env_pairs
 
     launch = Launch.from_inputs(hf_config=args.hf_config, model=args.model, server_args=args.server_args,
@@ -80,5 +122,9 @@ def run(args: argparse.Namespace) -> int:
                                 gpu_memory_gib=args.gpu_memory_gib, sglang_version=args.sglang_version,
                                 draft_hf_config=args.draft_hf_config, weights_gib=args.weights_gib)
     report = audit(launch, None if args.trace is None else _read_trace(args.trace))
-    print(render_json(report) if args.json else render(report, markdown=args.markdown))
+    context = ReportContext(
+        versions={"swa-kit": _version("swa_kit"), "SGLang installed here": _version("sglang"),
+                  "transformers": _version("transformers")},
+        command=command_line(args), known_bugs={m.finding: m.lines() for m in match(report)})
+    print(render_json(report, context) if args.json else render(report, markdown=args.markdown, context=context))
     return report.exit_code

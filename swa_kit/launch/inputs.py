@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import math
 import re
 import shlex
 from collections.abc import Mapping
@@ -27,11 +28,18 @@ from swa_kit.models.configs import ModelLayout, load_hf_config, load_model
 from swa_kit.engine.environment import check_env
 from swa_kit.engine.spec_algorithms import LAUNCH_NAMES, SpeculativeAlgorithm
 from swa_kit.errors import UsageError
+from swa_kit.files import quote, read_text
 from swa_kit.sglang_versions import BEFORE_38756, SGLANG_VERSION, SGLANG_VERSIONS, has_pr_38756
 
 GIB = 1 << 30
 
 _BOOL_TRUE = ("1", "true", "yes", "y", "on")  # server-argument booleans written out (--flag=true, a file)
+MAX_ARGS_BYTES = 1 << 20  # a launch command or a logged ServerArgs line is a few kilobytes
+MAX_INT = (1 << 31) - 1  # page sizes, token counts, request counts: past any real launch
+MAX_GPU_GIB = 1 << 20  # a GPU of a pebibyte: past any real one, short of float overflow
+#: Words before the flags of a launch command (python -m sglang.launch_server, sglang serve, env VAR=...).
+_LAUNCHER = re.compile(r"^(python[0-9.]*|-m|sglang\.launch_server|sglang|serve|env|[A-Za-z_][A-Za-z0-9_]*=.*|\S*/"
+                       r"(python[0-9.]*|sglang))$")
 
 #: Platforms: SGLang's platform predicates they set, and a typical GPU's memory (assumed when not given).
 PLATFORMS: dict[str, tuple[str, int | None]] = {
@@ -96,19 +104,29 @@ _BOOL_FIELDS = {n for n, f in _FIELDS.items() if f.type in ("bool", bool)}
 
 
 def _coerce(name: str, value: Any) -> Any:
+    """``value`` as the field's type: a scalar, and a number finite and within :data:`MAX_INT`."""
     kind = str(_FIELDS[name].type)
     if value is None:
         return None
+    refused = UsageError(f"server argument {name}={quote(value)}: SGLang reads it as {kind}")
+    if not isinstance(value, (str, int, float, bool)):
+        raise refused
     try:
         if "bool" in kind:
             return value if isinstance(value, bool) else str(value).lower() in _BOOL_TRUE
+        number: int | float
         if "int" in kind:
-            return int(value)
-        if "float" in kind:
-            return float(value)
-    except (TypeError, ValueError):
-        raise UsageError(f"server argument {name}={value!r}: SGLang reads it as {kind}") from None
-    return str(value)
+            number = int(value)
+        elif "float" in kind:
+            number = float(value)
+        else:
+            return str(value)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf), from 1e999 in a logged line
+        raise refused from None
+    if not math.isfinite(number) or abs(number) > MAX_INT:
+        raise UsageError(f"server argument {name}={quote(value)}: out of range (a finite number, at most "
+                         f"{MAX_INT:,})")
+    return number
 
 
 def _from_log_line(text: str) -> dict[str, Any]:
@@ -117,23 +135,33 @@ def _from_log_line(text: str) -> dict[str, Any]:
     snippet = snippet[:snippet.rfind(")") + 1]  # the log line may carry text after the closing parenthesis
     try:
         call = ast.parse(snippet, mode="eval").body
-    except SyntaxError:
+    except (SyntaxError, RecursionError, MemoryError):  # RecursionError: brackets nested past the parser
         call = None
     if not isinstance(call, ast.Call):
         raise UsageError("cannot read the ServerArgs(...) line: paste it whole, from 'ServerArgs(' to its ')'")
+    if call.args or any(keyword.arg is None for keyword in call.keywords):
+        raise UsageError("the ServerArgs(...) line holds a positional or **{...} argument: SGLang logs name=value "
+                         "pairs only; paste the line as SGLang logged it")
     values: dict[str, Any] = {}
     for keyword in call.keywords:
-        if keyword.arg is None:  # a **mapping: no field the kit can read
+        if keyword.arg is None:  # refused above; narrows the name for the type checker
             continue
+        if keyword.arg in values:
+            raise UsageError(f"the ServerArgs(...) line sets {keyword.arg} twice: paste the line as SGLang logged it")
         try:
             values[keyword.arg] = ast.literal_eval(keyword.value)
-        except ValueError:  # non-literal values (enums, objects) are fields the kit does not read
-            values[keyword.arg] = ast.unparse(keyword.value)
+        except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+            values[keyword.arg] = ast.unparse(keyword.value)  # enums, objects: fields the kit does not read
     return values
 
 
 def _from_flags(text: str) -> dict[str, Any]:
-    """``--flag value`` pairs (and bare boolean flags) of a launch command; words before the flags are skipped."""
+    """``--flag value`` pairs (and bare boolean flags) of a launch command.
+
+    Words before the first flag may only be the launcher (``python -m sglang.launch_server``, ``sglang serve``,
+    ``env VAR=value``); any other word that is neither a flag nor a flag's value is refused: SGLang's own
+    parser refuses it too, and dropping it would audit another launch than the one given.
+    """
     try:
         tokens = shlex.split(text.replace("\\\n", " "))
     except ValueError as error:
@@ -143,7 +171,11 @@ def _from_flags(text: str) -> dict[str, Any]:
     i = 0
     while i < len(tokens):
         token = tokens[i]
-        if not token.startswith("--"):  # python -m sglang.launch_server / sglang serve
+        if not token.startswith("--"):
+            if values or not _LAUNCHER.match(token):
+                after = f" after --{list(values)[-1].replace('_', '-')}" if values else ""
+                raise UsageError(f"server arguments: {quote(token)}{after} is not a flag (SGLang's parser refuses "
+                                 "it); quote a value with spaces, or drop the word")
             i += 1
             continue
         flag, _, inline = token[2:].partition("=")
@@ -155,10 +187,13 @@ def _from_flags(text: str) -> dict[str, Any]:
             value, i = inline, i + 1
         elif takes_value and nxt is not None and not nxt.startswith("--"):
             value, i = nxt, i + 2
+        elif name in _FIELDS and takes_value:
+            raise UsageError(f"server arguments: --{flag} needs a value (SGLang's parser: expected one argument)")
         else:
             value, i = True, i + 1
         if name in values and values[name] != value:
-            raise UsageError(f"--{flag} is given twice ({values[name]!r} and {value!r}): keep one")
+            raise UsageError(f"--{quote(flag)[1:-1]} is given twice ({quote(values[name])} and {quote(value)}): "
+                             "keep one")
         values[name] = value
     return values
 
@@ -167,6 +202,8 @@ def parse_server_args(text: str | None) -> ServerArgsView:
     """Read server arguments from flags, a launch command or SGLang's logged ``ServerArgs(...)`` line."""
     if not text or not text.strip():
         return ServerArgsView()
+    if len(text) > MAX_ARGS_BYTES:
+        raise UsageError(f"server arguments of {len(text):,} characters: a launch is at most {MAX_ARGS_BYTES:,}")
     if "ServerArgs(" in text:
         values = _from_log_line(text)
     else:
@@ -181,10 +218,10 @@ def read_server_args(value: str | None) -> ServerArgsView:
     """``value`` is the arguments themselves, or a file holding a launch command or the ServerArgs line."""
     if value and not value.lstrip().startswith("-") and "ServerArgs(" not in value and "\n" not in value:
         path = Path(value)
-        if path.is_file():
-            return parse_server_args(path.read_text())
+        if path.exists() and " " not in value:
+            return parse_server_args(read_text(path, "--server-args file", MAX_ARGS_BYTES))
         if " " not in value:
-            raise UsageError(f"--server-args {value!r}: no such file; give the flags in quotes "
+            raise UsageError(f"--server-args {quote(value)}: no such file; give the flags in quotes "
                              "(\"--attention-backend aiter ...\"), a launch command, or a file holding either")
     return parse_server_args(value)
 
@@ -237,8 +274,8 @@ class Platform:
         if name not in PLATFORMS:
             raise UsageError(f"platform {name!r}: one of {', '.join(PLATFORMS)}")
         if gpu_memory_gib is not None:
-            if not gpu_memory_gib > 0:
-                raise UsageError(f"GPU memory {gpu_memory_gib!r} GiB: must be > 0")
+            if not 0 < gpu_memory_gib <= MAX_GPU_GIB:  # also refuses nan and inf
+                raise UsageError(f"GPU memory {gpu_memory_gib!r} GiB: a finite size, 0 < GiB <= {MAX_GPU_GIB:,}")
             return cls(name, int(gpu_memory_gib * GIB))
         return cls(name, PLATFORMS[name][1], memory_assumed=PLATFORMS[name][1] is not None)
 
@@ -284,8 +321,8 @@ class Launch:
             raise UsageError("--draft-hf-config is given but no --speculative-algorithm in the server arguments")
         draft_config = draft_hf_config if draft_hf_config is not None else local_draft_config(args)
         draft = load_hf_config(draft_config) if draft_config is not None else None
-        if weights_gib is not None and not weights_gib >= 0:
-            raise UsageError(f"--weights-gib {weights_gib!r}: the weights' size in GiB (>= 0)")
+        if weights_gib is not None and not 0 <= weights_gib <= MAX_GPU_GIB:  # also refuses nan and inf
+            raise UsageError(f"--weights-gib {weights_gib!r}: the weights' size in GiB, finite, 0..{MAX_GPU_GIB:,}")
         return cls(model=layout, server_args=args, env=check_env(env),
                    platform=Platform.parse(platform, gpu_memory_gib),
                    sglang_version=sglang_version, draft_model=draft,
@@ -328,10 +365,14 @@ _ENV_PAIR = re.compile(r"^([A-Z0-9_]+)=(.*)$")
 
 def parse_env_pairs(pairs: list[str]) -> dict[str, str]:
     """``["NAME=VALUE", ...]`` (repeated ``--env``) as a dict; a malformed pair is refused."""
-    env = {}
+    env: dict[str, str] = {}
     for pair in pairs:
         match = _ENV_PAIR.match(pair)
         if not match:
-            raise UsageError(f"--env {pair!r}: give NAME=VALUE, e.g. SGLANG_USE_AITER_UNIFIED_ATTN=1")
-        env[match.group(1)] = match.group(2)
+            raise UsageError(f"--env {quote(pair)}: give NAME=VALUE, e.g. SGLANG_USE_AITER_UNIFIED_ATTN=1")
+        name, value = match.groups()
+        if env.get(name, value) != value:  # a shell keeps the last; which one the server saw is unknowable here
+            raise UsageError(f"--env {name} is given twice ({quote(env[name])} and {quote(value)}): keep the one "
+                             "the server ran with")
+        env[name] = value
     return check_env(env)

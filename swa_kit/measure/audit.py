@@ -11,8 +11,9 @@ is ``OK`` without a finding above info, ``DISAGREES`` with one.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from swa_kit.engine.routing import BACKENDS, LayerPlan
@@ -20,7 +21,7 @@ from swa_kit.engine.spec_algorithms import PLANNED
 from swa_kit.exit_codes import ExitCode
 from swa_kit.measure import trace
 from swa_kit.launch.decide import Decisions, decide
-from swa_kit.launch.inputs import GIB, Launch
+from swa_kit.launch.inputs import GIB, Launch, ServerArgsView
 from swa_kit.launch.surface import check_surface
 from swa_kit.sglang_versions import SGLANG_VERSION
 from swa_kit.tables import format_table
@@ -44,6 +45,19 @@ class Finding:
                 "ways_out": list(self.ways_out), "where": self.where}
 
 
+@dataclass(frozen=True)
+class ReportContext:
+    """What a bug report carries beyond the audit: versions, the command, and the known bugs under each finding.
+
+    The command layer fills it (the known bugs come from :mod:`swa_kit.measure.bugs`, which imports this
+    module, so the audit cannot ask for them itself).
+    """
+
+    versions: Mapping[str, str] = field(default_factory=dict)  # e.g. {"swa-kit": ..., "transformers": ...}
+    command: str = ""
+    known_bugs: Mapping[Finding, Sequence[str]] = field(default_factory=dict)
+
+
 @dataclass
 class Audit:
     launch: Launch
@@ -59,6 +73,13 @@ _ONE_SHORT_WAYS = ("check whether it matters for your model (W vs W-1 comparison
                    "a backend or path that passes the full window (e.g. CK prefill's (sws, -1))")
 
 
+def _keys_gap(entry: LayerPlan) -> int | None:
+    """Keys meant minus keys attended, where the plan notes a difference (None: none)."""
+    if entry.note and entry.effective_keys is not None and entry.intended_keys is not None:
+        return entry.intended_keys - entry.effective_keys
+    return None
+
+
 def _route_finding(entry: LayerPlan) -> tuple[tuple, Finding] | None:
     """The finding one planned layer gives (keyed so identical findings across modes merge), or None."""
     if entry.sglang_verdict:
@@ -68,14 +89,24 @@ def _route_finding(entry: LayerPlan) -> tuple[tuple, Finding] | None:
         return ("wrong", entry.kind, entry.site), Finding(
             "wrong", "runs, but attends the wrong keys (silently)", entry.kit_verdict.problem,
             entry.kit_verdict.ways_out)
-    if entry.note and entry.effective_keys is not None and entry.intended_keys is not None:
-        gap = entry.intended_keys - entry.effective_keys
+    gap = _keys_gap(entry)
+    if gap is not None:
         size = "one key short" if gap == 1 else f"{-gap:+d} keys"
         return ("one-short", entry.kind, entry.effective_keys), Finding(
             "one-short", f"{entry.kind} layers attend {entry.effective_keys} of {entry.intended_keys} keys ({size})",
             f"{entry.kernel}: window argument {entry.window_arg} = {entry.window_expr}; {entry.note}",
             _ONE_SHORT_WAYS)
     return None
+
+
+def route_verdict(entry: LayerPlan) -> str:
+    """The routes table's ``kit`` column: the severity of the finding this layer gives, or ``ok`` (none)."""
+    keyed = _route_finding(entry)
+    if keyed is None:
+        return "ok"
+    gap = _keys_gap(entry)
+    return {"raises": "RAISES", "wrong": "WRONG KEYS",
+            "one-short": "ONE KEY SHORT" if gap == 1 else f"{-(gap or 0):+d} KEYS"}[keyed[1].severity]
 
 
 def _route_findings(decisions: Decisions) -> list[Finding]:
@@ -138,6 +169,10 @@ def _memory_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
 
 def _input_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
     out = []
+    if launch.model.sources.get("architecture", "").startswith("INFERRED"):
+        out.append(Finding("info", "the architecture is inferred", launch.model.sources["architecture"],
+                           ("none needed if it is the model you serve; else add \"architectures\" to the config",),
+                           "inputs"))
     if launch.server_args.not_read:
         out.append(Finding("info", "server arguments the kit does not read", ", ".join(launch.server_args.not_read),
                            ("check them by hand: the kit models the flags that route attention and size the KV "
@@ -245,25 +280,45 @@ def _route_rows(report: Audit) -> list[dict[str, Any]]:
     for (worker, mode), plan in report.decisions.routes.items():
         seen: dict[tuple, dict] = {}
         for e in plan.layers:
-            key = (e.kind, e.kernel, str(e.window_arg), e.effective_keys, e.page_table)
+            key = (e.kind, e.kernel, str(e.window_arg), e.effective_keys, e.page_table, route_verdict(e))
             row = seen.setdefault(key, {"worker": worker, "mode": mode, "backend": plan.pool.backend, "kind": e.kind,
                                         "layers": 0, "kernel": e.kernel, "window_arg": e.window_arg,
                                         "keys": f"{e.effective_keys}/{e.intended_keys}" if e.intended_keys else "all",
                                         "page_table": e.page_table, "sglang": "RAISES" if e.sglang_guard else "runs",
-                                        "kit": "WRONG KEYS" if e.judgement else "ok"})
+                                        "kit": route_verdict(e)})
             row["layers"] += 1
         rows += seen.values()
     return rows
 
 
-def to_json(report: Audit) -> dict[str, Any]:
-    model = report.launch.model
-    return {
-        "model": {"name": model.name, "architecture": model.architecture, "sources": model.sources},
-        "sglang_version": report.launch.sglang_version, "platform": report.launch.platform.name,
-        "decisions": report.decisions.rows(), "routes": _route_rows(report),
-        "findings": [f.to_json() for f in report.findings], "exit_code": int(report.exit_code),
+def server_args_line(args: ServerArgsView, model_path: str) -> str:
+    """The launch as SGLang logs it, ``server_args=ServerArgs(...)``, of the fields the kit read.
+
+    :func:`swa_kit.launch.inputs.parse_server_args` reads the line back into the same fields.
+    """
+    values = {f.name: getattr(args, f.name) for f in fields(args) if f.name != "not_read"}
+    values["model_path"] = values["model_path"] or model_path
+    return "server_args=ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in values.items()) + ")"
+
+
+def _bugs(context: ReportContext | None, finding: Finding) -> list[str]:
+    return list(context.known_bugs.get(finding, ())) if context else []
+
+
+def to_json(report: Audit, context: ReportContext | None = None) -> dict[str, Any]:
+    model, launch = report.launch.model, report.launch
+    out = {
+        "model": {"name": model.name, "architecture": model.architecture, "sources": model.sources,
+                  "config_path": None if model.path is None else str(model.path), "config_sha256": model.sha256},
+        "sglang_version": launch.sglang_version, "platform": launch.platform.name,
+        "server_args_line": server_args_line(launch.server_args, model.hf_repo or model.name),
+        "env": dict(launch.env), "decisions": report.decisions.rows(), "routes": _route_rows(report),
+        "findings": [{**f.to_json(), "known_bugs": _bugs(context, f)} for f in report.findings],
+        "exit_code": int(report.exit_code),
     }
+    if context is not None:
+        out |= {"versions": dict(context.versions), "command": context.command}
+    return out
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str], markdown: bool) -> list[str]:
@@ -276,38 +331,80 @@ def _ways_out(finding: Finding) -> str:
     return f"{label}: {'; or '.join(finding.ways_out) or 'see the detail'}"
 
 
-def render(report: Audit, markdown: bool = False) -> str:
+def _code(text: str, language: str = "") -> list[str]:
+    """A fenced Markdown code block that no backtick run in ``text`` can close."""
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    return [f"{fence}{language}", text, fence]
+
+
+def _md_finding(i: int, finding: Finding, bugs: list[str]) -> list[str]:
+    """One finding as a list item; its detail, ways out and known bugs as a list nested under it."""
+    lines = [f"{i}. **[{finding.severity}]** {finding.title} ({finding.where})", f"   - {finding.detail}"]
+    if len(finding.ways_out) == 1:
+        lines.append(f"   - way out: {finding.ways_out[0]}")
+    elif finding.ways_out:
+        lines += ["   - ways out (any one):", *(f"     - {way}" for way in finding.ways_out)]
+    if bugs:
+        lines += ["   - known bugs:", *(f"     - {bug}" for bug in bugs)]
+    return lines
+
+
+def _md_head(report: Audit, context: ReportContext | None) -> list[str]:
+    """Versions, the command, the config and its hash, and the launch as SGLang logs it."""
+    launch, model = report.launch, report.launch.model
+    lines = ["## Where this report comes from", ""]
+    for name, value in (context.versions if context else {}).items():
+        lines.append(f"- {name}: {value}")
+    lines.append(f"- SGLang version audited: {launch.sglang_version}")
+    if model.path is not None:
+        lines.append(f"- config: `{model.path}` (SHA-256 `{model.sha256}`)")
+    if context and context.command:
+        lines += ["- command:", "", *(f"  {line}" for line in _code(context.command, "sh")), ""]
+    lines += ["", "## The launch (as SGLang would log the fields the kit read)", "",
+              *_code(server_args_line(launch.server_args, model.hf_repo or model.name), "text"), ""]
+    if launch.env:
+        lines += ["Environment:", "", *(f"- `{k}={v}`" for k, v in launch.env.items()), ""]
+    return lines
+
+
+def render(report: Audit, markdown: bool = False, context: ReportContext | None = None) -> str:
     """The report as text, or as Markdown ready to paste into a bug report."""
     launch, h = report.launch, ("## " if markdown else "== ")
     model = launch.model
     title = (f"{'# ' if markdown else ''}swa-kit audit: {model.display_name} ({model.architecture}) on "
              f"{launch.platform.name}, SGLang {launch.sglang_version}")
     lines = [title, ""]
-    if launch.server_args.given():
-        lines += [f"server args: {launch.server_args.given()}", ""]
-    if launch.env:
-        lines += [f"environment: {launch.env}", ""]
+    if markdown:
+        lines += _md_head(report, context)
+    else:
+        if launch.server_args.given():
+            lines += ["server args: " + ", ".join(f"{k}={v!r}" for k, v in launch.server_args.given().items()), ""]
+        if launch.env:
+            lines += ["environment: " + " ".join(f"{k}={v}" for k, v in launch.env.items()), ""]
     lines += [f"{h}Decisions (what SGLang does; each names what it mirrors)"]
     rows = report.decisions.rows()
     if markdown:
-        lines += _table([{**r, "value": _fmt(r["value"])} for r in rows], ["decision", "value", "source"], True)
+        lines += [""] + _table([{**r, "value": _fmt(r["value"])} for r in rows], ["decision", "value", "source"], True)
     else:
         width = max(len(r["decision"]) for r in rows)
         for r in rows:
             lines += [f"{r['decision'].ljust(width)}  {_fmt(r['value'])}", f"{' ' * width}    from: {r['source']}"]
-    lines += ["", f"{h}Routes per layer kind (keys = attended / meant)"]
+    lines += ["", f"{h}Routes per layer kind (keys = attended / meant)"] + ([""] if markdown else [])
     lines += _table(_route_rows(report), ["worker", "mode", "backend", "kind", "layers", "kernel", "window_arg", "keys",
                                           "page_table", "sglang", "kit"], markdown)
-    lines += ["", f"{h}Findings (worst first)"]
+    lines += ["", f"{h}Findings (worst first)"] + ([""] if markdown else [])
     if not report.findings:
         lines.append("none")
     for i, f in enumerate(report.findings, 1):
-        bullet = f"{i}. **[{f.severity}]** {f.title}" if markdown else f"{i}. [{f.severity}] {f.title}"
-        lines += [f"{bullet} ({f.where})", f"   {f.detail}", f"   {_ways_out(f)}"]
+        if markdown:
+            lines += _md_finding(i, f, _bugs(context, f))
+        else:
+            lines += [f"{i}. [{f.severity}] {f.title} ({f.where})", f"   {f.detail}", f"   {_ways_out(f)}",
+                      *(f"   {bug}" for bug in _bugs(context, f))]
     code = report.exit_code
     lines += ["", f"exit code {int(code)} ({'findings' if code == ExitCode.DISAGREES else 'no finding above info'})"]
     return "\n".join(lines)
 
 
-def render_json(report: Audit) -> str:
-    return json.dumps(to_json(report), indent=2, default=str)
+def render_json(report: Audit, context: ReportContext | None = None) -> str:
+    return json.dumps(to_json(report, context), indent=2, default=str)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from swa_kit.errors import UsageError
+from swa_kit.files import parse_json, quote, read_text
 
 BACKEND_MODULE = "sglang.srt.layers.attention.aiter_backend"
 EXTEND_MODULE = "sglang.kernels.ops.attention.extend_attention"
@@ -169,16 +170,40 @@ def install(path: str | Path | None = None, module: Any = None) -> Tracer:
     return tracer
 
 
+MAX_TRACE_BYTES = 256 << 20  # a long server run's kernel calls; past this, record a shorter run
+#: Each field's JSON types (window_arg is any JSON value: what the kernel was passed).
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "layer": (int, type(None)), "sliding_window_size": (int, type(None)), "kernel": (str,),
+    "page_table_shape": (list, type(None)), "page_table": (str, type(None)), "mode": (str, type(None)),
+    "method": (str, type(None)), "pid": (int,)}
+
+
+def _record_from(value: Any, where: str) -> TraceRecord:
+    if not isinstance(value, dict):
+        raise UsageError(f"{where}: a JSON {type(value).__name__}, not a swa_kit.measure.trace record (an object)")
+    fields = set(TraceRecord.__dataclass_fields__)
+    if set(value) != fields:
+        lacks, extra = sorted(fields - set(value)), sorted(set(value) - fields)
+        raise UsageError(f"{where}: not a swa_kit.measure.trace record (lacks {lacks}, unknown {quote(extra)})")
+    for name, types in _FIELD_TYPES.items():
+        item = value[name]
+        if not isinstance(item, types) or isinstance(item, bool):
+            allowed = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+            raise UsageError(f"{where}: {name} is {quote(item)}; a trace record's {name} is {allowed}")
+    return TraceRecord(**value)
+
+
 def read_records(path: str | Path) -> list[TraceRecord]:
-    """The records of a trace file; a malformed line is refused with its number."""
+    """The records of a trace file, bounded; a malformed line is refused with its number, an empty file too."""
     records = []
-    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+    for number, line in enumerate(read_text(path, "trace", MAX_TRACE_BYTES).splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            records.append(TraceRecord(**json.loads(line)))
-        except (ValueError, TypeError) as error:
-            raise UsageError(f"{path}:{number}: not a swa_kit.measure.trace record ({error})") from None
+        where = f"trace {quote(str(path))} line {number}"
+        records.append(_record_from(parse_json(line, where), where))
+    if not records:
+        raise UsageError(f"trace {quote(str(path))} holds no kernel calls: was swa_kit.measure.trace.install(PATH) "
+                         "called in the serving process before the first request?")
     return records
 
 

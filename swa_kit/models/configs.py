@@ -20,13 +20,14 @@ origin in :attr:`ModelLayout.sources`.
 
 from __future__ import annotations
 
-import json
+import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swa_kit.errors import ModelConfigError
+from swa_kit.errors import ModelConfigError, UsageError
+from swa_kit.files import parse_json, quote, read_text
 from swa_kit.resources import data_path
 from swa_kit.window import Window
 
@@ -37,6 +38,9 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1, "f
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9.]+)*$")
 _BUNDLE_KEYS = {"name", "display_name", "hf_repo", "hf_config", "sources", "unverified", "notes"}
 _HF_KIND = {"sliding_attention": "sliding", "full_attention": "full", "chunked_attention": "chunked"}
+MAX_CONFIG_BYTES = 4 << 20  # a config.json is kilobytes; its tokenizer and weights live in other files
+MAX_LAYERS = 4096  # far past any published model, far below what would cost memory to lay out
+MAX_COUNT = (1 << 31) - 1  # heads, head dims and windows: past any real model
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,7 @@ class ModelLayout:
     notes: tuple[str, ...] = ()
     path: Path | None = field(default=None, compare=False)
     hf_config: dict = field(default_factory=dict, compare=False, repr=False)
+    sha256: str | None = field(default=None, compare=False)  # of the file read, for a bug report
 
     @property
     def num_layers(self) -> int:
@@ -201,20 +206,72 @@ def _transformers_config(raw: dict, where: str) -> tuple[Any, str]:
                     "transformers class; only the fields SGLang reads are used)")
 
 
+def architecture_for(model_type: str) -> str | None:
+    """The architecture the kit models that transformers' auto classes name for ``model_type`` (None: none)."""
+    from transformers.models.auto import modeling_auto
+
+    for names in (modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                  modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES):
+        if names.get(model_type) in ARCHITECTURES:
+            return names[model_type]
+    return None
+
+
+def _architecture(raw: dict, where: str) -> tuple[str, str]:
+    """The config's architecture, and how it was inferred ("" when ``architectures`` names it)."""
+    archs = raw.get("architectures")
+    model_type = raw.get("model_type")
+    if archs is None and isinstance(model_type, str):  # transformers' config classes save architectures: null
+        architecture = architecture_for(model_type)
+        if architecture is None:
+            raise _fail(where, f"architectures is null and model_type {quote(model_type)} names no architecture the "
+                               f"kit models; add \"architectures\": [one of {', '.join(ARCHITECTURES)}]")
+        return architecture, (f"INFERRED: architectures is null; transformers' auto classes map model_type "
+                              f"{model_type!r} to {architecture}")
+    if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
+        raise _fail(where, "architectures must list the model class, e.g. [\"Gemma4ForConditionalGeneration\"], or be "
+                           f"null with a model_type; got {quote(archs)}")
+    if archs[0] not in ARCHITECTURES:
+        raise _fail(where, f"unknown architecture {quote(archs[0])}; the kit models: {', '.join(ARCHITECTURES)}")
+    return archs[0], ""
+
+
+def _check_before_transformers(raw: dict, architecture: str, where: str) -> None:
+    """Refuse what transformers would take silently or slowly: a missing ``text_config``, a huge layer count."""
+    nested = raw.get("text_config")
+    if architecture.endswith("ForConditionalGeneration") and not isinstance(nested, dict):
+        raise _fail(where, f"{architecture} keeps its text model under text_config, and this config has "
+                           f"{'none' if nested is None else 'a ' + type(nested).__name__}; without it transformers "
+                           "builds its default text model, not yours: give the model's own config.json")
+    for holder, prefix in ((raw, ""), (nested, "text_config.")):
+        if isinstance(holder, dict) and "num_hidden_layers" in holder:
+            _positive(where, f"{prefix}num_hidden_layers", holder["num_hidden_layers"], MAX_LAYERS)
+        for key in ("dtype", "torch_dtype"):  # transformers looks a string up on torch, and a wrong one crashes it
+            if isinstance(holder, dict) and isinstance(holder.get(key), str) and not _torch_dtype(holder[key]):
+                raise _fail(where, f"{prefix}{key} is {quote(holder[key])}, not a torch dtype (bfloat16, float16, "
+                                   "float32, ...)")
+
+
+def _torch_dtype(name: str) -> bool:
+    import torch
+
+    return name == "auto" or isinstance(getattr(torch, name.removeprefix("torch."), None), torch.dtype)
+
+
 def _text_config(config: Any) -> Any:
     getter = getattr(config, "get_text_config", None)
     return getter(decoder=True) if callable(getter) else config
 
 
-def _positive(where: str, name: str, value: Any) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise _fail(where, f"{name} must be a positive integer, got {value!r}")
+def _positive(where: str, name: str, value: Any, maximum: int = MAX_COUNT) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= maximum:
+        raise _fail(where, f"{name} must be a whole number in 1..{maximum:,}, got {quote(value)}")
     return value
 
 
 def _layer_attention(text: Any, raw_text: dict, where: str, arch: str) -> tuple[list[str], str]:
     """Per layer "full" / "sliding" / "chunked", and the field that said so."""
-    n = _positive(where, "num_hidden_layers", getattr(text, "num_hidden_layers", None))
+    n = _positive(where, "num_hidden_layers", getattr(text, "num_hidden_layers", None), MAX_LAYERS)
     pattern = raw_text.get("hybrid_layer_pattern")
     if pattern is not None:  # MiMo-V2: SGLang's get_hybrid_layer_ids reads this field (1 = sliding)
         if not isinstance(pattern, list) or len(pattern) != n or set(pattern) - {0, 1}:
@@ -262,8 +319,8 @@ def _window(text: Any, raw_text: dict, attention: str, arch: Architecture, where
     if attention != "sliding":
         return {}
     keys = getattr(text, "sliding_window", None)
-    if not isinstance(keys, int) or isinstance(keys, bool) or keys < 1:
-        raise _fail(where, f"a sliding layer needs sliding_window >= 1 keys, got {keys!r}")
+    if not isinstance(keys, int) or isinstance(keys, bool) or not 1 <= keys <= MAX_COUNT:
+        raise _fail(where, f"a sliding layer needs sliding_window in 1..{MAX_COUNT:,} keys, got {quote(keys)}")
     # SGLang's RadixAttention stores `sliding_window_size or -1`: a 0 here means no window at all.
     sws = {"keys - 1": keys - 1, "keys": keys, "none": -1,
            "sliding_window_size": raw_text.get("sliding_window_size", keys - 1)}[arch.sws] or -1
@@ -291,13 +348,9 @@ def parse_hf_config(
     """Build the :class:`ModelLayout` of one Hugging Face config (the parsed ``config.json``)."""
     if not isinstance(raw, dict):
         raise _fail(where, f"a config.json holds one JSON object, got {type(raw).__name__}")
-    archs = raw.get("architectures")
-    if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
-        raise _fail(where, "architectures must list the model class, e.g. [\"Gemma4ForConditionalGeneration\"]")
-    architecture = archs[0]
-    if architecture not in ARCHITECTURES:
-        raise _fail(where, f"unknown architecture {architecture!r}; the kit models: {', '.join(ARCHITECTURES)}")
+    architecture, inferred = _architecture(raw, where)
     arch = ARCHITECTURES[architecture]
+    _check_before_transformers(raw, architecture, where)
     config, built_by = _transformers_config(raw, where)
     text = _text_config(config)
     raw_text = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
@@ -326,6 +379,7 @@ def parse_hf_config(
         "window in keys": "sliding_window (Hugging Face counts the query itself)",
         "sliding_window_size": arch.sws_source,
         "hybrid pool eligibility": f"{_MC} {'lists' if arch.hybrid_swa else 'does not list'} {architecture}",
+        **({"architecture": inferred} if inferred else {}),
         **(sources or {}),
     }
     name = name or str(raw.get("_name_or_path") or architecture).split("/")[-1].lower()
@@ -342,15 +396,14 @@ def load_hf_config(path: str | Path) -> ModelLayout:
     path = Path(path)
     file = path / "config.json" if path.is_dir() else path
     try:
-        raw = json.loads(file.read_text())
-    except (OSError, UnicodeDecodeError) as error:
-        raise ModelConfigError(f"cannot read config {str(file)!r} ({error.__class__.__name__}): give a "
-                               "config.json or a model directory holding one") from None
-    except json.JSONDecodeError as error:
-        raise ModelConfigError(f"config {str(file)!r} is not valid JSON ({error})") from None
+        text = read_text(file, "config", MAX_CONFIG_BYTES)
+        raw = parse_json(text, f"config {quote(str(file))}")
+    except UsageError as error:
+        raise ModelConfigError(f"{error}; give a config.json or a model directory holding one") from None
     name = file.parent.name if file.name == "config.json" else file.stem  # the model directory's name
     layout = parse_hf_config(raw, where=str(file), name=name.lower() or None)
     object.__setattr__(layout, "path", file)
+    object.__setattr__(layout, "sha256", hashlib.sha256(text.encode()).hexdigest())
     return layout
 
 
@@ -394,11 +447,13 @@ def load_model(name: str, directory: Path | None = None) -> ModelLayout:
         known = ", ".join(list_models(directory)) or "(none)"
         raise ModelConfigError(f"unknown model {name!r}; known models: {known}")
     try:
-        raw = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise _fail(str(path), f"not valid JSON: {error}") from None
+        text = read_text(path, "bundled model", MAX_CONFIG_BYTES)
+        raw = parse_json(text, f"bundled model {quote(str(path))}")
+    except UsageError as error:
+        raise ModelConfigError(str(error)) from None
     layout = parse_bundle(raw, where=str(path), expected_name=path.stem)
     object.__setattr__(layout, "path", path)
+    object.__setattr__(layout, "sha256", hashlib.sha256(text.encode()).hexdigest())
     return layout
 
 

@@ -34,11 +34,11 @@ from swa_kit.measure.bench.cases import (
     prefill_grid,
     verify_twin,
 )
+from swa_kit.measure.bench.recorded import SCHEMA
 from swa_kit.measure.bench.results import (
     DECODE_PATHS,
     PREFILL_PATHS,
     RECORDED_DIR,
-    SCHEMA,
     TARGETS,
     VERIFY_KEYS_TILE,
     VERIFY_TILE,

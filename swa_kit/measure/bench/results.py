@@ -14,13 +14,14 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from swa_kit.measure.bench.cases import HEADLINE, DecodeCase, PrefillCase
-from swa_kit.errors import UsageError
+from swa_kit.files import quote, read_json
+from swa_kit.measure.bench.recorded import check_recorded
 from swa_kit.resources import data_path
 
-SCHEMA = 2
+MAX_RECORDED_BYTES = 64 << 20  # a full grid with every row's settings is under 1 MiB
 RECORDED_DIR = data_path("bench")
 
 #: Issue #14's targets, over every decode cell of the grid (B 8, 32 and 128; B 1 has its own).
@@ -107,7 +108,7 @@ def headline_rows(result: dict[str, Any], window: int | None = None, **fixed: An
     """Timed decode rows of the headline family (optionally another window or shape), every context."""
     want = {k: v for k, v in HEADLINE.items() if k != "window"}
     want.update(fixed)
-    window = HEADLINE["window"] if window is None else window
+    window = cast(int, HEADLINE["window"]) if window is None else window
     return [r for r in result.get("decode", []) if r.get("time_ms") and r["case"]["window"] == window
             and r["case"].get("drafts", 0) == 0 and all(r["case"].get(k) == v for k, v in want.items())]
 
@@ -283,20 +284,20 @@ def recorded_files(directory: Path = RECORDED_DIR) -> list[Path]:
 
 
 def load_recorded(path: Path | str | None = None) -> dict[str, Any]:
-    """A recorded run (the newest in ``data/bench`` by default), marked ``recorded: True``."""
+    """A recorded run (the newest in ``data/bench`` by default), marked ``recorded: True``.
+
+    The file is read bounded (:func:`swa_kit.files.read_json`) and every field the kit reads is checked
+    (:func:`swa_kit.measure.bench.recorded.check_recorded`): a malformed file is one :class:`UsageError`
+    naming the file and the field.
+    """
     if path is None:
-        files = recorded_files()
-        if not files:
+        runs = {p: _read(p) for p in recorded_files()}
+        if not runs:
             raise FileNotFoundError(f"no recorded benchmark in {RECORDED_DIR}; run `swa-kit bench --json` on a GPU")
-        path = max(files, key=lambda p: json.loads(p.read_text()).get("date", ""))
-    try:
-        result = json.loads(Path(path).read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise UsageError(f"{str(path)!r} is not a JSON benchmark result ({error}); give a file swa-kit bench wrote") \
-            from None
-    if not isinstance(result, dict):
-        raise UsageError(f"{str(path)!r} holds a JSON {type(result).__name__}, not a benchmark result object")
-    check_schema(result)
+        path = max(runs, key=lambda p: runs[p]["date"])
+        result = runs[path]
+    else:
+        result = _read(path)
     result["recorded"] = True
     result["recorded_file"] = str(path)
     # The verdicts derive from the rows, so they are evaluated again: an older run gains today's annotations
@@ -306,22 +307,15 @@ def load_recorded(path: Path | str | None = None) -> dict[str, Any]:
     return result
 
 
-REQUIRED_KEYS = ("schema", "date", "command", "machine", "versions", "copy_tbs", "decode", "prefill", "checks")
-ROW_KEYS = ("mode", "case", "path", "page_size", "label", "time_ms", "correct", "method")
+def _read(path: Path | str) -> dict[str, Any]:
+    result = read_json(path, "benchmark result", MAX_RECORDED_BYTES)
+    check_recorded(result, quote(str(path)))
+    return result
 
 
 def check_schema(result: dict[str, Any]) -> None:
-    """Raise UsageError (a ValueError) naming what a benchmark result lacks."""
-    missing = [k for k in REQUIRED_KEYS if k not in result]
-    if missing:
-        raise UsageError(f"benchmark result lacks {missing}; was it written by swa_kit.measure.bench "
-                         f"(schema {SCHEMA})?")
-    if result["schema"] != SCHEMA:
-        raise UsageError(f"benchmark schema {result['schema']} != {SCHEMA}; re-record with this swa_kit")
-    for row in result["decode"] + result["prefill"]:
-        lacking = [k for k in ROW_KEYS if k not in row]
-        if lacking:
-            raise UsageError(f"benchmark row {row.get('label')!r} lacks {lacking}")
+    """Raise UsageError (a ValueError) naming the first field of a benchmark result the kit cannot read."""
+    check_recorded(result, "in memory")
 
 
 def save(result: dict[str, Any], path: Path | str) -> Path:

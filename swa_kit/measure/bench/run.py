@@ -30,12 +30,12 @@ from swa_kit.measure.bench.cases import (
     verify_twin,
 )
 from swa_kit.measure.bench.paths import FULL_CONTEXT_LIMIT, DecodeInputs, Made, as_tokens, prefill_inputs, prefill_paths
+from swa_kit.measure.bench.recorded import SCHEMA
 from swa_kit.measure.bench.results import (
     DECODE_PATHS,
     KIT,
     PREFILL_PATHS,
     RECORDED_DIR,
-    SCHEMA,
     VERIFY_KEYS_TILE,
     VERIFY_TILE,
     add_ratios,
