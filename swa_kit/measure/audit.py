@@ -296,7 +296,7 @@ def server_args_line(args: ServerArgsView, model_path: str) -> str:
 
     :func:`swa_kit.launch.inputs.parse_server_args` reads the line back into the same fields.
     """
-    values = {f.name: getattr(args, f.name) for f in fields(args) if f.name != "not_read"}
+    values = {f.name: getattr(args, f.name) for f in fields(args) if f.name not in ("not_read", "not_read_values")}
     values["model_path"] = values["model_path"] or model_path
     return "server_args=ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in values.items()) + ")"
 
