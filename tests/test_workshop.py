@@ -497,7 +497,8 @@ def test_pr_fixed_rows_are_the_audits_routes():
             (route,) = [r for r in routes["routes"]
                         if (r["worker"], r["mode"], r["kind"]) == (row["worker"], row["mode"], "sliding")]
             assert all(row[f"{f}_{tag}"] == route[f] for f in ("kernel", "page_table", "keys", "kit")), (row, route)
-    assert all(r["kit_before"] == "WRONG KEYS" and r["kit_after"] == "ok" for r in rows)
+    # after the PR the draft takes the unified route: right pool, one key short like every unified call site
+    assert all(r["kit_before"] == "WRONG KEYS" and r["kit_after"] == "ONE KEY SHORT" for r in rows)
 
 
 def test_triage_rule_holds_on_the_tiny_model():
