@@ -353,7 +353,7 @@ def parse_hf_config(
     _check_before_transformers(raw, architecture, where)
     config, built_by = _transformers_config(raw, where)
     text = _text_config(config)
-    raw_text = raw["text_config"] if isinstance(raw.get("text_config"), dict) else raw
+    raw_text = _raw_text_fields(raw)
     attention, layers_from = _layer_attention(text, raw_text, where, architecture)
     kinds: dict[str, LayerKind] = {}
     shape_of: dict[tuple, str] = {}
@@ -461,8 +461,12 @@ def load_all(directory: Path | None = None) -> list[ModelLayout]:
     return [load_model(n, directory) for n in list_models(directory)]
 
 
+def _raw_text_fields(raw: dict[str, Any]) -> dict[str, Any]:
+    """A raw config's text-model fields: its ``text_config`` where it has one (multimodal), else the config."""
+    text = raw.get("text_config")
+    return text if isinstance(text, dict) else raw
+
+
 def text_fields(model: ModelLayout) -> dict[str, Any]:
-    """The raw config's text-model fields: its ``text_config`` where it has one (multimodal), else the config."""
-    config = model.hf_config or {}
-    text = config.get("text_config")
-    return text if isinstance(text, dict) else config
+    """The text-model fields of the config ``model`` was read from (see :func:`_raw_text_fields`)."""
+    return _raw_text_fields(model.hf_config or {})
