@@ -3,20 +3,45 @@
 The kit's tables, pools, routes and guards read SGLang :data:`SGLANG_VERSION`, which carries SGLang PR #38756
 (``_resolve_swa_kv_pool`` and the paged-decode guard ``_reject_paged_decode_sliding_window``). The kit can also
 plan a launch on the release before that PR (:data:`BEFORE_38756`), which has neither, to show what ran silently
-wrong there. Every version the code compares, offers as a choice or prints comes from here; docstrings may cite
-"SGLang 0.5.23 file X" as prose.
+wrong there.
+
+Other fixes to SGLang's sliding-window code are modelled the same way, one PR at a time: ``before-<N>`` is
+SGLang :data:`SGLANG_VERSION` with the change of PR #N (one of :data:`REVERTIBLE_FIXES`) undone as the kit models
+it, and nothing else. That is how a known bug whose release is not on the package index is replayed. Every version
+the code compares, offers as a choice or prints comes from here; docstrings may cite "SGLang 0.5.23 file X" as
+prose.
 """
 
 from __future__ import annotations
 
 #: The SGLang release whose code the kit mirrors (and whose wheel CI installs).
 SGLANG_VERSION = "0.5.23"
+
+#: The fixes the kit can undo, by PR number (``sgl-project/sglang`` unless the text says otherwise): what
+#: ``before-<N>`` changes in the kit's model of SGLang :data:`SGLANG_VERSION`.
+REVERTIBLE_FIXES: dict[int, str] = {
+    38756: "no SWA-pool resolver, no paged-decode guard",
+}
+
+
+def before(pr: int) -> str:
+    """The version name for SGLang :data:`SGLANG_VERSION` with PR #``pr``'s fix undone."""
+    if pr not in REVERTIBLE_FIXES:
+        raise KeyError(f"PR #{pr} is not a fix the kit models (one of {sorted(REVERTIBLE_FIXES)})")
+    return f"before-{pr}"
+
+
 #: The release before SGLang PR #38756: no SWA-pool resolver, no paged-decode guard.
-BEFORE_38756 = "before-38756"
+BEFORE_38756 = before(38756)
 #: The versions a launch may name (``--sglang-version``), the default first.
-SGLANG_VERSIONS = (SGLANG_VERSION, BEFORE_38756)
+SGLANG_VERSIONS = (SGLANG_VERSION, *(before(pr) for pr in sorted(REVERTIBLE_FIXES, reverse=True)))
+
+
+def has_fix(version: str, pr: int) -> bool:
+    """Whether SGLang ``version`` has PR #``pr``'s fix (every version but ``before-<pr>`` has it)."""
+    return version != before(pr)
 
 
 def has_pr_38756(version: str) -> bool:
     """Whether SGLang ``version`` has PR #38756's fixed resolver and paged-decode guard."""
-    return version == SGLANG_VERSION
+    return has_fix(version, 38756)
