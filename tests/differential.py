@@ -86,7 +86,7 @@ def kit_answer(model: str, platform: str, args: str) -> tuple[str | None, dict[s
     fields.update(budget_bytes=pools.budget_bytes, full_tokens=pools.full_tokens, swa_tokens=pools.swa_tokens,
                   swa_pool_floor=pools.floor_tokens if pools.hybrid else None)
     if pools.budget_bytes is not None:
-        one = pools.budget_bytes // pools.one_pool_cell_bytes
+        one = pools.budget_bytes // pools.default_pool_cell_bytes
         fields["one_pool_tokens"] = one // d.page_size.value * d.page_size.value
     draft = d.draft_pool.value
     fields["draft_layers"] = draft.layout.num_layers if with_draft and draft.layout is not None else None
@@ -109,20 +109,24 @@ def sglang_answer(model: str, platform: str, args: str) -> tuple[str | None, dic
         (Path(tmp) / "d").mkdir()
         (Path(tmp) / "d" / "config.json").write_text(DRAFT.read_text())
         argv = ["--model-path", str(Path(tmp) / "m"), *args.replace("DRAFT", str(Path(tmp) / "d")).split()]
-        answer = ask_sglang(argv, platform, memory)
+        built = sglang_built()[model]
+        if isinstance(built, str):  # the oracle cannot answer without SGLang's window: say so, never guess
+            raise RuntimeError(f"{model}: SGLang's model class {built}")
+        answer = ask_sglang(argv, platform, memory, built=built)
     if answer.refused:
         return answer.refused, answer.fields
-    return answer.refused, {**answer.fields, "layer_windows": sglang_windows()[model]}
+    return answer.refused, {**answer.fields, "layer_windows": built.layer_windows}
 
 
-_SGLANG_WINDOWS: dict[str, dict[int, int]] = {}
+_SGLANG_BUILT: dict[str, Any] = {}
 
 
-def sglang_windows() -> dict[str, dict[int, int]]:
-    """Each config's per-layer window from SGLang's model classes (built once, in a child process)."""
-    from swa_kit.launch.sglang_oracle import layer_windows_apart
+def sglang_built() -> dict[str, Any]:
+    """Each config's SGLang model class built on the meta device (once, in a child process): its per-layer
+    windows and the runner's sliding_window_size, or why it did not build."""
+    from swa_kit.launch.sglang_oracle import built_models_apart
 
-    if not _SGLANG_WINDOWS:
+    if not _SGLANG_BUILT:
         with tempfile.TemporaryDirectory(prefix="swa-kit-diff-") as tmp:
             dirs = {}
             for name, path in CONFIGS.items():
@@ -130,8 +134,8 @@ def sglang_windows() -> dict[str, dict[int, int]]:
                 (Path(tmp) / name).mkdir()
                 (Path(tmp) / name / "config.json").write_text(json.dumps(raw.get("hf_config", raw)))
                 dirs[str(Path(tmp) / name)] = name
-            _SGLANG_WINDOWS.update({dirs[d]: w for d, w in layer_windows_apart(list(dirs)).items()})
-    return _SGLANG_WINDOWS
+            _SGLANG_BUILT.update({dirs[d]: b for d, b in built_models_apart(list(dirs)).items()})
+    return _SGLANG_BUILT
 
 
 def compare(model: str, platform: str, args: str) -> dict[str, tuple[Any, Any]]:
@@ -154,8 +158,6 @@ def classify(model: str, args: str, field: str) -> str:
         return "draft layers left out of the pool (spec_aux_hidden_state)"
     if tp > 1 and field in ("full_tokens", "swa_tokens", "one_pool_tokens"):
         return "TP: KV heads split over ranks (get_num_kv_heads(tp_size))"
-    if field == "layer_windows" and isinstance(sglang_windows()[model], str):
-        return "SGLang's model class did not build on the meta device here (get_rope / hidden_act): not compared"
     if field in ("budget_bytes", "full_tokens", "swa_tokens", "one_pool_tokens") and "context-length 32768" in args:
         return "aiter's cut of mem_fraction_static (attention_hook.py)"
     return "UNCLASSIFIED"

@@ -1,4 +1,4 @@
-"""The environment variables SGLang 0.5.23's aiter backend routes by and its SWA pool sizing reads.
+"""The environment variables SGLang 0.5.23's aiter backend routes by, its SWA pool sizing and start-up read.
 
 Only these names are accepted in a launch's environment (:func:`check_env`); any other is refused with the
 accepted ones, so a typo never silently leaves a route unchanged.
@@ -24,6 +24,8 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
     "SGLANG_AITER_PAGED_PREFILL_ASM": ("1", "EnvBool", "aiter: asm paged prefill for full-attention layers"),
     "SGLANG_AITER_ASM_PREFILL_HD128": ("1", "EnvBool", "aiter: asm prefill for head_dim 128 full-attention layers"),
     "SGLANG_SWA_EVICTION_INTERVAL": ("128", "int", "SWA eviction interval; the request-cap pool configurator reads it"),
+    "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": ("0", "EnvBool", ("start-up: accepts a --context-length above the "
+                                                                   "model's own (else ModelConfig refuses it)")),
 }
 _ACCEPTED = {"bool": (("true", "1"), ("false", "0")), "EnvBool": (("true", "1", "yes", "y"), ("false", "0", "no", "n"))}
 

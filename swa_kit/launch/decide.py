@@ -19,7 +19,7 @@ from swa_kit.launch.backend import choose_backend, choose_page_size
 from swa_kit.launch.drafts import DraftPool, draft_pool
 from swa_kit.launch.inputs import Launch, Platform, parse_server_args
 from swa_kit.launch.pool_sizing import PoolSizes, kv_dtype_bytes, size_pools
-from swa_kit.launch.refusals import check_backend_names, check_quantization, check_startup
+from swa_kit.launch.refusals import check_backend_names, check_context_length, check_quantization, check_startup
 from swa_kit.launch.speculation import settle
 from swa_kit.models.memory import request_bytes
 from swa_kit.sglang_versions import SGLANG_VERSION
@@ -119,6 +119,7 @@ def decide(launch: Launch) -> Decisions:
     choice = choose_backend(launch)
     check_startup(launch, choice)
     check_quantization(launch)
+    check_context_length(launch)
     eligible = model.sglang_hybrid_swa_pool
     hybrid = eligible and not choice.disable_hybrid_swa_memory
     if hybrid:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from swa_kit.models.configs import text_fields
+from swa_kit.models.configs import ModelLayout, text_fields
 from swa_kit.errors import UsageError
 from swa_kit.launch.inputs import Launch
 from swa_kit.launch.parallel import Parallel
@@ -42,10 +42,15 @@ class Fraction:
 
 
 def context_length(launch: Launch) -> int:
-    """``model_config.context_len``: ``--context-length``, else the text config's length times its rope factor."""
+    """``model_config.context_len``: ``--context-length``, else the model's derived length."""
     if launch.server_args.context_length is not None:
         return launch.server_args.context_length
-    text = text_fields(launch.model)
+    return derived_context_length(launch.model)
+
+
+def derived_context_length(model: ModelLayout) -> int:
+    """``get_context_length`` (utils/hf_transformers/common.py): the text config's length times its rope factor."""
+    text = text_fields(model)
     rope = text.get("rope_scaling") if isinstance(text.get("rope_scaling"), dict) else None
     factor = 1
     if rope and "original_max_position_embeddings" not in rope and rope.get("rope_type") != "llama3":

@@ -9,7 +9,9 @@ Mirrors ``model_executor/pool_configurator.py``:
 * ``SWARequestCapPoolConfigurator`` when ``--max-running-requests`` is set, the radix cache is off and
   chunked prefill is on: the SWA pool is the worst case of the running requests
   (``compute_swa_request_cap``), the rest of the budget goes to the full pool.
-* ``DefaultPoolConfigurator`` (one pool): every layer for every token.
+* ``DefaultPoolConfigurator`` (one pool): every layer for every token, each at ``ModelConfig``'s one geometry
+  (``_compute_cell_size``: ``get_num_kv_heads(tp) x (head_dim + v_head_dim) x layers``), the full-attention
+  layers' geometry; so where SWA layers differ (Gemma-4, MiMo-V2) one pool is not the sum of the real layers.
 * ``validate_swa_pool_size``: start-up fails when ``sliding_window_size + page_size >= swa_tokens``.
 
 Every size is per GPU: KV heads split over the attention-TP ranks and layers over the pipeline stages
@@ -56,6 +58,7 @@ class PoolSizes:
     parallel: Parallel = Parallel(1, 1, 1, 1)
     draft: DraftLayers | None = None  # draft layers counted in the cells above
     stage_layers: int = 0  # target layers this GPU's pipeline stage holds
+    default_pool_cell_bytes: int = 0  # one token in DefaultPoolConfigurator's one pool (what it sizes tokens by)
 
     @property
     def full_bytes(self) -> int | None:
@@ -67,6 +70,7 @@ class PoolSizes:
 
     @property
     def one_pool_cell_bytes(self) -> int:
+        """One token in every layer at its own geometry: the bytes one pool of every layer would really hold."""
         return self.full_cell_bytes + self.swa_cell_bytes
 
     @property
@@ -110,6 +114,18 @@ def _layer_bytes(kind: LayerKind, dtype_bytes: int, parallel: Parallel) -> int:
 
 def _cell(model: ModelLayout, layer_ids: list[int], dtype_bytes: int, parallel: Parallel) -> int:
     return sum(_layer_bytes(model.layer_kind(i), dtype_bytes, parallel) for i in layer_ids)
+
+
+def _full_kind(model: ModelLayout) -> LayerKind:
+    return next((k for k in model.kinds.values() if not k.uses_swa_pool), next(iter(model.kinds.values())))
+
+
+def _one_pool_cell(model: ModelLayout, layers: list[int], dtype_bytes: int, parallel: Parallel,
+                   drafts: DraftLayers) -> int:
+    """``DefaultPoolConfigurator``: every layer at the full-attention geometry, the draft's layers at the same
+    per-layer size (``int(cell x draft_layers / layers)``)."""
+    cell = len(layers) * _layer_bytes(_full_kind(model), dtype_bytes, parallel)
+    return cell + int(cell * drafts.total / len(layers)) if drafts.total and layers else cell
 
 
 @dataclass(frozen=True)
@@ -229,18 +245,17 @@ def _size_stage(launch: Launch, hybrid: bool, page_size: int, budget: int | None
     dtype_bytes = kv_dtype_bytes(model, args.kv_cache_dtype)
     if args.max_total_tokens is not None:
         how = f"--max-total-tokens {args.max_total_tokens} caps the full pool"
+    one_pool = _one_pool_cell(model, layers, dtype_bytes, parallel, drafts)
     if not hybrid:
-        cell = _cell(model, layers, dtype_bytes, parallel)
-        if drafts.total and layers:  # DefaultPoolConfigurator: the draft shares the target's per-layer size
-            cell += int(cell * drafts.total / len(layers))
+        cell = one_pool
         tokens = args.max_total_tokens or (budget // cell if budget else None)
         tokens = _align(tokens, page_size) if tokens else None
         name = "DefaultPoolConfigurator"
         return PoolSizes(name, f"{_PC} {name}", False, None, cell, 0, budget, how, tokens, None, None, None,
-                     parallel=parallel, draft=drafts, stage_layers=len(layers))
+                         parallel=parallel, draft=drafts, stage_layers=len(layers), default_pool_cell_bytes=one_pool)
     full_ids = [i for i in model.full_attention_layer_ids if i in layers]
     swa_ids = [i for i in model.swa_attention_layer_ids if i in layers]
-    full_kind = next((k for k in model.kinds.values() if not k.uses_swa_pool), next(iter(model.kinds.values())))
+    full_kind = _full_kind(model)
     swa_kind = next(k for k in model.kinds.values() if k.uses_swa_pool)
     # HybridSWAPoolConfigurator: draft layers take the target's full / SWA per-token geometry
     full_cell = _cell(model, full_ids, dtype_bytes, parallel) + drafts.full * _layer_bytes(full_kind, dtype_bytes,
@@ -267,7 +282,7 @@ def _size_stage(launch: Launch, hybrid: bool, page_size: int, budget: int | None
         name = "SWARequestCapPoolConfigurator"
         source = f"{_PC} {name} (--max-running-requests with the radix cache off)"
         return PoolSizes(name, source, True, None, full_cell, swa_cell, budget, how, full, swa, None, None,
-                     parallel=parallel, draft=drafts, stage_layers=len(layers))
+                         parallel=parallel, draft=drafts, stage_layers=len(layers), default_pool_cell_bytes=one_pool)
     full = args.max_total_tokens or (int(budget // (full_cell + ratio * swa_cell)) if budget else None)
     full = _align(full, page_size) if full else None
     swa = _align(int(full * ratio), page_size) if full else None
@@ -280,4 +295,4 @@ def _size_stage(launch: Launch, hybrid: bool, page_size: int, budget: int | None
     name = "HybridSWAPoolConfigurator"
     return PoolSizes(name, f"{_PC} {name}, swa_full_tokens_ratio {ratio} ({ratio_how})", True, ratio, full_cell,
                      swa_cell, budget, how, full, swa, sws + page_size, refused,
-                     parallel=parallel, draft=drafts, stage_layers=len(layers))
+                     parallel=parallel, draft=drafts, stage_layers=len(layers), default_pool_cell_bytes=one_pool)

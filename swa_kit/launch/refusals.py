@@ -7,13 +7,17 @@
   aiter; so fa3 or flashinfer is refused.
 * MXFP4 on ROCm needs gfx95 (``layers/quantization/mxfp4.py Mxfp4Config.from_config`` raises ValueError on any
   other HIP GPU, e.g. gfx942): the quantization is ``--quantization`` or the config's ``quantization_config``.
+* ``--context-length`` above the model's own length (``configs/model_config.py ModelConfig._derive_context_length``
+  raises ValueError unless ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN`` is set).
 """
 
 from __future__ import annotations
 
+from swa_kit.engine.environment import env_flag
 from swa_kit.errors import LaunchRefusedError, UsageError
 from swa_kit.launch.backend import BackendChoice
 from swa_kit.launch.inputs import Launch
+from swa_kit.launch.memory_fraction import derived_context_length
 
 ATTENTION_BACKEND_CHOICES = (
     "triton", "torch_native", "flex_attention", "dsa", "nsa", "qsa", "dsv4", "compressed", "fa3", "fa4", "flashinfer",
@@ -70,3 +74,15 @@ def check_quantization(launch: Launch) -> None:
             f"SGLang refuses this launch: MXFP4 on {launch.platform.name} raises 'Current platform ... not support "
             "mxfp4 computation' at model load (sglang 0.5.23 layers/quantization/mxfp4.py Mxfp4Config.from_config: "
             "HIP needs gfx95); serve it on rocm-gfx950, or a bf16 checkpoint of the model")
+
+
+def check_context_length(launch: Launch) -> None:
+    """Raise :class:`LaunchRefusedError` where ``--context-length`` exceeds the model's own length, as
+    ``ModelConfig._derive_context_length`` does unless ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN`` is on."""
+    given, derived = launch.server_args.context_length, derived_context_length(launch.model)
+    if given is not None and given > derived and \
+            not env_flag(launch.env, "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"):
+        raise LaunchRefusedError(
+            f"SGLang refuses this launch: --context-length {given} is above the model's own {derived} "
+            "(sglang 0.5.23 configs/model_config.py ModelConfig._derive_context_length); use --context-length "
+            f"{derived} or less, or set SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 if the model holds it")

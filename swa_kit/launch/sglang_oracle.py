@@ -35,6 +35,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import sys
 import tempfile
 import traceback
@@ -359,35 +360,51 @@ def _one_rank_groups() -> None:
     ps.initialize_model_parallel(backend="gloo")
 
 
-def layer_windows_apart(model_dirs: list[str]) -> dict[str, dict[int, int] | str]:
-    """:func:`layer_windows` for each config directory, in one child process (its process groups stay there);
+@dataclass(frozen=True)
+class BuiltModel:
+    """What SGLang's model class sets when built: each layer's window, and the runner's ``sliding_window_size``."""
+
+    layer_windows: dict[int, int]  # RadixAttention.sliding_window_size by layer id
+    sliding_window_size: int | None  # load_model_utils.resolve_sliding_window_size(model, model_config)
+
+
+def built_models_apart(model_dirs: list[str]) -> dict[str, BuiltModel | str]:
+    """:func:`built_model` for each config directory, in one child process (its process groups stay there);
     a config SGLang's model class does not build for is answered with the reason, ``"not built: ..."``."""
     import subprocess
 
-    code = ("import json, sys; from swa_kit.launch.sglang_oracle import layer_windows, _refusal\n"
-            "def one(d):\n try: return layer_windows(d)\n except Exception as e: return 'not built: ' + _refusal(e)\n"
+    code = ("import json, sys, dataclasses; from swa_kit.launch.sglang_oracle import built_model, _refusal\n"
+            "def one(d):\n try: return dataclasses.asdict(built_model(d))\n"
+            " except Exception as e: return 'not built: ' + _refusal(e)\n"
             "print('WINDOWS ' + json.dumps({d: one(d) for d in sys.argv[1:]}))")
     run = subprocess.run([sys.executable, "-c", code, *model_dirs], capture_output=True, text=True, check=False)
     line = next((x for x in run.stdout.splitlines() if x.startswith("WINDOWS ")), None)
     if run.returncode or line is None:
         raise SGLangUnavailableError(f"SGLang's model classes did not build on the meta device (exit "
                                      f"{run.returncode}): {run.stderr[-600:]}")
-    return {d: w if isinstance(w, str) else {int(k): v for k, v in w.items()}
-            for d, w in json.loads(line[8:]).items()}
+    return {d: b if isinstance(b, str) else
+            BuiltModel({int(k): v for k, v in b["layer_windows"].items()}, b["sliding_window_size"])
+            for d, b in json.loads(line[8:]).items()}
 
 
-_WINDOWS: dict[str, dict[int, int]] = {}
+def layer_windows_apart(model_dirs: list[str]) -> dict[str, dict[int, int] | str]:
+    """Each config's per-layer windows (:func:`built_models_apart`), or why its model class did not build."""
+    return {d: b if isinstance(b, str) else b.layer_windows for d, b in built_models_apart(model_dirs).items()}
 
 
-def layer_windows(model_dir: str, platform: str = "rocm-gfx942") -> dict[int, int]:
-    """Each layer's ``RadixAttention.sliding_window_size`` as SGLang's model class sets it, built on the meta device.
+_BUILT: dict[str, BuiltModel] = {}
 
-    The model is built once per config at TP 1 (the window does not depend on TP); every RadixAttention is
-    recorded as its constructor returns.
+
+def built_model(model_dir: str, platform: str = "rocm-gfx942") -> BuiltModel:
+    """SGLang's model class for the config at ``model_dir``, built on the meta device: each layer's
+    ``RadixAttention.sliding_window_size`` and the window the model runner
+    sizes the SWA pool with (``resolve_sliding_window_size``: the model's ``get_attention_sliding_window_size``,
+    which is ``sliding_window - 1`` for Gemma and GPT-OSS, else the config's). Built once per config at TP 1 (the
+    window does not depend on TP).
     """
     key = (Path(model_dir) / "config.json").read_text()
-    if key in _WINDOWS:
-        return _WINDOWS[key]
+    if key in _BUILT:
+        return _BUILT[key]
     import torch
 
     server_args_mod = import_sglang("sglang.srt.server_args")
@@ -403,14 +420,7 @@ def layer_windows(model_dir: str, platform: str = "rocm-gfx942") -> dict[int, in
     runtime.publish(sa, role="scheduler", ranks=runtime.SpawnRanks(world_rank=0, gpu_id=0))
     arch = mc.hf_config.architectures[0]
     cls = registry.ModelRegistry.resolve_model_cls([TEXT_CLASS.get(arch, arch)])[0]
-    config = mc.hf_text_config if arch in TEXT_CLASS else mc.hf_config
-    built: dict[int, int] = {}
-    original = radix.RadixAttention.__init__
-
-    def recording(self: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        built[self.layer_id] = self.sliding_window_size
-
+    config = _spelled_for_the_model_class(mc.hf_text_config if arch in TEXT_CLASS else mc.hf_config, arch)
     # The HIP/CUDA rotary kernels are picked at import from the real machine; on a CPU SGLang reaches for vLLM's
     # op, which the meta build never calls: a placeholder module lets the constructor finish.
     placeholder = types.ModuleType("vllm._custom_ops")
@@ -420,20 +430,76 @@ def layer_windows(model_dir: str, platform: str = "rocm-gfx942") -> dict[int, in
     saved = {name: sys.modules.get(name) for name in ("vllm", "vllm._custom_ops")}
     sys.modules.setdefault("vllm", package)
     sys.modules["vllm._custom_ops"] = placeholder
-    radix.RadixAttention.__init__ = recording
     try:
         _one_rank_groups()
         with torch.device("meta"), hidden_aiter():
-            cls(config, quant_config=None)
+            model = cls(config, quant_config=None)
     finally:
-        radix.RadixAttention.__init__ = original
         for name, module in saved.items():
             if module is None:
                 sys.modules.pop(name, None)
             else:
                 sys.modules[name] = module
-    _WINDOWS[key] = built
-    return built
+    _BUILT[key] = BuiltModel(_windows_by_layer(model, radix.RadixAttention), _runner_window(model, arch, mc))
+    return _BUILT[key]
+
+
+def _windows_by_layer(model: Any, attention: type) -> dict[int, int]:
+    """Each decoder layer's ``RadixAttention.sliding_window_size``, by the layer's place in ``layers`` (not by the
+    attention's ``layer_id``: Gemma-3n's KV-shared layers reuse an earlier layer's id, ``models/gemma3n_causal.py``
+    ``Gemma3nAttention``)."""
+    windows: dict[int, int] = {}
+    for name, module in model.named_modules():
+        found = re.search(r"(?:^|\.)layers\.(\d+)\.", name)
+        if isinstance(module, attention) and found:
+            layer = int(found.group(1))
+            if windows.get(layer, module.sliding_window_size) != module.sliding_window_size:
+                raise UsageError(f"layer {layer} holds attentions of windows {windows[layer]} and "
+                                 f"{module.sliding_window_size}: one window per layer cannot be read")
+            windows[layer] = module.sliding_window_size
+    return windows
+
+
+def _spelled_for_the_model_class(config: Any, arch: str) -> Any:
+    """The config with the field spellings SGLang 0.5.23's model classes read, where transformers 5.19 (its pinned
+    version) saves or standardises them differently; none of them touches a window:
+
+    * ``hidden_act`` (``models/gemma2.py Gemma2DecoderLayer``) and ``layernorm_epsilon`` (``models/mimo_v2.py``):
+      transformers' ``Gemma2Config`` / ``MiMoV2FlashConfig`` hold only ``hidden_activation`` / ``rms_norm_eps``
+      (the published checkpoints carry the older names);
+    * ``rope_scaling`` (MiMo-V2 only; Gemma-3n reads the per-type dict itself): ``MiMoV2FlashConfig`` standardises
+      it into one dict per layer type, which ``models/mimo_v2.py`` hands whole to ``get_rope`` (an unhashable
+      cache key); the published checkpoint's flat ``rope_theta`` / ``swa_rope_theta`` with no scaling is what the
+      class reads instead.
+    """
+    for read, saved in (("hidden_act", "hidden_activation"), ("layernorm_epsilon", "rms_norm_eps")):
+        if not hasattr(config, read) and hasattr(config, saved):
+            setattr(config, read, getattr(config, saved))
+    rope = getattr(config, "rope_parameters", None)
+    nested = isinstance(rope, dict) and bool(rope) and all(isinstance(v, dict) for v in rope.values())
+    if arch.startswith("MiMoV2") and nested:
+        full, swa = rope.get("full_attention", {}), rope.get("sliding_attention", {})
+        config.rope_scaling = None
+        for name, value in (("rope_theta", full.get("rope_theta")), ("swa_rope_theta", swa.get("rope_theta")),
+                            ("partial_rotary_factor", full.get("partial_rotary_factor"))):
+            if value is not None:
+                setattr(config, name, value)
+    return config
+
+
+def _runner_window(model: Any, arch: str, mc: Any) -> int | None:
+    """``resolve_sliding_window_size`` on the model the runner holds: for a multimodal wrapper (built here as its
+    text model), the wrapper's own ``get_attention_sliding_window_size`` over its config and language model."""
+    registry = import_sglang("sglang.srt.models.registry")
+    utils = import_sglang("sglang.srt.model_executor.model_runner_components.load_model_utils")
+    if arch in TEXT_CLASS:
+        wrapper = registry.ModelRegistry.resolve_model_cls([arch])[0]
+        holder = SimpleNamespace(config=mc.hf_config, language_model=model)
+        if hasattr(wrapper, "get_attention_sliding_window_size"):
+            holder.get_attention_sliding_window_size = types.MethodType(
+                wrapper.get_attention_sliding_window_size, holder)
+        model = holder
+    return utils.resolve_sliding_window_size(model, mc)
 
 
 def _spec_aux(sa: Any, mc: Any) -> Any:
@@ -444,8 +510,8 @@ def _spec_aux(sa: Any, mc: Any) -> Any:
                                                                spec_algorithm=algorithm, is_draft_worker=False)
 
 
-def _sizes(sa: Any, view: Any, mc: Any, algorithm: Any, spec_aux: Any, budget: int | None,
-           hybrid: bool) -> dict[str, Any]:
+def _sizes(sa: Any, view: Any, mc: Any, algorithm: Any, spec_aux: Any, budget: int | None, hybrid: bool,
+           sws: int | None) -> dict[str, Any]:
     """Pool sizes from ``create_memory_pool_configurator`` + ``calculate_pool_sizes`` on SGLang's own objects."""
     pc = import_sglang("sglang.srt.model_executor.pool_configurator")
     layer_setup = import_sglang("sglang.srt.model_executor.model_runner_components.layer_setup")
@@ -455,9 +521,6 @@ def _sizes(sa: Any, view: Any, mc: Any, algorithm: Any, spec_aux: Any, budget: i
         start_layer=0, end_layer=n, num_effective_layers=n,
         swa_attention_layer_ids=mc.swa_attention_layer_ids if hybrid else None,
         full_attention_layer_ids=mc.full_attention_layer_ids if hybrid else None)
-    utils = import_sglang("sglang.srt.model_executor.model_runner_components.load_model_utils")
-    # The runner's window without the built model (its get_attention_sliding_window_size is not consulted here).
-    sws = utils.resolve_sliding_window_size(SimpleNamespace(), mc)
     kvc = SimpleNamespace(
         kv_cache_dtype_str=sa.kv_cache_dtype, model_config=mc, kv_cache_dtype=_kv_dtype(resolved),
         model_dtype=mc.dtype, layer_info=info, sliding_window_size=sws, page_size=view.page_size, attn_dp_size=1,
@@ -475,12 +538,14 @@ def _sizes(sa: Any, view: Any, mc: Any, algorithm: Any, spec_aux: Any, budget: i
     return out
 
 
-def ask_sglang(argv: list[str], platform: str, gpu_memory_bytes: int | None, weights_bytes: int = 0) -> Answer:
+def ask_sglang(argv: list[str], platform: str, gpu_memory_bytes: int | None, weights_bytes: int = 0,
+               built: BuiltModel | None = None) -> Answer:
     """SGLang's own answer for the raw command line ``argv`` (``--model-path`` and any draft path included).
 
     SGLang's argument parser reads ``argv`` as given; ``run_resolution_pipeline`` resolves it under the named
     platform; any raise on the way is SGLang's start-up refusal. The KV budget is the kit's formula (GPU memory x
-    the fraction SGLang resolved - weights), the one input SGLang would measure on a GPU.
+    the fraction SGLang resolved - weights), the one input SGLang would measure on a GPU. ``built``: the target's
+    model class built on the meta device (:func:`built_models_apart`), built here in a child when not given.
     """
     server_args_mod = import_sglang("sglang.srt.server_args")
     pipeline = import_sglang("sglang.srt.arg_groups.pipeline")
@@ -502,6 +567,11 @@ def ask_sglang(argv: list[str], platform: str, gpu_memory_bytes: int | None, wei
         except (Exception, SystemExit) as error:  # argparse exits; every other raise is a start-up refusal
             return Answer(_refusal(error), {})
         hybrid = bool(mc.is_hybrid_swa)
+        if built is None:
+            answer = built_models_apart([sa.model_path])[sa.model_path]
+            if isinstance(answer, str):
+                raise SGLangUnavailableError(f"{sa.model_path}: SGLang's model class {answer}")
+            built = answer
         fraction = view.mem_fraction_static
         budget = None if gpu_memory_bytes is None else int(gpu_memory_bytes * fraction) - weights_bytes
         fields: dict[str, Any] = {
@@ -511,9 +581,10 @@ def ask_sglang(argv: list[str], platform: str, gpu_memory_bytes: int | None, wei
             "draft_layers": spec_aux.eagle_draft_num_layers,
             "kv_heads_per_gpu": mc.get_num_kv_heads(view.tp_size)}
         try:
-            fields.update(_sizes(sa, view, mc, algorithm, spec_aux, budget, hybrid))
+            sws = built.sliding_window_size
+            fields.update(_sizes(sa, view, mc, algorithm, spec_aux, budget, hybrid, sws))
             if budget is not None:  # one pool of every layer, as the same launch without the hybrid pool sizes it
-                fields["one_pool_tokens"] = _sizes(sa, view, mc, algorithm, spec_aux, budget, False)["full_tokens"]
+                fields["one_pool_tokens"] = _sizes(sa, view, mc, algorithm, spec_aux, budget, False, sws)["full_tokens"]
         except Exception as error:  # the configurator's own refusal (a pool under its floor, a negative pool)
             return Answer(_refusal(error), fields)
     return Answer(None, fields)
