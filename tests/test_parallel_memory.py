@@ -83,11 +83,15 @@ def test_draft_layers_enter_the_full_and_swa_cells(tmp_path):
                    "draft_hf_config": draft / "config.json"}):
         again = decide(Launch.from_inputs(hf_config=target, gpu_memory_gib=100, **extra))
         assert again.full_tokens.value == full
-    # under --disable-hybrid-swa-memory: one pool, the draft adds int(cell x 4 / 12)
+    # under --disable-hybrid-swa-memory: one pool, every layer at ModelConfig's one (full-attention) geometry
+    # (pool_configurator.py DefaultPoolConfigurator._compute_cell_size), the draft adding int(cell x 4 / 12)
     off = decide(Launch.from_inputs(hf_config=target, server_args=args + " --disable-hybrid-swa-memory",
                                     gpu_memory_gib=100))
-    cell = 2 * full_layer + 10 * swa_layer
+    cell = 12 * full_layer
     assert off.pools.full_cell_bytes == cell + int(cell * 4 / 12)
+    assert off.full_tokens.value == int(100 * GIB * 0.7) // (cell + int(cell * 4 / 12))
+    assert d.pools.one_pool_cell_bytes == (2 + 2) * full_layer + (10 + 2) * swa_layer  # the real bytes, for savings
+    assert d.pools.default_pool_cell_bytes == off.pools.full_cell_bytes
     # a hub name is not on this machine: no layers counted, and said so
     hub = decide(Launch.from_inputs(hf_config=target, gpu_memory_gib=100, server_args=(
         "--speculative-algorithm EAGLE --speculative-draft-model-path org/draft --mem-fraction-static 0.7")))
@@ -136,6 +140,19 @@ def test_start_up_refusals_sglang_makes():
                                      platform="cuda-sm90")).decode_attention_backend.value == "trtllm_mha"
     with pytest.raises(LaunchRefusedError, match="Gemma-4 runs only on"):
         decide(Launch.from_inputs(model="gemma4-31b", server_args="--attention-backend fa3", platform="cuda-sm90"))
+
+
+def test_context_length_above_the_models_own_is_refused(tmp_path):
+    """configs/model_config.py ModelConfig._derive_context_length raises unless
+    SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is on; the model's own length is get_context_length's."""
+    path = _gemma4_like(tmp_path, "m", 12, 6, 4, 16, 512, 256, max_position_embeddings=8192)
+    with pytest.raises(LaunchRefusedError, match="--context-length 32768 is above the model's own 8192.*"
+                                                 "_derive_context_length.*SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"):
+        decide(Launch.from_inputs(hf_config=path, server_args="--context-length 32768"))
+    assert decide(Launch.from_inputs(hf_config=path, server_args="--context-length 8192")).full_tokens.value
+    allowed = Launch.from_inputs(hf_config=path, server_args="--context-length 32768",
+                                 env={"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"})
+    assert decide(allowed).full_tokens.value
 
 
 @pytest.mark.parametrize("name,layers", [("gpt-oss-120b", 36), ("gpt-oss-20b", 24)])
