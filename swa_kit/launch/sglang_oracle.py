@@ -444,7 +444,7 @@ def built_model(model_dir: str, platform: str = "rocm-gfx942") -> BuiltModel:
     return _BUILT[key]
 
 
-def _windows_by_layer(model: Any, attention: type) -> dict[int, int]:
+def _windows_by_layer(model: Any, attention: Any) -> dict[int, int]:
     """Each decoder layer's ``RadixAttention.sliding_window_size``, by the layer's place in ``layers`` (not by the
     attention's ``layer_id``: Gemma-3n's KV-shared layers reuse an earlier layer's id, ``models/gemma3n_causal.py``
     ``Gemma3nAttention``)."""
@@ -476,8 +476,8 @@ def _spelled_for_the_model_class(config: Any, arch: str) -> Any:
         if not hasattr(config, read) and hasattr(config, saved):
             setattr(config, read, getattr(config, saved))
     rope = getattr(config, "rope_parameters", None)
-    nested = isinstance(rope, dict) and bool(rope) and all(isinstance(v, dict) for v in rope.values())
-    if arch.startswith("MiMoV2") and nested:
+    if arch.startswith("MiMoV2") and isinstance(rope, dict) and rope and all(isinstance(v, dict)
+                                                                               for v in rope.values()):
         full, swa = rope.get("full_attention", {}), rope.get("sliding_attention", {})
         config.rope_scaling = None
         for name, value in (("rope_theta", full.get("rope_theta")), ("swa_rope_theta", swa.get("rope_theta")),
