@@ -21,6 +21,8 @@ SGLANG_VERSION = "0.5.23"
 #: ``before-<N>`` changes in the kit's model of SGLang :data:`SGLANG_VERSION`.
 REVERTIBLE_FIXES: dict[int, str] = {
     38756: "no SWA-pool resolver, no paged-decode guard",
+    29622: "the hybrid-SWA pool configurators leave an EAGLE / STANDALONE draft's layers out of the KV budget",
+    17630: "an EAGLE-family draft's pool takes the token count before the hybrid-SWA adjustment",
 }
 
 
@@ -40,6 +42,11 @@ SGLANG_VERSIONS = (SGLANG_VERSION, *(before(pr) for pr in sorted(REVERTIBLE_FIXE
 def has_fix(version: str, pr: int) -> bool:
     """Whether SGLang ``version`` has PR #``pr``'s fix (every version but ``before-<pr>`` has it)."""
     return version != before(pr)
+
+
+def reverted_fix(version: str) -> int | None:
+    """The PR whose fix ``version`` undoes (``before-<N>`` gives N), or None for SGLang :data:`SGLANG_VERSION`."""
+    return next((pr for pr in REVERTIBLE_FIXES if version == before(pr)), None)
 
 
 def has_pr_38756(version: str) -> bool:
