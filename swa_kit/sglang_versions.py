@@ -37,6 +37,10 @@ def before(pr: int) -> str:
 BEFORE_38756 = before(38756)
 #: The versions a launch may name (``--sglang-version``), the default first.
 SGLANG_VERSIONS = (SGLANG_VERSION, *(before(pr) for pr in sorted(REVERTIBLE_FIXES, reverse=True)))
+#: What ``--sglang-version`` takes, for the commands' help.
+VERSION_HELP = (f"{SGLANG_VERSION} (default), or before-<N>: {SGLANG_VERSION} with SGLang PR #N's fix undone as "
+                f"the kit models it, N one of {', '.join(str(pr) for pr in sorted(REVERTIBLE_FIXES))} (swa-kit "
+                "bugs replays the threads each one shows)")
 
 
 def has_fix(version: str, pr: int) -> bool:
