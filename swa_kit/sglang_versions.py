@@ -23,6 +23,9 @@ REVERTIBLE_FIXES: dict[int, str] = {
     38756: "no SWA-pool resolver, no paged-decode guard",
     29622: "the hybrid-SWA pool configurators leave an EAGLE / STANDALONE draft's layers out of the KV budget",
     17630: "an EAGLE-family draft's pool takes the token count before the hybrid-SWA adjustment",
+    25103: "trtllm_mha resolves the target's SWA pool (the allocator's) for an EAGLE draft too",
+    26966: "trtllm_mha resolves the SWA pool from the worker's own pool only (a FROZEN_KV MTP draft's is a dummy)",
+    27491: "trtllm_mha resolves the allocator's SWA pool for every draft, EAGLE's too (#26966 without its exception)",
 }
 
 

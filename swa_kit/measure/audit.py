@@ -209,7 +209,7 @@ def _input_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
     if decisions.route_note:
         algorithms = ", ".join(a.upper() for a in PLANNED if a != "none")
         out.append(Finding("info", "routes not planned", decisions.route_note,
-                           (f"none in the kit: it plans SGLang's {' and '.join(BACKENDS)} backends, without "
+                           (f"none in the kit: it plans SGLang's {', '.join(BACKENDS)} backends, without "
                             f"speculation or with {algorithms}",), "routes"))
     drafts = decisions.draft_pool.value
     if drafts.layout_from.startswith("ASSUMED"):

@@ -90,8 +90,7 @@ FINDING_CLASSES: dict[str, FindingClass] = {c.name: c for c in (
     FindingClass("swa-pool-too-small", "the SWA pool is below the window plus a page: SGLang cannot admit a "
                  "request", "raises", ("the SWA pool is too small",)),
     FindingClass("mistranslated-slots", "an EAGLE draft that owns a full-only pool reads it through the target's "
-                 "full->SWA mapping", lacks="no launch the audit plans reaches it: the kit's fixed and legacy "
-                 "resolvers never apply the target's mapping to an EAGLE draft, and trtllm_mha is not planned"),
+                 "full->SWA mapping", "wrong", ("SWA-translated slot ids would index a full-size buffer",)),
     FindingClass("draft-pool-smaller", "the draft's full pool is smaller than the target's, so draft KV writes go "
                  "out of bounds", "wrong", ("the draft's full pool is smaller than the target's",)),
     FindingClass("draft-kv-outside-budget", "the draft's KV pool is allocated on top of a budget sized for the "
