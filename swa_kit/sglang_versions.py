@@ -26,6 +26,7 @@ REVERTIBLE_FIXES: dict[int, str] = {
     25103: "trtllm_mha resolves the target's SWA pool (the allocator's) for an EAGLE draft too",
     26966: "trtllm_mha resolves the SWA pool from the worker's own pool only (a FROZEN_KV MTP draft's is a dummy)",
     27491: "trtllm_mha resolves the allocator's SWA pool for every draft, EAGLE's too (#26966 without its exception)",
+    34924: "DFLASH-family decode frees no out-of-window SWA slot (0.5.23 has the change this PR proposed)",
 }
 
 

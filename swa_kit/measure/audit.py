@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from swa_kit.engine.routing import BACKENDS, LayerPlan
-from swa_kit.engine.spec_algorithms import PLANNED
+from swa_kit.engine.spec_algorithms import PLANNED, decode_evicts_swa
 from swa_kit.exit_codes import ExitCode
 from swa_kit.measure import trace
 from swa_kit.launch.decide import Decisions, decide
@@ -160,6 +160,18 @@ def _memory_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
                            ("none needed: SGLang logs each GPU's pool; --weights-gib is the weights on one GPU",),
                            "pools"))
     out += _draft_pool_findings(launch, pools)
+    algorithm = launch.spec_algorithm
+    if decisions.hybrid_swa_memory.value and pools is not None and pools.swa_tokens and \
+            not decode_evicts_swa(algorithm, launch.sglang_version):
+        out.append(Finding(
+            "memory", f"out-of-window SWA slots are never freed under {algorithm.name} decode",
+            f"{algorithm.name}'s decode preparation runs no SWA eviction (maybe_evict_swa) and advances no "
+            "decode_batch_idx, so every generated token keeps its SWA slot: the SWA pool "
+            f"({pools.swa_tokens:,} tokens) fills after that many generated tokens across the running requests, "
+            f"while the full pool ({pools.full_tokens or 0:,}) is far from full, and the scheduler retracts requests",
+            (f"upgrade to SGLang {SGLANG_VERSION} (DFlashDraftInputV2.prepare_for_decode evicts)",
+             "raise --swa-full-tokens-ratio (up to 1: the SWA pool then holds as many tokens as the full pool)"),
+            "pools"))
     if pools is not None and pools.draft is not None and pools.draft.total:
         out.append(Finding("info", f"{pools.draft.total} draft layers are in the target's pool", pools.draft.how,
                            ("none needed: SGLang sizes the pool with them (pool_configurator.py)",), "draft"))

@@ -96,7 +96,7 @@ FINDING_CLASSES: dict[str, FindingClass] = {c.name: c for c in (
     FindingClass("draft-kv-outside-budget", "the draft's KV pool is allocated on top of a budget sized for the "
                  "target alone", "raises", ("the draft's KV pool is allocated outside the KV budget",)),
     FindingClass("swa-eviction", "out-of-window SWA slots are never freed, or freed twice, at run time",
-                 lacks="the audit plans start-up and routes; it models no run-time eviction or leak accounting"),
+                 "memory", ("out-of-window SWA slots are never freed",)),
     FindingClass("window-with-sinks", "attention sinks and a window together in one kernel give wrong output",
                  lacks="the audit models no attention sinks and does not plan the deterministic Triton path"),
     FindingClass("window-too-wide", "a model file passes W where SGLang's convention wants W - 1: one key too "
