@@ -21,6 +21,12 @@ SGLANG_VERSION = "0.5.23"
 #: ``before-<N>`` changes in the kit's model of SGLang :data:`SGLANG_VERSION`.
 REVERTIBLE_FIXES: dict[int, str] = {
     38756: "no SWA-pool resolver, no paged-decode guard",
+    29622: "the hybrid-SWA pool configurators leave an EAGLE / STANDALONE draft's layers out of the KV budget",
+    17630: "an EAGLE-family draft's pool takes the token count before the hybrid-SWA adjustment",
+    25103: "trtllm_mha resolves the target's SWA pool (the allocator's) for an EAGLE draft too",
+    26966: "trtllm_mha resolves the SWA pool from the worker's own pool only (a FROZEN_KV MTP draft's is a dummy)",
+    27491: "trtllm_mha resolves the allocator's SWA pool for every draft, EAGLE's too (#26966 without its exception)",
+    34924: "DFLASH-family decode frees no out-of-window SWA slot (0.5.23 has the change this PR proposed)",
 }
 
 
@@ -35,11 +41,20 @@ def before(pr: int) -> str:
 BEFORE_38756 = before(38756)
 #: The versions a launch may name (``--sglang-version``), the default first.
 SGLANG_VERSIONS = (SGLANG_VERSION, *(before(pr) for pr in sorted(REVERTIBLE_FIXES, reverse=True)))
+#: What ``--sglang-version`` takes, for the commands' help.
+VERSION_HELP = (f"{SGLANG_VERSION} (default), or before-<N>: {SGLANG_VERSION} with SGLang PR #N's fix undone as "
+                f"the kit models it, N one of {', '.join(str(pr) for pr in sorted(REVERTIBLE_FIXES))} (swa-kit "
+                "bugs replays the threads each one shows)")
 
 
 def has_fix(version: str, pr: int) -> bool:
     """Whether SGLang ``version`` has PR #``pr``'s fix (every version but ``before-<pr>`` has it)."""
     return version != before(pr)
+
+
+def reverted_fix(version: str) -> int | None:
+    """The PR whose fix ``version`` undoes (``before-<N>`` gives N), or None for SGLang :data:`SGLANG_VERSION`."""
+    return next((pr for pr in REVERTIBLE_FIXES if version == before(pr)), None)
 
 
 def has_pr_38756(version: str) -> bool:

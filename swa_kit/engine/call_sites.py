@@ -14,6 +14,7 @@ from typing import Any
 
 from swa_kit.attention.paths import AttentionPath, all_paths
 from swa_kit.errors import DispatchGuardError
+from swa_kit.window import to_keys
 
 
 # These two copy SGLang's own expressions on purpose (aiter_backend.py, SGLang 0.5.23): they are
@@ -82,6 +83,10 @@ def _newest(sws: Any) -> int | None:
     return None if sws is None or sws <= 0 else sws
 
 
+def _window_left(window_left: Any) -> int | None:
+    return to_keys("flashinfer", window_left)
+
+
 def _gluon_keys(sliding_window: Any) -> int | None:
     # pa_decode_gluon keeps key k of a sequence of context_length L when L - sliding_window + 1 <= k < L, and
     # SGLang passes seq_lens (which count the new token) as L: sliding_window - 1 keys, the query's own among them.
@@ -90,9 +95,10 @@ def _gluon_keys(sliding_window: Any) -> int | None:
 
 _TRITON = "sglang 0.5.23 layers/attention/triton_backend.py"
 _UTILS = "sglang 0.5.23 layers/attention/aiter_utils.py"
+_TRTLLM = "sglang 0.5.23 layers/attention/trtllm_mha_backend.py"
 # Not in the amd-aiter 0.1.7 wheel; read at ROCm/aiter commit e4048607 (August 2026).
 _GLUON = "aiter ops/triton/gluon/pa_decode_gluon.py"
-#: Call sites no registered path runs: aiter's SHUFFLE 5D layout, and SGLang's own Triton backend.
+#: Call sites no registered path runs: aiter's SHUFFLE 5D layout, SGLang's own Triton and trtllm_mha backends.
 DECLARED_SITES: dict[str, CallSite] = {
     s.name: s
     for s in (
@@ -108,6 +114,14 @@ DECLARED_SITES: dict[str, CallSite] = {
         CallSite("triton.extend", "forward_extend", "extend_attention_fwd", (), ("prefill", "extend", "verify", "tree"),
                  lambda sws: sws, "sliding_window_size=sws (mask q <= k + sws)", True, _plus_one,
                  f"{_TRITON} forward_extend; sglang/kernels/ops/attention/extend_attention.py"),
+        # FlashInfer's TRT-LLM kernels read window_left in FlashInfer's convention (keys left of the query).
+        CallSite("trtllm_mha.decode", "forward_decode", "trtllm_batch_decode_with_kv_cache", (), ("decode",),
+                 lambda sws: sws, "window_left=sws", True, _window_left,
+                 f"{_TRTLLM} forward_decode, _get_layer_page_table"),
+        CallSite("trtllm_mha.extend", "forward_extend", "trtllm_batch_context_with_kv_cache", (),
+                 ("prefill", "extend", "verify", "tree"), lambda sws: sws, "window_left=sws", True, _window_left,
+                 f"{_TRTLLM} forward_extend (verify and draft extend: trtllm_batch_decode_with_kv_cache), "
+                 "_get_layer_page_table"),
     )
 }
 

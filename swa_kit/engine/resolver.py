@@ -37,7 +37,7 @@ import torch
 
 from swa_kit.models.configs import ModelLayout
 from swa_kit.errors import SlotError, UsageError
-from swa_kit.sglang_versions import SGLANG_VERSION
+from swa_kit.sglang_versions import SGLANG_VERSION, reverted_fix
 from swa_kit.engine.pools import SWAKVPool
 from swa_kit.window import Window
 from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
@@ -139,6 +139,23 @@ RESOLVERS: dict[str, Callable[[Any], Any]] = {
     "naive": naive_resolve_swa_kv_pool,
     "fixed": resolve_swa_kv_pool,
 }
+
+#: The rule a backend's ``_resolve_swa_kv_pool`` had before a fix the kit can undo: PR -> (backends, resolver).
+#: trtllm_mha's history (SGLang PRs #25103, #26966, #27491): the allocator's pool for every worker; then the
+#: active pool only, as Triton's check, which loses a FROZEN_KV draft's SWA pool; then the allocator's pool for
+#: every draft again; then 0.5.23's rule with the EAGLE exception.
+RESOLVER_BEFORE: dict[int, tuple[tuple[str, ...], str]] = {
+    38756: (("aiter", "triton"), "legacy"),
+    25103: (("trtllm_mha",), "naive"),
+    26966: (("trtllm_mha",), "legacy"),
+    27491: (("trtllm_mha",), "naive"),
+}
+
+
+def resolver_for(backend: str, sglang_version: str) -> str:
+    """The resolver ``backend`` runs on SGLang ``sglang_version``: the fixed one unless that version undoes it."""
+    backends, resolver = RESOLVER_BEFORE.get(reverted_fix(sglang_version) or 0, ((), "fixed"))
+    return resolver if backend in backends else "fixed"
 
 
 def wanted_swa_kv_pool(runner: ModelRunner) -> Any:

@@ -28,6 +28,11 @@ Gemma-4's default): every mode honours the window; decode gathers the newest ``m
 keys (``update_sliding_window_buffer``), which counts the query itself, so it attends ``sws`` keys,
 while extend / verify mask ``q <= k + sws`` and attend ``sws + 1``.
 
+``backend="trtllm_mha"`` plans SGLang's TRT-LLM MHA backend (``layers/attention/trtllm_mha_backend.py``): every
+mode passes ``window_left=sws`` (``sws + 1`` keys), and ``_get_layer_page_table`` picks the SWA page table by the
+resolved pool's ``layers_mapping`` at the layer's own id, so a draft that resolves the target's pool reads its
+own layers through the target's layer kinds.
+
 Each call site is one :class:`CallSite`; its window argument is SGLang's expression of the
 layer's ``sliding_window_size`` (sws), read back into keys through the path's declared
 convention (:mod:`swa_kit.window`). The guards read only the chosen path's declaration
@@ -68,7 +73,7 @@ from swa_kit.models.configs import ModelLayout, load_model
 from swa_kit.models.drafts import default_draft_layout
 from swa_kit.engine.environment import ENV_VARS, check_env, env_flag, env_value
 from swa_kit.errors import DispatchGuardError, UsageError
-from swa_kit.engine.resolver import RESOLVERS, uses_sliding_window_kv_pool, with_hybrid_draft_pool
+from swa_kit.engine.resolver import RESOLVERS, resolver_for, uses_sliding_window_kv_pool, with_hybrid_draft_pool
 from swa_kit.engine.spec_algorithms import PLANNED, SpeculativeAlgorithm
 from swa_kit.sglang_versions import SGLANG_VERSION, SGLANG_VERSIONS, has_pr_38756
 from swa_kit.window import to_keys
@@ -81,7 +86,7 @@ MODES = ("prefill", "extend", "decode", "verify", "draft_extend", "draft_decode"
 #: Environment variables the launch may set, with SGLang's defaults (routing and SWA pool sizing).
 ENV_DEFAULTS = {name: default for name, (default, _, _) in ENV_VARS.items()}
 #: SGLang attention backends the planner routes.
-BACKENDS = ("aiter", "triton")
+BACKENDS = ("aiter", "triton", "trtllm_mha")
 
 
 # -- pools and workers ---------------------------------------------------------------------------
@@ -294,8 +299,8 @@ class Plan:
 
 
 def _choose_site(pool: PoolView, mode: str) -> CallSite:
-    if pool.backend == "triton":
-        return DECLARED_SITES["triton.decode" if mode in ("decode", "draft_decode") else "triton.extend"]
+    if pool.backend in ("triton", "trtllm_mha"):
+        return DECLARED_SITES[f"{pool.backend}.{'decode' if mode in ('decode', 'draft_decode') else 'extend'}"]
     if mode in ("decode", "draft_decode"):
         if pool.kv_cache_vectorized_5d:
             return DECLARED_SITES["decode.gluon_5d"]
@@ -482,13 +487,13 @@ def _pool_view(model: ModelLayout, worker: str, spec: str, topk: int, env: dict[
                backend: str, model_runner: Any, draft_model: ModelLayout | None, hybrid_disabled: bool) -> PoolView:
     if model_runner is not None:
         swa_resolved, reads_target = resolve_runner(model_runner, resolver)
-    else:
+    else:  # aiter's predicate: trtllm_mha's copy tests the same SWAKVPool (resolver.SWA_POOL_CLASS)
         swa_resolved, reads_target = resolve_pool(model, worker, spec, resolver, draft_model)
     own_swa = worker == "draft" and not reads_target and draft_model is not None \
         and draft_model.sglang_hybrid_swa_pool
     vec5d = env_value(env, "SGLANG_AITER_KV_CACHE_LAYOUT") == "vectorized_5d" and env_flag(env, "SGLANG_USE_AITER")
     unified = swa_resolved or env_flag(env, "SGLANG_USE_AITER_UNIFIED_ATTN")
-    if backend == "triton":  # the Triton backend honours windows everywhere; it has no unified switch
+    if backend != "aiter":  # the unified switch and the 5D layout are aiter's
         unified, vec5d = False, False
     return PoolView(
         worker=worker, spec=spec, resolver=resolver, swa_pool_resolved=swa_resolved, reads_target_kv=reads_target,
@@ -519,8 +524,8 @@ def plan(
 
     ``env`` holds the launch's variables (:data:`ENV_DEFAULTS`; unset ones take SGLang's default).
     ``spec`` is the speculative algorithm ("none" by default). ``worker`` defaults to "draft" for
-    the draft modes, else "target". ``resolver`` picks the pool resolver (default: "fixed" on
-    0.5.23, "legacy" on the release before PR #38756). ``draft_model``: the draft's own layout
+    the draft modes, else "target". ``resolver`` picks the pool resolver (default: the one ``backend``
+    runs on ``sglang_version``, :func:`~swa_kit.engine.resolver.resolver_for`). ``draft_model``: the draft's own layout
     for EAGLE-family drafts (a hybrid-SWA draft owns an SWA pool). ``model_runner``: plan for this
     runner instead of one the kit builds: the kit's or SGLang's own (read by duck typing); its
     role and algorithm then come from it. With ``strict`` (default) a refused route raises
@@ -540,7 +545,7 @@ def plan(
         worker, spec = _runner_role(model_runner, worker, spec)
     spec = spec or "none"
     worker = worker or ("draft" if mode.startswith("draft_") else "target")
-    resolver = resolver or ("fixed" if has_pr_38756(sglang_version) else "legacy")
+    resolver = resolver or resolver_for(backend, sglang_version)
     _check_args(mode, spec, topk, worker, resolver, backend, sglang_version)
     env = check_env(env)
     pool = _pool_view(target, worker, spec, topk, env, resolver, backend, model_runner, draft_model, hybrid_disabled)
@@ -561,6 +566,10 @@ def plan(
         translated = site.swa_page_table and pool.swa_pool_resolved and sws > -1
         if backend == "triton":  # window_kv_indices go through full_to_swa whenever the pool read is an SWAKVPool
             translated = in_swa_pool and sws > 0
+        elif backend == "trtllm_mha":  # the resolved pool's layers_mapping at the layer's own id picks the table
+            mapping = layout if pool.own_swa_pool else target
+            translated = pool.swa_pool_resolved and entry.layer_id < mapping.num_layers \
+                and mapping.layer_kind(entry.layer_id).uses_swa_pool
         route = _Route(pool, mode, topk, entry.layer_id, kind.attention, sws, intended, site, path,
                        site.window_arg(sws), buffer, "swa" if translated else "full")
         judgement, effective = kit_judgement(route)

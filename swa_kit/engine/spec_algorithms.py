@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from swa_kit.errors import ModelConfigError
+from swa_kit.sglang_versions import has_fix
 
 EAGLE_FAMILY_HANDLER = "_handle_eagle_family"
 NGRAM_HANDLER = "_handle_ngram"
@@ -52,6 +53,7 @@ class Traits:
     # there (None: the algorithm is refused), and whether its draft's KV is fused into a hybrid target's pages
     unified_memory_backends: tuple[str, ...] | None = None
     unified_fuses_draft: bool = False
+    dflash_family: bool = False  # SGLang's is_dflash_family(): decode prepared by DFlashDraftInputV2
 
     @property
     def resolver_rule(self) -> int | None:
@@ -94,9 +96,9 @@ class SpeculativeAlgorithm(Enum):
                            handler="_handle_frozen_kv_mtp", single_chain=True, kit_plans=True)
     NGRAM = Traits(handler=NGRAM_HANDLER)
     DFLASH = Traits(draft_model=True, owns_kv_pool=True, handler="_handle_dflash", topk_forced_to_one=True,
-                    unified_memory_backends=_MHA_AUDITED)
+                    unified_memory_backends=_MHA_AUDITED, dflash_family=True)
     DSPARK = Traits(draft_model=True, owns_kv_pool=True, handler="_handle_dspark", devices=("cuda", "npu", "xpu"),
-                    unified_memory_backends=_VERIFY_AUDITED_FA4)
+                    unified_memory_backends=_VERIFY_AUDITED_FA4, dflash_family=True)
     UNO = Traits(handler="_handle_uno", devices=("cuda",))
 
     @classmethod
@@ -136,6 +138,18 @@ class SpeculativeAlgorithm(Enum):
     def draft_owns_kv(self) -> bool:
         """Whether the draft writes KV into a pool of its own (every drafting algorithm but FROZEN_KV_MTP)."""
         return self.traits.owns_kv_pool
+
+
+def decode_evicts_swa(algorithm: SpeculativeAlgorithm, sglang_version: str) -> bool:
+    """Whether decode preparation frees out-of-window SWA slots (``ScheduleBatch.maybe_evict_swa``).
+
+    SGLang 0.5.23 calls it on every path ``speculative/spec_utils.py spec_prepare_for_decode`` routes to (EAGLE's
+    and NGRAM's ``eagle_prepare_for_decode``, UNO's, and the DFLASH family's ``DFlashDraftInputV2.
+    prepare_for_decode``, which also advances ``decode_batch_idx``, the counter the eviction gate reads), and so
+    does plain decode (``mem_cache/allocation.py``). ``before-34924`` is 0.5.23 without that change to the DFLASH
+    family's preparation, the change PR #34924 proposed.
+    """
+    return has_fix(sglang_version, 34924) or not algorithm.traits.dflash_family
 
 
 #: Other spellings ``--speculative-algorithm`` takes, and the algorithm each one is.

@@ -22,7 +22,8 @@ from swa_kit.launch.pool_sizing import PoolSizes, kv_dtype_bytes, size_pools
 from swa_kit.launch.refusals import check_backend_names, check_context_length, check_quantization, check_startup
 from swa_kit.launch.speculation import settle
 from swa_kit.models.memory import request_bytes
-from swa_kit.sglang_versions import SGLANG_VERSION
+from swa_kit.engine.resolver import resolver_for
+from swa_kit.sglang_versions import SGLANG_VERSION, reverted_fix
 
 BUNDLED = f"bundled {SGLANG_VERSION} table"
 #: Context at which the per-request minimum is shown beside SGLang's sizing.
@@ -146,8 +147,13 @@ def decide(launch: Launch) -> Decisions:
     saved_how = (f"1 - {round(per_token):,} / {pools.one_pool_cell_bytes:,} B per token of context"
                  if per_token is not None else "unknown without the full pool's size: give --gpu-memory-gib or "
                  "--max-total-tokens")
-    resolver = "fixed _resolve_swa_kv_pool (PR #38756)" if launch.has_pr_38756 else \
-        "legacy: isinstance on the active pool (before PR #38756)"
+    decode = choice.decode_attention_backend
+    rule = resolver_for(decode, launch.sglang_version)
+    resolver = {"fixed": "fixed _resolve_swa_kv_pool" + ("" if decode == "trtllm_mha" else " (PR #38756)"),
+                "legacy": "legacy: isinstance on the active pool",
+                "naive": "naive: the allocator's pool for every worker"}[rule]
+    if rule != "fixed":
+        resolver += f" (before PR #{reverted_fix(launch.sglang_version)})"
     return Decisions(
         attention_backend=Decided(choice.attention_backend, choice.source),
         prefill_attention_backend=Decided(choice.prefill_attention_backend, choice.why),
@@ -175,7 +181,8 @@ def decide(launch: Launch) -> Decisions:
         kv_bytes_all_gpus=Decided(None if pools.full_bytes is None else
                                   (pools.full_bytes + (pools.swa_bytes or 0)) * pools.parallel.gpus,
                                   f"(full + SWA bytes per GPU) x {pools.parallel.gpus} GPUs"),
-        resolver=Decided(resolver, "sglang layers/attention/aiter_backend.py _resolve_swa_kv_pool"),
+        resolver=Decided(resolver, f"sglang layers/attention/{'trtllm_mha' if decode == 'trtllm_mha' else 'aiter'}"
+                                   "_backend.py _resolve_swa_kv_pool"),
         routes=routes, route_note=note, pools=pools,
     )
 

@@ -17,7 +17,13 @@ Mirrors ``model_executor/pool_configurator.py``:
 Every size is per GPU: KV heads split over the attention-TP ranks and layers over the pipeline stages
 (:mod:`swa_kit.launch.parallel`). An EAGLE / EAGLE3 / STANDALONE draft's layers are counted in the target's cells
 (``eagle_draft_num_layers``, its SWA share ``eagle_draft_swa_num_layers``, PR #29622), each at the target's
-per-layer size. The budget is ``GPU memory x mem_fraction_static - weights on one GPU``, the fraction as SGLang
+per-layer size. The same pool config sizes the draft's own pool (``MemoryPoolConfig``, shared by target and
+draft): its full side holds the target's full tokens. Two releases before that are modelled
+(:data:`~swa_kit.sglang_versions.REVERTIBLE_FIXES`): before PR #29622 the hybrid configurators count no draft
+layers, so the draft's KV lands outside the budget; before PR #17630 the draft's pool takes the token count before
+the hybrid-SWA adjustment (the budget over one cell of every layer), below the target's full pool.
+
+The budget is ``GPU memory x mem_fraction_static - weights on one GPU``, the fraction as SGLang
 resolves it (:mod:`swa_kit.launch.memory_fraction`); ``--max-total-tokens`` instead caps the full pool directly.
 """
 
@@ -32,6 +38,7 @@ from swa_kit.launch.inputs import GIB, Launch
 from swa_kit.launch.memory_fraction import resolve_fraction
 from swa_kit.launch.parallel import Parallel, parallel_of
 from swa_kit.errors import LaunchRefusedError, UsageError
+from swa_kit.sglang_versions import has_fix
 
 RATIO_FALLBACK = 0.8
 _PC = "sglang 0.5.23 model_executor/pool_configurator.py"
@@ -57,6 +64,8 @@ class PoolSizes:
     refused: str | None  # the start-up error SGLang raises, or None
     parallel: Parallel = Parallel(1, 1, 1, 1)
     draft: DraftLayers | None = None  # draft layers counted in the cells above
+    draft_outside_bytes: int = 0  # the draft's KV allocated on top of the budget (before PR #29622)
+    draft_full_tokens: int | None = None  # the full side of an EAGLE-family draft's own pool (None: no such pool)
     stage_layers: int = 0  # target layers this GPU's pipeline stage holds
     default_pool_cell_bytes: int = 0  # one token in DefaultPoolConfigurator's one pool (what it sizes tokens by)
 
@@ -257,11 +266,13 @@ def _size_stage(launch: Launch, hybrid: bool, page_size: int, budget: int | None
     swa_ids = [i for i in model.swa_attention_layer_ids if i in layers]
     full_kind = _full_kind(model)
     swa_kind = next(k for k in model.kinds.values() if k.uses_swa_pool)
+    full_layer, swa_layer = (_layer_bytes(k, dtype_bytes, parallel) for k in (full_kind, swa_kind))
+    outside = DraftLayers(0, 0, "")
+    if drafts.total and not has_fix(launch.sglang_version, 29622):  # the configurator counts no draft layers
+        drafts, outside = DraftLayers(0, 0, f"before PR #29622: {drafts.how}, none counted in the budget"), drafts
     # HybridSWAPoolConfigurator: draft layers take the target's full / SWA per-token geometry
-    full_cell = _cell(model, full_ids, dtype_bytes, parallel) + drafts.full * _layer_bytes(full_kind, dtype_bytes,
-                                                                                            parallel)
-    swa_cell = _cell(model, swa_ids, dtype_bytes, parallel) + drafts.swa * _layer_bytes(swa_kind, dtype_bytes,
-                                                                                         parallel)
+    full_cell = _cell(model, full_ids, dtype_bytes, parallel) + drafts.full * full_layer
+    swa_cell = _cell(model, swa_ids, dtype_bytes, parallel) + drafts.swa * swa_layer
     sws = model.sliding_window_size
     if sws is None:  # chunked layers only: SGLang sizes the SWA pool with the chunk (resolve_sliding_window_size)
         sws = max(k.chunk_size for k in model.kinds.values() if k.chunk_size)
@@ -282,7 +293,9 @@ def _size_stage(launch: Launch, hybrid: bool, page_size: int, budget: int | None
         name = "SWARequestCapPoolConfigurator"
         source = f"{_PC} {name} (--max-running-requests with the radix cache off)"
         return PoolSizes(name, source, True, None, full_cell, swa_cell, budget, how, full, swa, None, None,
-                         parallel=parallel, draft=drafts, stage_layers=len(layers), default_pool_cell_bytes=one_pool)
+                         parallel=parallel, draft=drafts, stage_layers=len(layers), default_pool_cell_bytes=one_pool,
+                         draft_outside_bytes=_outside_bytes(outside, full, swa, full_layer, swa_layer),
+                         draft_full_tokens=full if _owns_draft_pool(launch) else None)
     full = args.max_total_tokens or (int(budget // (full_cell + ratio * swa_cell)) if budget else None)
     full = _align(full, page_size) if full else None
     swa = _align(int(full * ratio), page_size) if full else None
@@ -293,6 +306,23 @@ def _size_stage(launch: Launch, hybrid: bool, page_size: int, budget: int | None
     ratio_how = "--swa-full-tokens-ratio" if args.swa_full_tokens_ratio else "unset: SGLang's fallback in " \
                                                                              "arg_groups/fields/schedule.py"
     name = "HybridSWAPoolConfigurator"
+    draft_full = None
+    if _owns_draft_pool(launch):
+        draft_full = full
+        if not has_fix(launch.sglang_version, 17630) and budget and args.max_total_tokens is None:
+            draft_full = _align(budget // (full_cell + swa_cell), page_size)  # every layer at full size
     return PoolSizes(name, f"{_PC} {name}, swa_full_tokens_ratio {ratio} ({ratio_how})", True, ratio, full_cell,
                      swa_cell, budget, how, full, swa, sws + page_size, refused,
-                     parallel=parallel, draft=drafts, stage_layers=len(layers), default_pool_cell_bytes=one_pool)
+                     parallel=parallel, draft=drafts, stage_layers=len(layers), default_pool_cell_bytes=one_pool,
+                     draft_outside_bytes=_outside_bytes(outside, full, swa, full_layer, swa_layer),
+                     draft_full_tokens=draft_full)
+
+
+def _owns_draft_pool(launch: Launch) -> bool:
+    """An EAGLE / EAGLE3 / STANDALONE draft: its worker allocates a pool of its own from the shared pool config."""
+    return launch.spec_algorithm.traits.handler == EAGLE_FAMILY_HANDLER
+
+
+def _outside_bytes(outside: DraftLayers, full: int | None, swa: int | None, full_layer: int, swa_layer: int) -> int:
+    """Bytes of draft KV the budget left out: the draft's layers over the pools' token counts."""
+    return (full or 0) * outside.full * full_layer + (swa or 0) * outside.swa * swa_layer

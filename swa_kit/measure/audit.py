@@ -17,13 +17,14 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from swa_kit.engine.routing import BACKENDS, LayerPlan
-from swa_kit.engine.spec_algorithms import PLANNED
+from swa_kit.engine.spec_algorithms import PLANNED, decode_evicts_swa
 from swa_kit.exit_codes import ExitCode
 from swa_kit.measure import trace
 from swa_kit.launch.decide import Decisions, decide
 from swa_kit.launch.inputs import GIB, Launch, ServerArgsView
+from swa_kit.launch.pool_sizing import PoolSizes
 from swa_kit.launch.surface import check_surface
-from swa_kit.sglang_versions import SGLANG_VERSION
+from swa_kit.sglang_versions import REVERTIBLE_FIXES, SGLANG_VERSION, reverted_fix
 from swa_kit.tables import format_table
 
 SEVERITIES = ("wrong", "raises", "one-short", "memory", "info")
@@ -158,12 +159,51 @@ def _memory_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
                            f"{decisions.parallel.source}; KV bytes on all GPUs: {decisions.kv_bytes_all_gpus.value}",
                            ("none needed: SGLang logs each GPU's pool; --weights-gib is the weights on one GPU",),
                            "pools"))
+    out += _draft_pool_findings(launch, pools)
+    algorithm = launch.spec_algorithm
+    if decisions.hybrid_swa_memory.value and pools is not None and pools.swa_tokens and \
+            not decode_evicts_swa(algorithm, launch.sglang_version):
+        out.append(Finding(
+            "memory", f"out-of-window SWA slots are never freed under {algorithm.name} decode",
+            f"{algorithm.name}'s decode preparation runs no SWA eviction (maybe_evict_swa) and advances no "
+            "decode_batch_idx, so every generated token keeps its SWA slot: the SWA pool "
+            f"({pools.swa_tokens:,} tokens) fills after that many generated tokens across the running requests, "
+            f"while the full pool ({pools.full_tokens or 0:,}) is far from full, and the scheduler retracts requests",
+            (f"upgrade to SGLang {SGLANG_VERSION} (DFlashDraftInputV2.prepare_for_decode evicts)",
+             "raise --swa-full-tokens-ratio (up to 1: the SWA pool then holds as many tokens as the full pool)"),
+            "pools"))
     if pools is not None and pools.draft is not None and pools.draft.total:
         out.append(Finding("info", f"{pools.draft.total} draft layers are in the target's pool", pools.draft.how,
                            ("none needed: SGLang sizes the pool with them (pool_configurator.py)",), "draft"))
     if pools is not None and launch.weights_bytes is None and pools.full_tokens:
         out.append(Finding("info", "pool token counts are upper bounds", pools.budget_how,
                            ("pass --weights-gib (and --gpu-memory-gib) for the pool SGLang will log",), "pools"))
+    return out
+
+
+def _draft_pool_findings(launch: Launch, pools: PoolSizes | None) -> list[Finding]:
+    """The draft's own pool against the budget and the target's full pool (``MemoryPoolConfig``, shared)."""
+    if pools is None:
+        return []
+    out = []
+    if pools.draft_outside_bytes:
+        out.append(Finding(
+            "raises", "the draft's KV pool is allocated outside the KV budget",
+            f"{pools.configurator} sized the pools to the whole budget for the target's layers alone; the draft "
+            f"worker then allocates its own {pools.draft_outside_bytes / GIB:.2f} GiB per GPU on top, past "
+            "--mem-fraction-static (out of memory at launch unless that much more is free)",
+            (f"upgrade to SGLang {SGLANG_VERSION} (PR #29622 counts the draft's layers in the budget)",
+             "lower --mem-fraction-static by the draft's share"), "draft"))
+    target, draft = pools.full_tokens, pools.draft_full_tokens
+    if target and draft is not None and draft < target:
+        out.append(Finding(
+            "wrong", "the draft's full pool is smaller than the target's",
+            f"the draft's pool holds {draft:,} tokens, the target's full pool {target:,}: the draft indexes its "
+            "pool with the target's full-pool slot ids, so every id at or past its size writes and reads out of "
+            "bounds (index-out-of-bounds asserts under load); the draft took the token count before the "
+            "hybrid-SWA adjustment, the budget over one cell of every layer",
+            (f"upgrade to SGLang {SGLANG_VERSION} (PR #17630 sizes the draft's pool from the target's)",
+             "--disable-hybrid-swa-memory (one pool: both sides take the same token count)"), "draft"))
     return out
 
 
@@ -181,16 +221,17 @@ def _input_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
     if decisions.route_note:
         algorithms = ", ".join(a.upper() for a in PLANNED if a != "none")
         out.append(Finding("info", "routes not planned", decisions.route_note,
-                           (f"none in the kit: it plans SGLang's {' and '.join(BACKENDS)} backends, without "
+                           (f"none in the kit: it plans SGLang's {', '.join(BACKENDS)} backends, without "
                             f"speculation or with {algorithms}",), "routes"))
     drafts = decisions.draft_pool.value
     if drafts.layout_from.startswith("ASSUMED"):
         out.append(Finding("info", "the draft's layout is assumed", drafts.layout_from,
                            ("pass --draft-hf-config with the draft model's config.json",), "draft"))
-    if not launch.has_pr_38756:
-        out.append(Finding("info", "SGLang before PR #38756",
-                           f"no _resolve_swa_kv_pool and no paged-decode guard: routes {SGLANG_VERSION} refuses run "
-                           "silently wrong here", (f"upgrade to SGLang {SGLANG_VERSION}",), "version"))
+    reverted = reverted_fix(launch.sglang_version)
+    if reverted is not None:
+        out.append(Finding("info", f"SGLang before PR #{reverted}",
+                           f"SGLang {SGLANG_VERSION} as the kit models it, with PR #{reverted}'s change undone: "
+                           f"{REVERTIBLE_FIXES[reverted]}", (f"upgrade to SGLang {SGLANG_VERSION}",), "version"))
     return out
 
 

@@ -22,7 +22,9 @@ An entry (every key required unless marked optional; no other key is accepted):
 ``launch``
     what to replay: ``model`` (a bundled model name, or a config.json's fields as an object), ``server_args``
     (SGLang's flags as typed, ``""`` for none), ``env`` (the routing variables), ``sglang_version`` (``0.5.23`` or
-    ``before-38756``), ``platform``, and optionally ``note`` (how this launch differs from the thread's own).
+    ``before-<N>``: 0.5.23 with PR #N's change undone, one of :data:`~swa_kit.sglang_versions.REVERTIBLE_FIXES`),
+    ``platform``, and optionally ``draft_model`` (the draft's config.json fields as an object, what
+    ``--draft-hf-config`` reads) and ``note`` (how this launch differs from the thread's own).
 ``symptom``
     what users reported, in the kit's paraphrase.
 ``finding_class``
@@ -88,14 +90,13 @@ FINDING_CLASSES: dict[str, FindingClass] = {c.name: c for c in (
     FindingClass("swa-pool-too-small", "the SWA pool is below the window plus a page: SGLang cannot admit a "
                  "request", "raises", ("the SWA pool is too small",)),
     FindingClass("mistranslated-slots", "an EAGLE draft that owns a full-only pool reads it through the target's "
-                 "full->SWA mapping", lacks="no launch the audit plans reaches it: the kit's fixed and legacy "
-                 "resolvers never apply the target's mapping to an EAGLE draft, and trtllm_mha is not planned"),
+                 "full->SWA mapping", "wrong", ("SWA-translated slot ids would index a full-size buffer",)),
     FindingClass("draft-pool-smaller", "the draft's full pool is smaller than the target's, so draft KV writes go "
-                 "out of bounds", lacks="the audit sizes no draft pool against the target's full pool"),
+                 "out of bounds", "wrong", ("the draft's full pool is smaller than the target's",)),
     FindingClass("draft-kv-outside-budget", "the draft's KV pool is allocated on top of a budget sized for the "
-                 "target alone", lacks="the pool sizing leaves the draft's layers out of the budget"),
+                 "target alone", "raises", ("the draft's KV pool is allocated outside the KV budget",)),
     FindingClass("swa-eviction", "out-of-window SWA slots are never freed, or freed twice, at run time",
-                 lacks="the audit plans start-up and routes; it models no run-time eviction or leak accounting"),
+                 "memory", ("out-of-window SWA slots are never freed",)),
     FindingClass("window-with-sinks", "attention sinks and a window together in one kernel give wrong output",
                  lacks="the audit models no attention sinks and does not plan the deterministic Triton path"),
     FindingClass("window-too-wide", "a model file passes W where SGLang's convention wants W - 1: one key too "
@@ -125,6 +126,7 @@ class LaunchSpec:
     sglang_version: str
     platform: str
     note: str = ""
+    draft_model: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -166,7 +168,7 @@ class BugEntry:
 _KEYS = {"id", "repository", "number", "kind", "state", "title", "fixed_by", "confirmed_by", "launch", "symptom",
          "finding_class", "evidence", "audit_gap", "after_fix"}
 _OPTIONAL = {"audit_gap", "after_fix"}
-_LAUNCH_KEYS = {"model", "server_args", "env", "sglang_version", "platform", "note"}
+_LAUNCH_KEYS = {"model", "server_args", "env", "sglang_version", "platform", "note", "draft_model"}
 _EVIDENCE_KEYS = {"file", "function", "at", "line"}
 
 
@@ -206,12 +208,15 @@ def _count(value: Any, where: str, field: str) -> int:
 
 
 def _launch(raw: Any, where: str) -> LaunchSpec:
-    raw = _keys(raw, where, "launch", _LAUNCH_KEYS, {"note"})
+    raw = _keys(raw, where, "launch", _LAUNCH_KEYS, {"note", "draft_model"})
     model = raw["model"]
     if isinstance(model, str):
         _choice(raw, "model", where, list_models(), "launch.model")
     elif not isinstance(model, dict) or not model:
         raise _fail(where, "launch.model", "a bundled model name or a config.json's fields as an object")
+    draft = raw.get("draft_model")
+    if draft is not None and (not isinstance(draft, dict) or not draft):
+        raise _fail(where, "launch.draft_model", "the draft's config.json fields as an object")
     env = raw["env"]
     if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         raise _fail(where, "launch.env", "must map variable names to text values")
@@ -222,10 +227,13 @@ def _launch(raw: Any, where: str) -> LaunchSpec:
             check()  # the audit's own reading: a value it refuses is refused here, by name
         except UsageError as error:
             raise _fail(where, field, str(error)) from None
+    if draft is not None and parse_server_args(args).speculative_algorithm is None:
+        raise _fail(where, "launch.draft_model", "a draft's config, but no --speculative-algorithm in "
+                                                 "launch.server_args")
     return LaunchSpec(model=model, server_args=args, env=env,
                       sglang_version=_choice(raw, "sglang_version", where, SGLANG_VERSIONS, "launch.sglang_version"),
                       platform=_choice(raw, "platform", where, PLATFORMS, "launch.platform"),
-                      note=_text(raw, "note", where, "launch.note") if "note" in raw else "")
+                      note=_text(raw, "note", where, "launch.note") if "note" in raw else "", draft_model=draft)
 
 
 def _evidence(raw: Any, where: str) -> tuple[Evidence, ...]:
@@ -331,8 +339,11 @@ def build_launch(entry: BugEntry, sglang_version: str | None = None) -> Launch:
     spec = entry.launch
     model = load_model(spec.model) if isinstance(spec.model, str) else \
         parse_hf_config(dict(spec.model), where=f"{entry.id}.json launch.model")
+    draft = None if spec.draft_model is None else \
+        parse_hf_config(dict(spec.draft_model), where=f"{entry.id}.json launch.draft_model")
     return Launch(model=model, server_args=parse_server_args(spec.server_args), env=check_env(spec.env),
-                  platform=Platform.parse(spec.platform), sglang_version=sglang_version or spec.sglang_version)
+                  platform=Platform.parse(spec.platform), sglang_version=sglang_version or spec.sglang_version,
+                  draft_model=draft)
 
 
 @dataclass(frozen=True)
