@@ -21,6 +21,9 @@ SGLANG_VERSION = "0.5.23"
 #: ``before-<N>`` changes in the kit's model of SGLang :data:`SGLANG_VERSION`.
 REVERTIBLE_FIXES: dict[int, str] = {
     38756: "no SWA-pool resolver, no paged-decode guard",
+    38757: "aiter prefill and extend run CK mha_batch_prefill_func even with unified_attention on",
+    38758: "Gemma-4's backend allow-list lacks aiter",
+    26147: "Gemma-4's model file passes its whole window W as sliding_window_size, not W - 1",
 }
 
 
@@ -40,6 +43,11 @@ SGLANG_VERSIONS = (SGLANG_VERSION, *(before(pr) for pr in sorted(REVERTIBLE_FIXE
 def has_fix(version: str, pr: int) -> bool:
     """Whether SGLang ``version`` has PR #``pr``'s fix (every version but ``before-<pr>`` has it)."""
     return version != before(pr)
+
+
+def undone_fix(version: str) -> int | None:
+    """The PR whose fix SGLang ``version`` undoes (``before-<N>``), or None for :data:`SGLANG_VERSION`."""
+    return next((pr for pr in REVERTIBLE_FIXES if version == before(pr)), None)
 
 
 def has_pr_38756(version: str) -> bool:

@@ -23,7 +23,7 @@ from swa_kit.measure import trace
 from swa_kit.launch.decide import Decisions, decide
 from swa_kit.launch.inputs import GIB, Launch, ServerArgsView
 from swa_kit.launch.surface import check_surface
-from swa_kit.sglang_versions import SGLANG_VERSION
+from swa_kit.sglang_versions import REVERTIBLE_FIXES, SGLANG_VERSION, undone_fix
 from swa_kit.tables import format_table
 
 SEVERITIES = ("wrong", "raises", "one-short", "memory", "info")
@@ -187,10 +187,13 @@ def _input_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
     if drafts.layout_from.startswith("ASSUMED"):
         out.append(Finding("info", "the draft's layout is assumed", drafts.layout_from,
                            ("pass --draft-hf-config with the draft model's config.json",), "draft"))
-    if not launch.has_pr_38756:
-        out.append(Finding("info", "SGLang before PR #38756",
-                           f"no _resolve_swa_kv_pool and no paged-decode guard: routes {SGLANG_VERSION} refuses run "
-                           "silently wrong here", (f"upgrade to SGLang {SGLANG_VERSION}",), "version"))
+    undone = undone_fix(launch.sglang_version)
+    if undone is not None:
+        detail = (f"no _resolve_swa_kv_pool and no paged-decode guard: routes {SGLANG_VERSION} refuses run silently "
+                  "wrong here") if undone == 38756 else \
+            f"SGLang {SGLANG_VERSION} with this PR's change undone as the kit models it: {REVERTIBLE_FIXES[undone]}"
+        out.append(Finding("info", f"SGLang before PR #{undone}", detail, (f"upgrade to SGLang {SGLANG_VERSION}",),
+                           "version"))
     return out
 
 

@@ -22,7 +22,8 @@ An entry (every key required unless marked optional; no other key is accepted):
 ``launch``
     what to replay: ``model`` (a bundled model name, or a config.json's fields as an object), ``server_args``
     (SGLang's flags as typed, ``""`` for none), ``env`` (the routing variables), ``sglang_version`` (``0.5.23`` or
-    ``before-38756``), ``platform``, and optionally ``note`` (how this launch differs from the thread's own).
+    ``before-<N>``: 0.5.23 with PR #N's fix undone, one of ``sglang_versions.REVERTIBLE_FIXES``), ``platform``,
+    and optionally ``note`` (how this launch differs from the thread's own).
 ``symptom``
     what users reported, in the kit's paraphrase.
 ``finding_class``
@@ -47,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from swa_kit.errors import SwaKitError, UsageError
+from swa_kit.errors import LaunchRefusedError, SwaKitError, UsageError
 from swa_kit.launch.backend import choose_backend
 from swa_kit.sglang_versions import SGLANG_VERSION
 from swa_kit.launch.inputs import PLATFORMS, SGLANG_VERSIONS, Launch, Platform, parse_server_args
@@ -61,6 +62,10 @@ BUGS_DIR = data_path("bugs")
 REPOSITORIES = {"sgl-project/sglang": ("sglang", "SGLang"), "ROCm/aiter": ("aiter", "aiter")}
 MAX_ENTRY_BYTES = 64 * 1024  # an entry is a page of text; anything larger is not one
 MAX_TEXT = 1200  # characters in one text field
+
+
+#: The finding that stands for the audit's answer to a launch SGLang refuses at start-up (one line, exit 2).
+REFUSAL_TITLE = "SGLang refuses this launch at start-up"
 
 
 class BugEntryError(UsageError):
@@ -103,7 +108,7 @@ FINDING_CLASSES: dict[str, FindingClass] = {c.name: c for c in (
     FindingClass("ck-head-dim-cap", "aiter's CK prefill refuses head_dim over 256", lacks="the audit checks no "
                  "head_dim limit of a kernel"),
     FindingClass("startup-refusal", "SGLang refuses the launch at start-up (a model's backend allow-list)",
-                 lacks="the audit models no per-model backend allow-list"),
+                 "raises", (REFUSAL_TITLE,)),
     FindingClass("ck-window-dispatch", "aiter's batch prefill loads a masked module where its kernel computes "
                  "no mask, and fails", lacks="the audit models no aiter module dispatch"),
 )}
@@ -346,8 +351,16 @@ class Replay:
     detail: str
 
 
+def _findings(launch: Launch) -> list[Finding]:
+    """The audit's findings; a launch SGLang refuses at start-up (the audit's one-line answer) is one finding."""
+    try:
+        return audit(launch).findings
+    except LaunchRefusedError as error:
+        return [Finding("raises", REFUSAL_TITLE, str(error), (), "start-up")]
+
+
 def _raised(launch: Launch, name: str) -> Finding | None:
-    return next((f for f in audit(launch).findings if name in finding_classes(f)), None)
+    return next((f for f in _findings(launch) if name in finding_classes(f)), None)
 
 
 def replay(entry: BugEntry) -> Replay:
