@@ -70,7 +70,7 @@ from swa_kit.engine.environment import ENV_VARS, check_env, env_flag, env_value
 from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.engine.resolver import RESOLVERS, uses_sliding_window_kv_pool, with_hybrid_draft_pool
 from swa_kit.engine.spec_algorithms import PLANNED, SpeculativeAlgorithm
-from swa_kit.sglang_versions import SGLANG_VERSION, SGLANG_VERSIONS, has_pr_38756
+from swa_kit.sglang_versions import SGLANG_VERSION, SGLANG_VERSIONS, has_fix, has_pr_38756
 from swa_kit.window import to_keys
 from swa_kit.engine.workers import build_workers
 from swa_kit.engine.ways_out import FIXED_RESOLVER, KEEP_HYBRID_POOL, TRITON_BACKEND, UNIFIED_ATTN, UNIFIED_VERIFY
@@ -192,6 +192,7 @@ class Verdict:
 
     problem: str
     ways_out: tuple[str, ...] = ()
+    title: str = ""  # who refuses, for a report ("" : SGLang's own guard)
 
     @property
     def message(self) -> str:
@@ -293,7 +294,7 @@ class Plan:
         }
 
 
-def _choose_site(pool: PoolView, mode: str) -> CallSite:
+def _choose_site(pool: PoolView, mode: str, sglang_version: str = SGLANG_VERSION) -> CallSite:
     if pool.backend == "triton":
         return DECLARED_SITES["triton.decode" if mode in ("decode", "draft_decode") else "triton.extend"]
     if mode in ("decode", "draft_decode"):
@@ -306,7 +307,9 @@ def _choose_site(pool: PoolView, mode: str) -> CallSite:
         return SITES["draft_extend.unified"]
     if pool.kv_cache_vectorized_5d:
         return DECLARED_SITES["extend.ck_5d"]
-    return SITES["extend.unified" if pool.use_triton_unified_attention else "extend.ck"]
+    # PR #38757 sent prefill / extend through unified_attention whenever it is on; before it, CK took them all.
+    unified = pool.use_triton_unified_attention and has_fix(sglang_version, 38757)
+    return SITES["extend.unified" if unified else "extend.ck"]
 
 
 def _kernel_mode(mode: str, topk: int) -> str:
@@ -331,6 +334,7 @@ class _Route:
     window_arg: Any
     buffer: str
     page_table: str
+    head_dim: int = 0  # the layer's q/k head dim (a kernel's cap reads it)
 
     @property
     def who(self) -> str:
@@ -363,6 +367,27 @@ def sglang_guard(route: _Route, sglang_version: str = SGLANG_VERSION) -> Verdict
     return Verdict(f"aiter paged decode cannot honour a sliding window: SGLang raises ValueError for {route.who} at "
                    f"{route.site.name} (_reject_paged_decode_sliding_window) at the first decode{why}",
                    _ways_out(route.pool))
+
+
+#: aiter's CK batch prefill asserts ``head_dim <= 256`` (aiter ops/mha.py mha_batch_prefill_func, amd-aiter 0.1.7;
+#: SGLang 0.5.23 aiter_backend.py _forward_extend_unified says so); unified_attention pads the head dim instead.
+CK_MAX_HEAD_DIM = 256
+
+
+def kernel_refusal(route: _Route, sglang_version: str = SGLANG_VERSION) -> Verdict | None:
+    """What the kernel itself raises on this route: CK batch prefill on a head dim over its cap, or None."""
+    if route.site.kernel != "mha_batch_prefill_func" or route.head_dim <= CK_MAX_HEAD_DIM:
+        return None
+    if route.pool.kv_cache_vectorized_5d:  # the 5D layout's extend takes CK before any unified route
+        first = "drop SGLANG_AITER_KV_CACHE_LAYOUT=vectorized_5d (its extend always runs CK batch prefill)"
+    elif not has_fix(sglang_version, 38757):
+        first = f"SGLang {SGLANG_VERSION} (PR #38757 sends extend through unified_attention when it is on)"
+    else:
+        first = UNIFIED_ATTN.text
+    return Verdict(f"aiter's CK mha_batch_prefill_func supports a head dimension of at most {CK_MAX_HEAD_DIM}: "
+                   f"layer {route.layer} ({route.kind} attention) has head_dim {route.head_dim}, so {route.site.name} "
+                   "raises at the first prefill",
+                   (first, TRITON_BACKEND.text), title="aiter's CK prefill refuses this head dimension")
 
 
 def _ways_out(pool: PoolView) -> tuple[str, ...]:
@@ -544,7 +569,7 @@ def plan(
     _check_args(mode, spec, topk, worker, resolver, backend, sglang_version)
     env = check_env(env)
     pool = _pool_view(target, worker, spec, topk, env, resolver, backend, model_runner, draft_model, hybrid_disabled)
-    site = _choose_site(pool, mode)
+    site = _choose_site(pool, mode, sglang_version)
     path = site_path(site) if site.paths else None
     result = Plan(target.name, mode, spec, topk, env, pool, sglang_version=sglang_version)
     algorithm = SpeculativeAlgorithm.from_string(spec)
@@ -562,14 +587,15 @@ def plan(
         if backend == "triton":  # window_kv_indices go through full_to_swa whenever the pool read is an SWAKVPool
             translated = in_swa_pool and sws > 0
         route = _Route(pool, mode, topk, entry.layer_id, kind.attention, sws, intended, site, path,
-                       site.window_arg(sws), buffer, "swa" if translated else "full")
+                       site.window_arg(sws), buffer, "swa" if translated else "full", kind.head_dim)
         judgement, effective = kit_judgement(route)
         result.layers.append(LayerPlan(
             layer=entry.layer_id, kind=kind.attention, sliding_window_size=sws, intended_keys=intended,
             site=site.name, kernel=site.kernel, path=path.name if path else "-",
             tier=path.tier if path else "declared (no runnable path in the kit)", window_arg=route.window_arg,
             window_expr=site.window_expr, effective_keys=effective, buffer=buffer, page_table=route.page_table,
-            sglang_verdict=sglang_guard(route, sglang_version), kit_verdict=judgement,
+            sglang_verdict=sglang_guard(route, sglang_version) or kernel_refusal(route, sglang_version),
+            kit_verdict=judgement,
             note=_note(intended, effective, site), target_layer=None if worker == "target" else entry.source_layer,
         ))
     return result.check() if strict else result

@@ -83,8 +83,9 @@ def _keys_gap(entry: LayerPlan) -> int | None:
 def _route_finding(entry: LayerPlan) -> tuple[tuple, Finding] | None:
     """The finding one planned layer gives (keyed so identical findings across modes merge), or None."""
     if entry.sglang_verdict:
-        return ("raises", entry.site), Finding("raises", "SGLang's guard refuses this route",
-                                               entry.sglang_verdict.problem, entry.sglang_verdict.ways_out)
+        title = entry.sglang_verdict.title or "SGLang's guard refuses this route"
+        return ("raises", entry.site, title), Finding("raises", title, entry.sglang_verdict.problem,
+                                                      entry.sglang_verdict.ways_out)
     if entry.kit_verdict:
         return ("wrong", entry.kind, entry.site), Finding(
             "wrong", "runs, but attends the wrong keys (silently)", entry.kit_verdict.problem,

@@ -105,8 +105,8 @@ FINDING_CLASSES: dict[str, FindingClass] = {c.name: c for c in (
                  lacks="the audit models no attention sinks and does not plan the deterministic Triton path"),
     FindingClass("window-too-wide", "a model file passes W where SGLang's convention wants W - 1: one key too "
                  "many", lacks=f"the audit reads each architecture's window rule of SGLang {SGLANG_VERSION} only"),
-    FindingClass("ck-head-dim-cap", "aiter's CK prefill refuses head_dim over 256", lacks="the audit checks no "
-                 "head_dim limit of a kernel"),
+    FindingClass("ck-head-dim-cap", "aiter's CK prefill refuses head_dim over 256", "raises",
+                 ("supports a head dimension of at most",)),
     FindingClass("startup-refusal", "SGLang refuses the launch at start-up (a model's backend allow-list)",
                  "raises", (REFUSAL_TITLE,)),
     FindingClass("ck-window-dispatch", "aiter's batch prefill loads a masked module where its kernel computes "
