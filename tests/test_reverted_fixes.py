@@ -47,7 +47,7 @@ def _rows(version: str, args: str = "--attention-backend aiter", env: dict | Non
 
 def test_ck_prefill_refuses_head_dims_over_256_only():
     """mha_batch_prefill_func asserts head_dim <= 256 (SGLang's _forward_extend_unified docstring says so)."""
-    from swa_kit.engine.routing import CK_MAX_HEAD_DIM
+    from swa_kit.engine.call_sites import CK_MAX_HEAD_DIM
     assert CK_MAX_HEAD_DIM == 256
     off = _rows(SGLANG_VERSION, "--attention-backend aiter --disable-hybrid-swa-memory")  # no SWA pool: CK extend
     kernel, refused = off["prefill", "full"]
@@ -69,3 +69,33 @@ def test_before_38757_aiter_extend_runs_ck_even_with_unified_on():
         assert undone[mode, "full"][0] == "mha_batch_prefill_func" and undone[mode, "full"][1] is not None
         assert undone[mode, "sliding"] == ("mha_batch_prefill_func", None)
     assert fixed["decode", "full"] == undone["decode", "full"]  # decode is not this PR's
+
+
+def test_before_26147_gemma4_passes_its_whole_window():
+    """gemma4_causal.py get_attention_sliding_window_size: 0.5.23 returns sliding_window - 1; before PR #26147, W."""
+    from swa_kit.models.configs import as_of_version, load_model
+    model = load_model("gemma4-31b")
+    undone = as_of_version(model, before(26147))
+    for label, kind in model.kinds.items():
+        was = undone.kinds[label]
+        if kind.attention == "sliding":
+            assert (kind.sliding_window_size, was.sliding_window_size) == (kind.window.keys - 1, kind.window.keys)
+            assert was.window == kind.window  # the window meant is the model's, whatever the file passes
+        else:
+            assert was == kind
+    assert "before PR #26147" in undone.sources["sliding_window_size"]
+    assert as_of_version(undone, before(26147)) == undone and as_of_version(model, SGLANG_VERSION) is model
+    for other in ("gpt-oss-20b", "gemma3-27b"):  # their files pass W - 1 on every version the kit knows
+        assert as_of_version(load_model(other), before(26147)) == load_model(other)
+
+
+def test_before_26147_triton_extend_attends_one_key_too_many():
+    """Triton extend masks q <= k + sws: W + 1 keys with sws = W; its decode keeps the newest sws = W keys."""
+    from swa_kit.measure.audit import audit
+    report = audit(_launch("gemma4-31b", "--attention-backend triton", before(26147), "cuda-sm90"))
+    rows = {(mode, e.kind): e.effective_keys for (_, mode), p in report.decisions.routes.items() for e in p.layers}
+    assert rows["prefill", "sliding"] == rows["extend", "sliding"] == 1025 and rows["decode", "sliding"] == 1024
+    assert [f.title for f in report.findings if f.severity == "one-short"] == [
+        "sliding layers attend 1025 of 1024 keys (one key too many)"]
+    fixed = audit(_launch("gemma4-31b", "--attention-backend triton", SGLANG_VERSION, "cuda-sm90"))
+    assert not any("too many" in f.title for f in fixed.findings)

@@ -20,6 +20,11 @@ from swa_kit.errors import DispatchGuardError
 # what the kernels receive, right or wrong. The kit's converters in swa_kit/window.py say what the
 # argument *should* be; the planner reads each argument back through them (effective_keys), which is
 # how the unified sites' one-key-short shows up in the plan.
+#: aiter's CK batch prefill asserts ``head_dim <= 256`` (aiter ops/mha.py mha_batch_prefill_func, amd-aiter 0.1.7;
+#: SGLang 0.5.23 aiter_backend.py _forward_extend_unified says so); unified_attention pads the head dim instead.
+CK_MAX_HEAD_DIM = 256
+
+
 def _unified_arg(sws: int) -> tuple[int, int]:
     return (sws - 1, 0) if sws > -1 else (-1, -1)
 
@@ -44,6 +49,7 @@ class CallSite:
     # attends, read from SGLang's code, stand in for a path's declared convention.
     keys_of: Callable[[Any], int | None] | None = None
     source: str = "sglang 0.5.23 layers/attention/aiter_backend.py"
+    max_head_dim: int | None = None  # the kernel asserts head_dim <= this (None: no cap the kit knows)
 
 
 SITES: dict[str, CallSite] = {
@@ -51,7 +57,7 @@ SITES: dict[str, CallSite] = {
     for s in (
         CallSite("extend.ck", "forward_extend", "mha_batch_prefill_func",
                  ("aiter_native_mha_batch_prefill", "aiter_emulated_mha_batch_prefill"), ("prefill", "extend"),
-                 _ck_arg, "(sws, -1)", True),
+                 _ck_arg, "(sws, -1)", True, max_head_dim=CK_MAX_HEAD_DIM),
         CallSite("extend.unified", "_forward_extend_unified", "unified_attention",
                  ("aiter_native_unified", "aiter_triton_unified"), ("prefill", "extend"),
                  _unified_arg, "(sws - 1, 0)", True),
@@ -101,7 +107,8 @@ DECLARED_SITES: dict[str, CallSite] = {
                  _gluon_keys, f"{_UTILS} forward_decode_vectorized_5d (context_lengths=seq_lens); {_GLUON} "
                               "paged_attention_decode_sliding_window: mask k >= context_length - SLIDING_WINDOW + 1"),
         CallSite("extend.ck_5d", "forward_extend_vectorized_5d", "mha_batch_prefill_func", (), ("prefill", "extend"),
-                 _ck_arg, "(sws, -1)", True, lambda arg: _plus_one(arg[0]), f"{_UTILS} forward_extend_vectorized_5d"),
+                 _ck_arg, "(sws, -1)", True, lambda arg: _plus_one(arg[0]), f"{_UTILS} forward_extend_vectorized_5d",
+                 CK_MAX_HEAD_DIM),
         CallSite("triton.decode", "forward_decode", "decode_attention_fwd", (), ("decode",),
                  lambda sws: sws, "window_kv_indices: newest min(seq_len, sws) keys", True, _newest,
                  f"{_TRITON} update_sliding_window_buffer (seq_len counts the query)"),

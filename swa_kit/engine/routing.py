@@ -4,24 +4,22 @@
 (``python/sglang/srt/layers/attention/aiter_backend.py``, non-MLA layers, NHD KV layout):
 
 * at construction it resolves the SWA pool (``_resolve_swa_kv_pool``; the decision table is in
-  :mod:`swa_kit.engine.resolver`),
-  sets ``use_sliding_window_kv_pool``, forces Triton ``unified_attention`` when that is true
-  (otherwise ``SGLANG_USE_AITER_UNIFIED_ATTN`` decides), and enables unified verify only with
+  :mod:`swa_kit.engine.resolver`), sets ``use_sliding_window_kv_pool``, forces Triton ``unified_attention`` when
+  that is true (otherwise ``SGLANG_USE_AITER_UNIFIED_ATTN`` decides), and enables unified verify only with
   ``topk == 1`` and ``SGLANG_AITER_UNIFIED_VERIFY`` (default on);
-* ``forward_decode``: ``unified_attention`` with ``(sws - 1, 0)``, else ``paged_attention_ragged``
-  behind the seed's guard ``_reject_paged_decode_sliding_window``;
-* ``forward_extend``: target verify through ``unified_attention`` when unified verify is on, else
-  SGLang's own Triton ``extend_attention_fwd`` (custom mask, *no window argument*, untranslated
-  ``req_to_token`` slots); draft extend (v2) through ``unified_attention`` when unified verify and
-  ``SGLANG_AITER_UNIFIED_DRAFT_EXTEND`` are on; otherwise prefill / extend through
-  ``unified_attention`` with ``(sws - 1, 0)`` or CK ``mha_batch_prefill_func`` with ``(sws, -1)``;
-* a sliding layer reads the SWA page table (``translate_loc_from_full_to_swa``) only where the
-  backend built one: on an SWA pool, at the unified and CK call sites;
-* with ``SGLANG_AITER_KV_CACHE_LAYOUT=vectorized_5d`` (and ``SGLANG_USE_AITER=1``) the pool is the
-  SHUFFLE 5D layout: decode goes to ``pa_decode_gluon(sliding_window=sws)``, which keeps the newest
-  ``sws - 1`` keys of ``seq_lens`` (aiter's ``pa_decode_gluon.py`` mask), and extend to
-  ``forward_extend_vectorized_5d`` (CK ``mha_batch_prefill_func`` with ``(sws, -1)``), before any
-  unified route (``layers/attention/aiter_utils.py``).
+* ``forward_decode``: ``unified_attention`` with ``(sws - 1, 0)``, else ``paged_attention_ragged`` behind the
+  seed's guard ``_reject_paged_decode_sliding_window``;
+* ``forward_extend``: target verify through ``unified_attention`` when unified verify is on, else SGLang's own
+  Triton ``extend_attention_fwd`` (custom mask, *no window argument*, untranslated ``req_to_token`` slots); draft
+  extend (v2) through ``unified_attention`` when unified verify and ``SGLANG_AITER_UNIFIED_DRAFT_EXTEND`` are on;
+  otherwise prefill / extend through ``unified_attention`` with ``(sws - 1, 0)`` (PR #38757) or CK
+  ``mha_batch_prefill_func`` with ``(sws, -1)``, which refuses a head dim over 256;
+* a sliding layer reads the SWA page table (``translate_loc_from_full_to_swa``) only where the backend built one:
+  on an SWA pool, at the unified and CK call sites;
+* with ``SGLANG_AITER_KV_CACHE_LAYOUT=vectorized_5d`` (and ``SGLANG_USE_AITER=1``) the pool is the SHUFFLE 5D
+  layout: decode goes to ``pa_decode_gluon(sliding_window=sws)``, which keeps the newest ``sws - 1`` keys of
+  ``seq_lens`` (aiter's ``pa_decode_gluon.py`` mask: two short), and extend to ``forward_extend_vectorized_5d``
+  (CK ``mha_batch_prefill_func`` with ``(sws, -1)``), before any unified route (``layers/attention/aiter_utils.py``).
 
 ``backend="triton"`` plans SGLang's own Triton backend instead (``layers/attention/triton_backend.py``,
 Gemma-4's default): every mode honours the window; decode gathers the newest ``min(seq_len, sws)``
@@ -64,7 +62,7 @@ from typing import Any
 from swa_kit.attention.paths import AttentionPath, run_path
 from swa_kit.engine.call_sites import DECLARED_SITES, SITES, CallSite, site_path
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
-from swa_kit.models.configs import ModelLayout, load_model
+from swa_kit.models.configs import ModelLayout, as_of_version, load_model
 from swa_kit.models.drafts import default_draft_layout
 from swa_kit.engine.environment import ENV_VARS, check_env, env_flag, env_value
 from swa_kit.errors import DispatchGuardError, UsageError
@@ -307,8 +305,7 @@ def _choose_site(pool: PoolView, mode: str, sglang_version: str = SGLANG_VERSION
         return SITES["draft_extend.unified"]
     if pool.kv_cache_vectorized_5d:
         return DECLARED_SITES["extend.ck_5d"]
-    # PR #38757 sent prefill / extend through unified_attention whenever it is on; before it, CK took them all.
-    unified = pool.use_triton_unified_attention and has_fix(sglang_version, 38757)
+    unified = pool.use_triton_unified_attention and has_fix(sglang_version, 38757)  # before PR #38757: CK only
     return SITES["extend.unified" if unified else "extend.ck"]
 
 
@@ -369,25 +366,16 @@ def sglang_guard(route: _Route, sglang_version: str = SGLANG_VERSION) -> Verdict
                    _ways_out(route.pool))
 
 
-#: aiter's CK batch prefill asserts ``head_dim <= 256`` (aiter ops/mha.py mha_batch_prefill_func, amd-aiter 0.1.7;
-#: SGLang 0.5.23 aiter_backend.py _forward_extend_unified says so); unified_attention pads the head dim instead.
-CK_MAX_HEAD_DIM = 256
-
-
 def kernel_refusal(route: _Route, sglang_version: str = SGLANG_VERSION) -> Verdict | None:
-    """What the kernel itself raises on this route: CK batch prefill on a head dim over its cap, or None."""
-    if route.site.kernel != "mha_batch_prefill_func" or route.head_dim <= CK_MAX_HEAD_DIM:
+    """What the kernel itself raises on this route (a head dim over its cap: aiter's CK prefill), or None."""
+    if (cap := route.site.max_head_dim) is None or route.head_dim <= cap:
         return None
-    if route.pool.kv_cache_vectorized_5d:  # the 5D layout's extend takes CK before any unified route
-        first = "drop SGLANG_AITER_KV_CACHE_LAYOUT=vectorized_5d (its extend always runs CK batch prefill)"
-    elif not has_fix(sglang_version, 38757):
-        first = f"SGLang {SGLANG_VERSION} (PR #38757 sends extend through unified_attention when it is on)"
-    else:
-        first = UNIFIED_ATTN.text
-    return Verdict(f"aiter's CK mha_batch_prefill_func supports a head dimension of at most {CK_MAX_HEAD_DIM}: "
-                   f"layer {route.layer} ({route.kind} attention) has head_dim {route.head_dim}, so {route.site.name} "
-                   "raises at the first prefill",
-                   (first, TRITON_BACKEND.text), title="aiter's CK prefill refuses this head dimension")
+    first = ("drop SGLANG_AITER_KV_CACHE_LAYOUT=vectorized_5d (its extend always runs CK batch prefill)"
+             if route.pool.kv_cache_vectorized_5d else UNIFIED_ATTN.text if has_fix(sglang_version, 38757) else
+             f"SGLang {SGLANG_VERSION} (PR #38757 sends extend through unified_attention when it is on)")
+    return Verdict(f"aiter's CK {route.site.kernel} supports a head dimension of at most {cap}: layer {route.layer} "
+                   f"({route.kind} attention) has head_dim {route.head_dim}, so {route.site.name} raises at the first "
+                   "prefill", (first, TRITON_BACKEND.text), title="aiter's CK prefill refuses this head dimension")
 
 
 def _ways_out(pool: PoolView) -> tuple[str, ...]:
@@ -542,20 +530,18 @@ def plan(
 ) -> Plan:
     """Route every layer of ``model`` the way SGLang's attention ``backend`` does in forward ``mode``.
 
-    ``env`` holds the launch's variables (:data:`ENV_DEFAULTS`; unset ones take SGLang's default).
-    ``spec`` is the speculative algorithm ("none" by default). ``worker`` defaults to "draft" for
-    the draft modes, else "target". ``resolver`` picks the pool resolver (default: "fixed" on
-    0.5.23, "legacy" on the release before PR #38756). ``draft_model``: the draft's own layout
-    for EAGLE-family drafts (a hybrid-SWA draft owns an SWA pool). ``model_runner``: plan for this
-    runner instead of one the kit builds: the kit's or SGLang's own (read by duck typing); its
-    role and algorithm then come from it. With ``strict`` (default) a refused route raises
-    :class:`DispatchGuardError` naming the layer, its window and the way out; with
-    ``strict=False`` the plan carries SGLang's error and the kit's judgement per layer.
-    ``hybrid_swa_memory=False`` is the launch's hybrid switch turned off (``--disable-hybrid-swa-memory``): SGLang's
-    ``ModelConfig._derive_hybrid_model`` then sets ``is_hybrid_swa`` False for the target and the draft alike
-    (both configs come from the same server args), so no SWA pool exists and aiter decodes on the paged path.
+    ``env`` holds the launch's variables (:data:`ENV_DEFAULTS`; unset ones take SGLang's default). ``spec`` is the
+    speculative algorithm ("none" by default). ``worker`` defaults to "draft" for the draft modes, else "target".
+    ``resolver`` picks the pool resolver (default: "fixed", "legacy" before PR #38756). ``draft_model``: the draft's
+    own layout for EAGLE-family drafts (a hybrid-SWA draft owns an SWA pool). ``model_runner``: plan for this runner
+    (the kit's or SGLang's own, read by duck typing); its role and algorithm then come from it. With ``strict``
+    (default) a refused route raises :class:`DispatchGuardError` naming the layer, its window and the way out; with
+    ``strict=False`` the plan carries SGLang's error and the kit's judgement per layer. ``hybrid_swa_memory=False``
+    is ``--disable-hybrid-swa-memory``: ``ModelConfig._derive_hybrid_model`` sets ``is_hybrid_swa`` False for target
+    and draft alike, so no SWA pool exists and aiter decodes on the paged path. ``sglang_version`` may undo a fix
+    (``before-<N>``): its model-file window rule and routes apply.
     """
-    target = load_model(model) if isinstance(model, str) else model
+    target = as_of_version(load_model(model) if isinstance(model, str) else model, sglang_version)
     hybrid_disabled = not hybrid_swa_memory and (target.sglang_hybrid_swa_pool or (
         draft_model is not None and draft_model.sglang_hybrid_swa_pool))
     if not hybrid_swa_memory:

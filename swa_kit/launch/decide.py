@@ -9,12 +9,12 @@ SGLang picked, on the target and (with speculation) the draft.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from swa_kit.engine import routing
 from swa_kit.errors import UsageError
-from swa_kit.models.configs import ModelLayout
+from swa_kit.models.configs import ModelLayout, as_of_version
 from swa_kit.launch.backend import choose_backend, choose_page_size
 from swa_kit.launch.drafts import DraftPool, draft_pool
 from swa_kit.launch.inputs import Launch, Platform, parse_server_args
@@ -114,6 +114,8 @@ def _routes(launch: Launch, backend_of: dict[str, str], drafts: DraftPool, topk:
 
 def decide(launch: Launch) -> Decisions:
     """SGLang's decisions for ``launch``, each naming what it mirrors."""
+    # the windows the version's model file hands SGLang (a fix undone may change them)
+    launch = replace(launch, model=as_of_version(launch.model, launch.sglang_version))
     model = launch.model
     check_backend_names(launch)
     choice = choose_backend(launch)

@@ -50,7 +50,6 @@ from typing import Any
 
 from swa_kit.errors import LaunchRefusedError, SwaKitError, UsageError
 from swa_kit.launch.backend import choose_backend
-from swa_kit.sglang_versions import SGLANG_VERSION
 from swa_kit.launch.inputs import PLATFORMS, SGLANG_VERSIONS, Launch, Platform, parse_server_args
 from swa_kit.engine.spec_algorithms import EAGLE_FAMILY_HANDLER, SpeculativeAlgorithm
 from swa_kit.engine.environment import check_env
@@ -104,7 +103,7 @@ FINDING_CLASSES: dict[str, FindingClass] = {c.name: c for c in (
     FindingClass("window-with-sinks", "attention sinks and a window together in one kernel give wrong output",
                  lacks="the audit models no attention sinks and does not plan the deterministic Triton path"),
     FindingClass("window-too-wide", "a model file passes W where SGLang's convention wants W - 1: one key too "
-                 "many", lacks=f"the audit reads each architecture's window rule of SGLang {SGLANG_VERSION} only"),
+                 "many", "one-short", ("one key too many",)),
     FindingClass("ck-head-dim-cap", "aiter's CK prefill refuses head_dim over 256", "raises",
                  ("supports a head dimension of at most",)),
     FindingClass("startup-refusal", "SGLang refuses the launch at start-up (a model's backend allow-list)",
