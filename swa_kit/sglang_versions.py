@@ -24,6 +24,7 @@ REVERTIBLE_FIXES: dict[int, str] = {
     38757: "aiter prefill and extend run CK mha_batch_prefill_func even with unified_attention on",
     38758: "Gemma-4's backend allow-list lacks aiter",
     26147: "Gemma-4's model file passes its whole window W as sliding_window_size, not W - 1",
+    18970: "trtllm_mha passes no window_left and no SWA page table",
 }
 
 
@@ -43,6 +44,12 @@ SGLANG_VERSIONS = (SGLANG_VERSION, *(before(pr) for pr in sorted(REVERTIBLE_FIXE
 def has_fix(version: str, pr: int) -> bool:
     """Whether SGLang ``version`` has PR #``pr``'s fix (every version but ``before-<pr>`` has it)."""
     return version != before(pr)
+
+
+def versions_help() -> str:
+    """``--sglang-version``'s help: the release the kit mirrors, and what each ``before-<N>`` undoes."""
+    undone = "; ".join(f"{before(pr)}: {what}" for pr, what in sorted(REVERTIBLE_FIXES.items(), reverse=True))
+    return f"{SGLANG_VERSION}, or before-<N>, {SGLANG_VERSION} with PR #N's fix undone ({undone})"
 
 
 def undone_fix(version: str) -> int | None:

@@ -99,3 +99,32 @@ def test_before_26147_triton_extend_attends_one_key_too_many():
         "sliding layers attend 1025 of 1024 keys (one key too many)"]
     fixed = audit(_launch("gemma4-31b", "--attention-backend triton", SGLANG_VERSION, "cuda-sm90"))
     assert not any("too many" in f.title for f in fixed.findings)
+
+
+def _trtllm(version: str, args: str = "") -> dict:
+    launch = Launch.from_inputs(model="gpt-oss-20b", server_args=f"--attention-backend trtllm_mha {args}",
+                                sglang_version=version, platform="cuda-sm100")
+    return {(worker, mode, e.kind): e for (worker, mode), p in decide(launch).routes.items() for e in p.layers}
+
+
+def test_trtllm_mha_attends_the_window_on_the_swa_page_table():
+    """window_left = sws: FlashInfer keeps keys i - sws .. i, sws + 1 = W; SWA layers read the SWA page table."""
+    rows = _trtllm(SGLANG_VERSION, "--speculative-algorithm EAGLE --speculative-eagle-topk 1 --speculative-num-steps 2 "
+                   "--speculative-num-draft-tokens 3")
+    for (worker, mode, kind), e in rows.items():
+        assert e.kernel == ("trtllm_batch_context_with_kv_cache" if mode in ("prefill", "extend") else
+                            "trtllm_batch_decode_with_kv_cache"), (worker, mode)
+        assert e.sglang_verdict is None and e.kit_verdict is None, (worker, mode, kind)
+        if worker == "target" and kind == "sliding":
+            assert (e.window_arg, e.effective_keys, e.intended_keys, e.page_table) == (127, 128, 128, "swa")
+    assert rows["target", "decode", "full"].effective_keys is None  # window_left -1 on full layers
+
+
+def test_before_18970_trtllm_mha_passes_no_window_nor_swa_slots():
+    rows = _trtllm(before(18970))
+    for mode in ("prefill", "extend", "decode"):
+        sliding, full = rows["target", mode, "sliding"], rows["target", mode, "full"]
+        assert (sliding.window_arg, sliding.effective_keys, sliding.page_table, sliding.buffer) == (-1, None, "full",
+                                                                                                   "swa")
+        assert "gets no window" in sliding.kit_verdict.problem and "untranslated" in sliding.kit_verdict.problem
+        assert "PR #18970" in sliding.kit_verdict.ways_out[0] and full.kit_verdict is None

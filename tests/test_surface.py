@@ -44,7 +44,7 @@ def test_what_the_kit_reads_is_modelled_and_what_it_models_it_reads():
 
 
 def test_no_name_twice_and_the_modelled_backends_are_the_planners():
-    from swa_kit.engine.routing import BACKENDS
+    from swa_kit.engine.plan_args import BACKENDS
     from swa_kit.launch import surface
 
     assert len(SURFACE) == sum(len(group) for group in (surface.SERVER_ARGS, surface.SWA_POOLS,

@@ -2,7 +2,7 @@
 
 :data:`SITES` are ``AiterAttnBackend``'s call sites that a registered attention path runs;
 :data:`DECLARED_SITES` are the ones no path runs here (aiter's SHUFFLE 5D layout, SGLang's own Triton
-backend), whose keys are read from SGLang's code instead. :mod:`swa_kit.engine.routing` picks one per
+and trtllm_mha backends), whose keys are read from SGLang's code instead. :mod:`swa_kit.engine.routing` picks one per
 (layer, forward mode).
 """
 
@@ -50,6 +50,7 @@ class CallSite:
     keys_of: Callable[[Any], int | None] | None = None
     source: str = "sglang 0.5.23 layers/attention/aiter_backend.py"
     max_head_dim: int | None = None  # the kernel asserts head_dim <= this (None: no cap the kit knows)
+    honours_window: bool = True  # a declared site that passes the kernel no window (a fix undone) says so
 
 
 SITES: dict[str, CallSite] = {
@@ -95,6 +96,9 @@ def _gluon_keys(sliding_window: Any) -> int | None:
 
 
 _TRITON = "sglang 0.5.23 layers/attention/triton_backend.py"
+_TRTLLM = ("sglang 0.5.23 layers/attention/trtllm_mha_backend.py forward_decode / forward_extend (window_left="
+           "layer.sliding_window_size; FlashInfer attends keys i - window_left .. i)")
+_BEFORE_18970 = "before SGLang PR #18970, trtllm_mha_backend.py passed no window_left and no SWA page table"
 _UTILS = "sglang 0.5.23 layers/attention/aiter_utils.py"
 # Not in the amd-aiter 0.1.7 wheel; read at ROCm/aiter commit e4048607 (August 2026).
 _GLUON = "aiter ops/triton/gluon/pa_decode_gluon.py"
@@ -115,6 +119,17 @@ DECLARED_SITES: dict[str, CallSite] = {
         CallSite("triton.extend", "forward_extend", "extend_attention_fwd", (), ("prefill", "extend", "verify", "tree"),
                  lambda sws: sws, "sliding_window_size=sws (mask q <= k + sws)", True, _plus_one,
                  f"{_TRITON} forward_extend; sglang/kernels/ops/attention/extend_attention.py"),
+        # trtllm_mha: target verify and draft extend (v2) run the decode kernel too (uses_decode_kernel)
+        CallSite("trtllm.decode", "forward_decode", "trtllm_batch_decode_with_kv_cache", (),
+                 ("decode", "verify", "tree", "extend"), lambda sws: sws, "window_left=sws", True, _plus_one, _TRTLLM),
+        CallSite("trtllm.extend", "forward_extend", "trtllm_batch_context_with_kv_cache", (), ("prefill", "extend"),
+                 lambda sws: sws, "window_left=sws", True, _plus_one, _TRTLLM),
+        *(CallSite(f"{name}.before_18970", method, kernel, (), modes, lambda sws: -1, "window_left=-1 (not passed)",
+                   False, _plus_one, _BEFORE_18970, honours_window=False)
+          for name, method, kernel, modes in (
+              ("trtllm.decode", "forward_decode", "trtllm_batch_decode_with_kv_cache", ("decode", "verify", "tree",
+                                                                                         "extend")),
+              ("trtllm.extend", "forward_extend", "trtllm_batch_context_with_kv_cache", ("prefill", "extend")))),
     )
 }
 

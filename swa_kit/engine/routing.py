@@ -67,19 +67,15 @@ from swa_kit.models.drafts import default_draft_layout
 from swa_kit.engine.environment import ENV_VARS, check_env, env_flag, env_value
 from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.engine.resolver import RESOLVERS, uses_sliding_window_kv_pool, with_hybrid_draft_pool
-from swa_kit.engine.spec_algorithms import PLANNED, SpeculativeAlgorithm
-from swa_kit.sglang_versions import SGLANG_VERSION, SGLANG_VERSIONS, has_fix, has_pr_38756
+from swa_kit.engine.plan_args import check_plan_args
+from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
+from swa_kit.sglang_versions import SGLANG_VERSION, has_fix, has_pr_38756
 from swa_kit.window import to_keys
 from swa_kit.engine.workers import build_workers
 from swa_kit.engine.ways_out import FIXED_RESOLVER, KEEP_HYBRID_POOL, TRITON_BACKEND, UNIFIED_ATTN, UNIFIED_VERIFY
 
-#: Forward modes the planner knows: SGLang's EXTEND (without / with a cached prefix), DECODE,
-#: TARGET_VERIFY, DRAFT_EXTEND_V2 and the draft worker's multi-step DECODE.
-MODES = ("prefill", "extend", "decode", "verify", "draft_extend", "draft_decode")
 #: Environment variables the launch may set, with SGLang's defaults (routing and SWA pool sizing).
 ENV_DEFAULTS = {name: default for name, (default, _, _) in ENV_VARS.items()}
-#: SGLang attention backends the planner routes.
-BACKENDS = ("aiter", "triton")
 
 
 # -- pools and workers ---------------------------------------------------------------------------
@@ -293,6 +289,9 @@ class Plan:
 
 
 def _choose_site(pool: PoolView, mode: str, sglang_version: str = SGLANG_VERSION) -> CallSite:
+    if pool.backend == "trtllm_mha":  # verify and draft extend run the decode kernel; PR #18970 gave both a window
+        name = "trtllm.extend" if mode in ("prefill", "extend") else "trtllm.decode"
+        return DECLARED_SITES[name if has_fix(sglang_version, 18970) else f"{name}.before_18970"]
     if pool.backend == "triton":
         return DECLARED_SITES["triton.decode" if mode in ("decode", "draft_decode") else "triton.extend"]
     if mode in ("decode", "draft_decode"):
@@ -340,7 +339,7 @@ class _Route:
 
     @property
     def honours_window(self) -> bool:
-        return self.path.honours_window if self.path else True
+        return self.path.honours_window if self.path else self.site.honours_window
 
     def effective_keys(self) -> int | None:
         if self.path is None:
@@ -418,9 +417,12 @@ def _window_problems(route: _Route, effective: int | None) -> tuple[list[str], l
     if not route.honours_window:
         ways = _ways_out(route.pool) if route.site.name == "decode.paged" else (UNIFIED_VERIFY.text,
                                                                                   TRITON_BACKEND.text)
+        if route.pool.backend == "trtllm_mha":
+            ways = (f"SGLang {SGLANG_VERSION}, whose trtllm_mha passes window_left and the SWA page table (PR "
+                    "#18970)", TRITON_BACKEND.text)
         # paged_attention_ragged has no window parameter; extend_attention_fwd has one SGLang does not pass
         why = ("takes no window" if "no window parameter" in route.site.window_expr else
-               "gets no window (it takes sliding_window_size, but SGLang's aiter backend does not pass it)")
+               f"gets no window (it takes one, but SGLang's {route.pool.backend} backend does not pass it)")
         return _verdict(f"{kernel} ({route.site.name}) {why}, {_WHOLE_CONTEXT}", *ways)
     if effective is None:
         return _verdict(f"{kernel} gets window_size={route.window_arg} = {route.site.window_expr}, which its "
@@ -464,33 +466,6 @@ def _note(intended: int | None, effective: int | None, site: CallSite) -> str | 
     return f"declared to attend {effective} keys, {abs(diff)} {'short' if diff > 0 else 'too many'} ({how})"
 
 
-def _check_args(mode: str, spec: str, topk: int, worker: str, resolver: str, backend: str, version: str) -> None:
-    if mode not in MODES:
-        raise UsageError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
-    if spec not in PLANNED:
-        raise UsageError(f"unknown speculative algorithm {spec!r}; one of {', '.join(PLANNED)}")
-    if resolver not in RESOLVERS:
-        raise UsageError(f"unknown resolver {resolver!r}; one of {', '.join(RESOLVERS)}")
-    if backend not in BACKENDS:
-        raise UsageError(f"attention backend {backend!r}: the planner routes {', '.join(BACKENDS)}")
-    if version not in SGLANG_VERSIONS:
-        raise UsageError(f"SGLang version {version!r}: one of {', '.join(SGLANG_VERSIONS)}")
-    if worker not in ("target", "draft"):
-        raise UsageError(f"worker {worker!r}: 'target' or 'draft'")
-    if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
-        raise UsageError(f"topk {topk!r}: speculative topk is an int >= 1")
-    needs_spec = mode in ("verify", "draft_extend", "draft_decode") or worker == "draft"
-    if needs_spec and spec == "none":
-        raise UsageError(f"mode {mode!r} / worker {worker!r} happens only with speculative decoding: pass a spec "
-                         f"algorithm ({', '.join(a for a in PLANNED if a != 'none')})")
-    if mode.startswith("draft_") and worker != "draft":
-        raise UsageError(f"mode {mode!r} runs on the draft worker: pass worker='draft'")
-    if mode == "verify" and worker != "target":
-        raise UsageError("target verify runs on the target worker: pass worker='target'")
-    if SpeculativeAlgorithm.from_string(spec).traits.single_chain and topk != 1:
-        raise UsageError(f"{spec.upper()} drafts a single chain: topk must be 1, got {topk}")
-
-
 def _pool_view(model: ModelLayout, worker: str, spec: str, topk: int, env: dict[str, str], resolver: str,
                backend: str, model_runner: Any, draft_model: ModelLayout | None, hybrid_disabled: bool) -> PoolView:
     if model_runner is not None:
@@ -501,7 +476,7 @@ def _pool_view(model: ModelLayout, worker: str, spec: str, topk: int, env: dict[
         and draft_model.sglang_hybrid_swa_pool
     vec5d = env_value(env, "SGLANG_AITER_KV_CACHE_LAYOUT") == "vectorized_5d" and env_flag(env, "SGLANG_USE_AITER")
     unified = swa_resolved or env_flag(env, "SGLANG_USE_AITER_UNIFIED_ATTN")
-    if backend == "triton":  # the Triton backend honours windows everywhere; it has no unified switch
+    if backend != "aiter":  # only aiter has the unified switch and the 5D layout
         unified, vec5d = False, False
     return PoolView(
         worker=worker, spec=spec, resolver=resolver, swa_pool_resolved=swa_resolved, reads_target_kv=reads_target,
@@ -551,8 +526,9 @@ def plan(
         worker, spec = _runner_role(model_runner, worker, spec)
     spec = spec or "none"
     worker = worker or ("draft" if mode.startswith("draft_") else "target")
-    resolver = resolver or ("fixed" if has_pr_38756(sglang_version) else "legacy")
-    _check_args(mode, spec, topk, worker, resolver, backend, sglang_version)
+    # PR #38756 fixed aiter's resolver; trtllm_mha's has tested the concrete SWAKVPool as the fixed one does
+    resolver = resolver or ("fixed" if has_pr_38756(sglang_version) or backend == "trtllm_mha" else "legacy")
+    check_plan_args(mode, spec, topk, worker, resolver, backend, sglang_version)
     env = check_env(env)
     pool = _pool_view(target, worker, spec, topk, env, resolver, backend, model_runner, draft_model, hybrid_disabled)
     site = _choose_site(pool, mode, sglang_version)

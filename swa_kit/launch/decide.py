@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from swa_kit.engine import routing
+from swa_kit.engine.plan_args import BACKENDS
 from swa_kit.errors import UsageError
 from swa_kit.models.configs import ModelLayout, as_of_version
 from swa_kit.launch.backend import choose_backend, choose_page_size
@@ -98,7 +99,7 @@ def _routes(launch: Launch, backend_of: dict[str, str], drafts: DraftPool, topk:
             if mode == "verify" and algorithm.is_none():
                 continue
             backend = backend_of["decode" if "decode" in mode else "prefill"]
-            if backend not in routing.BACKENDS or not algorithm.traits.kit_plans:
+            if backend not in BACKENDS or not algorithm.traits.kit_plans:
                 skipped.append(f"{worker} {mode} on {backend}")
                 continue
             plans[(worker, mode)] = routing.plan(
@@ -107,7 +108,7 @@ def _routes(launch: Launch, backend_of: dict[str, str], drafts: DraftPool, topk:
                 sglang_version=launch.sglang_version, hybrid_swa_memory=hybrid)
     if not skipped:
         return plans, ""
-    why = (f"the kit routes {', '.join(routing.BACKENDS)} only" if algorithm.traits.kit_plans else
+    why = (f"the kit routes {', '.join(BACKENDS)} only" if algorithm.traits.kit_plans else
            f"the kit plans no routes for {algorithm.name}")
     return plans, f"not planned ({why}): {', '.join(skipped)}"
 

@@ -148,6 +148,7 @@ SWA_POOLS: list[Entry] = [
 _BACKEND_NOTES = {
     "aiter": "modelled: swa_kit.engine.routing plans its call sites (swa_kit.engine.call_sites SITES)",
     "triton": "modelled: swa_kit.engine.routing plans SGLang's Triton call sites (call_sites DECLARED_SITES)",
+    "trtllm_mha": "modelled: swa_kit.engine.routing plans its decode and context calls (call_sites DECLARED_SITES)",
 }
 ATTENTION_BACKENDS: list[Entry] = [
     Entry("attention_backend", name, "modelled" if name in _BACKEND_NOTES else "refused",

@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from swa_kit.engine.routing import BACKENDS, LayerPlan
+from swa_kit.engine.plan_args import BACKENDS
+from swa_kit.engine.routing import LayerPlan
 from swa_kit.engine.spec_algorithms import PLANNED
 from swa_kit.exit_codes import ExitCode
 from swa_kit.measure import trace
