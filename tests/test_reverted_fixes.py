@@ -128,3 +128,27 @@ def test_before_18970_trtllm_mha_passes_no_window_nor_swa_slots():
                                                                                                    "swa")
         assert "gets no window" in sliding.kit_verdict.problem and "untranslated" in sliding.kit_verdict.problem
         assert "PR #18970" in sliding.kit_verdict.ways_out[0] and full.kit_verdict is None
+
+
+def _dispatch(version: str, model: str = "gpt-oss-20b", args: str = "--attention-backend aiter",
+              env: dict | None = None) -> dict:
+    launch = Launch.from_inputs(model=model, server_args=args, sglang_version=version, env=env)
+    return {(mode, e.kind): e for (_, mode), p in decide(launch).routes.items() for e in p.layers}
+
+
+def test_before_aiter_2170_ck_prefill_fails_on_windowed_layers_only():
+    """ROCm/aiter #2170: the kernel drops window_left >= max_seqlen_k (no mask), the Python side still loaded the
+    masked module: only a windowed CK call (left = sws >= 0) can mismatch."""
+    off = "--attention-backend aiter --disable-hybrid-swa-memory"  # no SWA pool: CK extend
+    undone, fixed = _dispatch(before(2170), args=off), _dispatch(SGLANG_VERSION, args=off)
+    for mode in ("prefill", "extend"):
+        sliding, full = undone[mode, "sliding"], undone[mode, "full"]
+        assert sliding.kernel == "mha_batch_prefill_func" and sliding.window_arg == (127, -1)
+        assert "invalid argument for batch_prefill" in sliding.sglang_verdict.problem and "at most 127 keys" in \
+            sliding.sglang_verdict.problem
+        assert full.sglang_verdict is None and fixed[mode, "sliding"].sglang_verdict is None
+    unified = _dispatch(before(2170))  # the hybrid pool forces unified_attention: no CK call, nothing to dispatch
+    assert unified["prefill", "sliding"].kernel == "unified_attention"
+    assert unified["prefill", "sliding"].sglang_verdict is None
+    shuffled = _dispatch(before(2170), env={"SGLANG_USE_AITER": "1", "SGLANG_AITER_KV_CACHE_LAYOUT": "vectorized_5d"})
+    assert "invalid argument" in shuffled["prefill", "sliding"].sglang_verdict.problem  # the 5D extend is CK too

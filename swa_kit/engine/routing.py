@@ -368,13 +368,27 @@ def sglang_guard(route: _Route, sglang_version: str = SGLANG_VERSION) -> Verdict
 def kernel_refusal(route: _Route, sglang_version: str = SGLANG_VERSION) -> Verdict | None:
     """What the kernel itself raises on this route (a head dim over its cap: aiter's CK prefill), or None."""
     if (cap := route.site.max_head_dim) is None or route.head_dim <= cap:
-        return None
+        return _ck_window_dispatch(route, sglang_version)
     first = ("drop SGLANG_AITER_KV_CACHE_LAYOUT=vectorized_5d (its extend always runs CK batch prefill)"
              if route.pool.kv_cache_vectorized_5d else UNIFIED_ATTN.text if has_fix(sglang_version, 38757) else
              f"SGLang {SGLANG_VERSION} (PR #38757 sends extend through unified_attention when it is on)")
     return Verdict(f"aiter's CK {route.site.kernel} supports a head dimension of at most {cap}: layer {route.layer} "
                    f"({route.kind} attention) has head_dim {route.head_dim}, so {route.site.name} raises at the first "
                    "prefill", (first, TRITON_BACKEND.text), title="aiter's CK prefill refuses this head dimension")
+
+
+def _ck_window_dispatch(route: _Route, sglang_version: str) -> Verdict | None:
+    """Before ROCm/aiter PR #2170: CK batch prefill's Python side picks its masked module from the window argument,
+    while its kernel drops a window at least as long as the keys (mha_batch_prefill_kernels.cu) and computes no
+    mask, so a batch of one-token queries whose keys fit the window fails to dispatch."""
+    if has_fix(sglang_version, 2170) or route.site.kernel != "mha_batch_prefill_func" or route.sws <= -1:
+        return None
+    return Verdict(f"aiter's {route.site.kernel} (without ROCm/aiter PR #2170) loads its masked module for window "
+                   f"{route.window_arg}, but its kernel drops a window at least as long as the keys and computes no "
+                   f"mask: for {route.who}, a batch of one-token queries whose sequences hold at most "
+                   f"{route.sws} keys raises 'invalid argument for batch_prefill'",
+                   ("an aiter with ROCm/aiter PR #2170 (the one SGLang 0.5.23 installs)", UNIFIED_ATTN.text,
+                    TRITON_BACKEND.text), title="aiter's CK prefill fails to dispatch this window")
 
 
 def _ways_out(pool: PoolView) -> tuple[str, ...]:

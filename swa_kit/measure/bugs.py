@@ -109,7 +109,7 @@ FINDING_CLASSES: dict[str, FindingClass] = {c.name: c for c in (
     FindingClass("startup-refusal", "SGLang refuses the launch at start-up (a model's backend allow-list)",
                  "raises", (REFUSAL_TITLE,)),
     FindingClass("ck-window-dispatch", "aiter's batch prefill loads a masked module where its kernel computes "
-                 "no mask, and fails", lacks="the audit models no aiter module dispatch"),
+                 "no mask, and fails", "raises", ("invalid argument for batch_prefill",)),
 )}
 
 
