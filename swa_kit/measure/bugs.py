@@ -92,8 +92,9 @@ FINDING_CLASSES: dict[str, FindingClass] = {c.name: c for c in (
     FindingClass("swa-pool-too-small", "the SWA pool is below the window plus a page: SGLang cannot admit a "
                  "request", "raises", ("the SWA pool is too small",)),
     FindingClass("mistranslated-slots", "an EAGLE draft that owns a full-only pool reads it through the target's "
-                 "full->SWA mapping", lacks="no launch the audit plans reaches it: the kit's fixed and legacy "
-                 "resolvers never apply the target's mapping to an EAGLE draft, and trtllm_mha is not planned"),
+                 "full->SWA mapping", lacks="no launch the audit plans reaches it: the resolvers the kit plans "
+                 "with (aiter's and trtllm_mha's of 0.5.23, aiter's legacy one) never apply the target's mapping to "
+                 "an EAGLE draft"),
     FindingClass("draft-pool-smaller", "the draft's full pool is smaller than the target's, so draft KV writes go "
                  "out of bounds", lacks="the audit sizes no draft pool against the target's full pool"),
     FindingClass("draft-kv-outside-budget", "the draft's KV pool is allocated on top of a budget sized for the "
