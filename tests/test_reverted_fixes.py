@@ -152,3 +152,12 @@ def test_before_aiter_2170_ck_prefill_fails_on_windowed_layers_only():
     assert unified["prefill", "sliding"].sglang_verdict is None
     shuffled = _dispatch(before(2170), env={"SGLANG_USE_AITER": "1", "SGLANG_AITER_KV_CACHE_LAYOUT": "vectorized_5d"})
     assert "invalid argument" in shuffled["prefill", "sliding"].sglang_verdict.problem  # the 5D extend is CK too
+
+
+@pytest.mark.parametrize("pr", sorted(REVERTIBLE_FIXES))
+def test_the_audit_says_which_fix_it_undid(pr):
+    from swa_kit.measure.audit import audit
+    report = audit(Launch.from_inputs(model="gpt-oss-20b", sglang_version=before(pr)))
+    info = [f for f in report.findings if f.where == "version"]
+    assert [f.title for f in info] == [f"before-{pr}: PR #{pr} undone"]
+    assert not any(f.where == "version" for f in audit(Launch.from_inputs(model="gpt-oss-20b")).findings)

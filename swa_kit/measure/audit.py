@@ -210,8 +210,8 @@ def _input_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
         detail = (f"no _resolve_swa_kv_pool and no paged-decode guard: routes {SGLANG_VERSION} refuses run silently "
                   "wrong here") if undone == 38756 else \
             f"SGLang {SGLANG_VERSION} with this PR's change undone as the kit models it: {REVERTIBLE_FIXES[undone]}"
-        out.append(Finding("info", f"SGLang before PR #{undone}", detail, (f"upgrade to SGLang {SGLANG_VERSION}",),
-                           "version"))
+        out.append(Finding("info", f"{launch.sglang_version}: PR #{undone} undone", detail,
+                           (f"upgrade to SGLang {SGLANG_VERSION} (and the aiter it installs)",), "version"))
     return out
 
 
