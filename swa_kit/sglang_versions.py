@@ -27,6 +27,12 @@ REVERTIBLE_FIXES: dict[int, str] = {
     26966: "trtllm_mha resolves the SWA pool from the worker's own pool only (a FROZEN_KV MTP draft's is a dummy)",
     27491: "trtllm_mha resolves the allocator's SWA pool for every draft, EAGLE's too (#26966 without its exception)",
     34924: "DFLASH-family decode frees no out-of-window SWA slot (0.5.23 has the change this PR proposed)",
+    38757: "aiter prefill and extend run CK mha_batch_prefill_func even with unified_attention on",
+    38758: "Gemma-4's backend allow-list lacks aiter",
+    26147: "Gemma-4's model file passes its whole window W as sliding_window_size, not W - 1",
+    18970: "trtllm_mha passes no window_left and no SWA page table",
+    2170: "ROCm/aiter PR #2170 (in the aiter SGLang 0.5.23 installs): CK batch prefill picks its masked module "
+          "where its kernel computes no mask",
 }
 
 
@@ -41,15 +47,17 @@ def before(pr: int) -> str:
 BEFORE_38756 = before(38756)
 #: The versions a launch may name (``--sglang-version``), the default first.
 SGLANG_VERSIONS = (SGLANG_VERSION, *(before(pr) for pr in sorted(REVERTIBLE_FIXES, reverse=True)))
-#: What ``--sglang-version`` takes, for the commands' help.
-VERSION_HELP = (f"{SGLANG_VERSION} (default), or before-<N>: {SGLANG_VERSION} with SGLang PR #N's fix undone as "
-                f"the kit models it, N one of {', '.join(str(pr) for pr in sorted(REVERTIBLE_FIXES))} (swa-kit "
-                "bugs replays the threads each one shows)")
 
 
 def has_fix(version: str, pr: int) -> bool:
     """Whether SGLang ``version`` has PR #``pr``'s fix (every version but ``before-<pr>`` has it)."""
     return version != before(pr)
+
+
+def versions_help() -> str:
+    """``--sglang-version``'s help: the release the kit mirrors, and what each ``before-<N>`` undoes."""
+    undone = "; ".join(f"{before(pr)}: {what}" for pr, what in sorted(REVERTIBLE_FIXES.items(), reverse=True))
+    return f"{SGLANG_VERSION}, or before-<N>, {SGLANG_VERSION} with PR #N's fix undone ({undone})"
 
 
 def reverted_fix(version: str) -> int | None:

@@ -103,7 +103,19 @@ def test_findings_of_no_known_class_get_none():
 # -- matching an audit's findings to the corpus -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("entry", REPLAYED, ids=lambda e: e.id)
+# A refused launch gets no report to match against: the audit answers it with SGLang's one-line refusal.
+AUDITED = [e for e in REPLAYED if e.finding_class != "startup-refusal"]
+
+
+def test_a_refused_launch_replays_as_the_refusal_class():
+    refused = [e for e in REPLAYED if e.finding_class == "startup-refusal"]
+    assert refused
+    for entry in refused:
+        result = bugs.replay(entry)
+        assert result.finding.title == bugs.REFUSAL_TITLE and "SGLang refuses this launch" in result.finding.detail
+
+
+@pytest.mark.parametrize("entry", AUDITED, ids=lambda e: e.id)
 def test_an_entrys_own_launch_matches_it(entry):
     matches = bugs.match(audit(bugs.build_launch(entry)), CORPUS)
     hits = [m for m in matches if entry in m.entries]

@@ -44,7 +44,7 @@ def test_what_the_kit_reads_is_modelled_and_what_it_models_it_reads():
 
 
 def test_no_name_twice_and_the_modelled_backends_are_the_planners():
-    from swa_kit.engine.routing import BACKENDS
+    from swa_kit.engine.plan_args import BACKENDS
     from swa_kit.launch import surface
 
     assert len(SURFACE) == sum(len(group) for group in (surface.SERVER_ARGS, surface.SWA_POOLS,
@@ -112,8 +112,11 @@ def test_unified_memory_without_speculation_is_named_not_refused():
     for args in ("--enable-unified-memory=false", "server_args=ServerArgs(enable_unified_memory=False, "
                                                   "speculative_draft_sink_size=None, swa_prefix_tails=None)"):
         assert _check(args) == []
-    report = audit(Launch.from_inputs(model="gpt-oss-20b", server_args="--enable-unified-memory"))
+    report = audit(Launch.from_inputs(model="gpt-oss-20b", server_args="--enable-unified-memory --load-format auto"))
     assert any(f.title.startswith("--enable-unified-memory is not modelled") for f in report.findings)
+    # it changes the pools, so it is not among the arguments that route and size nothing
+    unread = [f.detail for f in report.findings if f.title == "server arguments the kit does not read"]
+    assert unread == ["load_format"]
 
 
 # -- draft sink, prefix tails, DSPARK and UNO ----------------------------------------------------------------

@@ -9,7 +9,7 @@ from swa_kit.models.configs import list_models
 from swa_kit.engine.environment import ENV_VARS
 from swa_kit.exit_codes import ExitCode
 from swa_kit.launch.inputs import PLATFORMS
-from swa_kit.sglang_versions import SGLANG_VERSION, SGLANG_VERSIONS, VERSION_HELP
+from swa_kit.sglang_versions import SGLANG_VERSION, SGLANG_VERSIONS, versions_help
 
 NAME = "audit"
 HELP = "audit an SGLang launch: the backend, pools and routes SGLang picks, then findings ranked by severity"
@@ -67,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weights-gib", type=float, default=None,
                         help="model weights per GPU in GiB, subtracted from the static memory budget")
     parser.add_argument("--sglang-version", default=SGLANG_VERSION, choices=SGLANG_VERSIONS,
-                        help=VERSION_HELP)
+                        help=versions_help())
     parser.add_argument("--draft-hf-config", metavar="PATH", default=None,
                         help="the draft model's config.json (what --speculative-draft-model-path points at)")
     parser.add_argument("--trace", metavar="FILE", default=None,

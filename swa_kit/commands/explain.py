@@ -7,11 +7,12 @@ import argparse
 
 from swa_kit.commands._output import print_json
 from swa_kit.commands.audit import add_model_arguments
-from swa_kit.engine.routing import BACKENDS, ENV_DEFAULTS, MODES, RESOLVERS, plan
+from swa_kit.engine.plan_args import BACKENDS, MODES
+from swa_kit.engine.routing import ENV_DEFAULTS, RESOLVERS, plan
 from swa_kit.engine.spec_algorithms import PLANNED
 from swa_kit.measure.explain import explain
 from swa_kit.exit_codes import ExitCode
-from swa_kit.sglang_versions import SGLANG_VERSION, SGLANG_VERSIONS, VERSION_HELP
+from swa_kit.sglang_versions import SGLANG_VERSION, SGLANG_VERSIONS, versions_help
 
 NAME = "explain"
 HELP = ("show which kernel, window argument and page table SGLang uses per layer, what SGLang raises and what the kit "
@@ -40,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "broken ones)")
     parser.add_argument("--backend", choices=BACKENDS, default="aiter", help="SGLang attention backend (default aiter)")
     parser.add_argument("--sglang-version", choices=SGLANG_VERSIONS, default=SGLANG_VERSION,
-                        help=VERSION_HELP)
+                        help=versions_help())
     parser.add_argument("--draft-hf-config", metavar="PATH", default=None,
                         help="the draft's config.json (EAGLE-family drafts; default: the draft SGLang derives)")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",

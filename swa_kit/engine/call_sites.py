@@ -2,7 +2,7 @@
 
 :data:`SITES` are ``AiterAttnBackend``'s call sites that a registered attention path runs;
 :data:`DECLARED_SITES` are the ones no path runs here (aiter's SHUFFLE 5D layout, SGLang's own Triton
-backend), whose keys are read from SGLang's code instead. :mod:`swa_kit.engine.routing` picks one per
+and trtllm_mha backends), whose keys are read from SGLang's code instead. :mod:`swa_kit.engine.routing` picks one per
 (layer, forward mode).
 """
 
@@ -21,6 +21,11 @@ from swa_kit.window import to_keys
 # what the kernels receive, right or wrong. The kit's converters in swa_kit/window.py say what the
 # argument *should* be; the planner reads each argument back through them (effective_keys), which is
 # how the unified sites' one-key-short shows up in the plan.
+#: aiter's CK batch prefill asserts ``head_dim <= 256`` (aiter ops/mha.py mha_batch_prefill_func, amd-aiter 0.1.7;
+#: SGLang 0.5.23 aiter_backend.py _forward_extend_unified says so); unified_attention pads the head dim instead.
+CK_MAX_HEAD_DIM = 256
+
+
 def _unified_arg(sws: int) -> tuple[int, int]:
     return (sws - 1, 0) if sws > -1 else (-1, -1)
 
@@ -45,6 +50,8 @@ class CallSite:
     # attends, read from SGLang's code, stand in for a path's declared convention.
     keys_of: Callable[[Any], int | None] | None = None
     source: str = "sglang 0.5.23 layers/attention/aiter_backend.py"
+    max_head_dim: int | None = None  # the kernel asserts head_dim <= this (None: no cap the kit knows)
+    honours_window: bool = True  # a declared site that passes the kernel no window (a fix undone) says so
 
 
 SITES: dict[str, CallSite] = {
@@ -52,7 +59,7 @@ SITES: dict[str, CallSite] = {
     for s in (
         CallSite("extend.ck", "forward_extend", "mha_batch_prefill_func",
                  ("aiter_native_mha_batch_prefill", "aiter_emulated_mha_batch_prefill"), ("prefill", "extend"),
-                 _ck_arg, "(sws, -1)", True),
+                 _ck_arg, "(sws, -1)", True, max_head_dim=CK_MAX_HEAD_DIM),
         CallSite("extend.unified", "_forward_extend_unified", "unified_attention",
                  ("aiter_native_unified", "aiter_triton_unified"), ("prefill", "extend"),
                  _unified_arg, "(sws - 1, 0)", True),
@@ -94,6 +101,7 @@ def _gluon_keys(sliding_window: Any) -> int | None:
 
 
 _TRITON = "sglang 0.5.23 layers/attention/triton_backend.py"
+_BEFORE_18970 = "before SGLang PR #18970, trtllm_mha_backend.py passed no window_left and no SWA page table"
 _UTILS = "sglang 0.5.23 layers/attention/aiter_utils.py"
 _TRTLLM = "sglang 0.5.23 layers/attention/trtllm_mha_backend.py"
 # Not in the amd-aiter 0.1.7 wheel; read at ROCm/aiter commit e4048607 (August 2026).
@@ -107,21 +115,28 @@ DECLARED_SITES: dict[str, CallSite] = {
                  _gluon_keys, f"{_UTILS} forward_decode_vectorized_5d (context_lengths=seq_lens); {_GLUON} "
                               "paged_attention_decode_sliding_window: mask k >= context_length - SLIDING_WINDOW + 1"),
         CallSite("extend.ck_5d", "forward_extend_vectorized_5d", "mha_batch_prefill_func", (), ("prefill", "extend"),
-                 _ck_arg, "(sws, -1)", True, lambda arg: _plus_one(arg[0]), f"{_UTILS} forward_extend_vectorized_5d"),
+                 _ck_arg, "(sws, -1)", True, lambda arg: _plus_one(arg[0]), f"{_UTILS} forward_extend_vectorized_5d",
+                 CK_MAX_HEAD_DIM),
         CallSite("triton.decode", "forward_decode", "decode_attention_fwd", (), ("decode",),
                  lambda sws: sws, "window_kv_indices: newest min(seq_len, sws) keys", True, _newest,
                  f"{_TRITON} update_sliding_window_buffer (seq_len counts the query)"),
         CallSite("triton.extend", "forward_extend", "extend_attention_fwd", (), ("prefill", "extend", "verify", "tree"),
                  lambda sws: sws, "sliding_window_size=sws (mask q <= k + sws)", True, _plus_one,
                  f"{_TRITON} forward_extend; sglang/kernels/ops/attention/extend_attention.py"),
-        # FlashInfer's TRT-LLM kernels read window_left in FlashInfer's convention (keys left of the query).
-        CallSite("trtllm_mha.decode", "forward_decode", "trtllm_batch_decode_with_kv_cache", (), ("decode",),
-                 lambda sws: sws, "window_left=sws", True, _window_left,
-                 f"{_TRTLLM} forward_decode, _get_layer_page_table"),
-        CallSite("trtllm_mha.extend", "forward_extend", "trtllm_batch_context_with_kv_cache", (),
-                 ("prefill", "extend", "verify", "tree"), lambda sws: sws, "window_left=sws", True, _window_left,
-                 f"{_TRTLLM} forward_extend (verify and draft extend: trtllm_batch_decode_with_kv_cache), "
+        # FlashInfer's TRT-LLM kernels read window_left in FlashInfer's convention (keys left of the query); target
+        # verify and draft extend (v2) run the decode kernel from forward_extend (uses_decode_kernel).
+        CallSite("trtllm_mha.decode", "forward_decode", "trtllm_batch_decode_with_kv_cache", (),
+                 ("decode", "verify", "tree", "extend"), lambda sws: sws, "window_left=sws", True, _window_left,
+                 f"{_TRTLLM} forward_decode, forward_extend (uses_decode_kernel), _get_layer_page_table"),
+        CallSite("trtllm_mha.extend", "forward_extend", "trtllm_batch_context_with_kv_cache", (), ("prefill", "extend"),
+                 lambda sws: sws, "window_left=sws", True, _window_left, f"{_TRTLLM} forward_extend, "
                  "_get_layer_page_table"),
+        *(CallSite(f"{name}.before_18970", method, kernel, (), modes, lambda sws: -1, "window_left=-1 (not passed)",
+                   False, _window_left, _BEFORE_18970, honours_window=False)
+          for name, method, kernel, modes in (
+              ("trtllm_mha.decode", "forward_decode", "trtllm_batch_decode_with_kv_cache", ("decode", "verify", "tree",
+                                                                                          "extend")),
+              ("trtllm_mha.extend", "forward_extend", "trtllm_batch_context_with_kv_cache", ("prefill", "extend")))),
     )
 }
 

@@ -4,24 +4,22 @@
 (``python/sglang/srt/layers/attention/aiter_backend.py``, non-MLA layers, NHD KV layout):
 
 * at construction it resolves the SWA pool (``_resolve_swa_kv_pool``; the decision table is in
-  :mod:`swa_kit.engine.resolver`),
-  sets ``use_sliding_window_kv_pool``, forces Triton ``unified_attention`` when that is true
-  (otherwise ``SGLANG_USE_AITER_UNIFIED_ATTN`` decides), and enables unified verify only with
+  :mod:`swa_kit.engine.resolver`), sets ``use_sliding_window_kv_pool``, forces Triton ``unified_attention`` when
+  that is true (otherwise ``SGLANG_USE_AITER_UNIFIED_ATTN`` decides), and enables unified verify only with
   ``topk == 1`` and ``SGLANG_AITER_UNIFIED_VERIFY`` (default on);
-* ``forward_decode``: ``unified_attention`` with ``(sws - 1, 0)``, else ``paged_attention_ragged``
-  behind the seed's guard ``_reject_paged_decode_sliding_window``;
-* ``forward_extend``: target verify through ``unified_attention`` when unified verify is on, else
-  SGLang's own Triton ``extend_attention_fwd`` (custom mask, *no window argument*, untranslated
-  ``req_to_token`` slots); draft extend (v2) through ``unified_attention`` when unified verify and
-  ``SGLANG_AITER_UNIFIED_DRAFT_EXTEND`` are on; otherwise prefill / extend through
-  ``unified_attention`` with ``(sws - 1, 0)`` or CK ``mha_batch_prefill_func`` with ``(sws, -1)``;
-* a sliding layer reads the SWA page table (``translate_loc_from_full_to_swa``) only where the
-  backend built one: on an SWA pool, at the unified and CK call sites;
-* with ``SGLANG_AITER_KV_CACHE_LAYOUT=vectorized_5d`` (and ``SGLANG_USE_AITER=1``) the pool is the
-  SHUFFLE 5D layout: decode goes to ``pa_decode_gluon(sliding_window=sws)``, which keeps the newest
-  ``sws - 1`` keys of ``seq_lens`` (aiter's ``pa_decode_gluon.py`` mask), and extend to
-  ``forward_extend_vectorized_5d`` (CK ``mha_batch_prefill_func`` with ``(sws, -1)``), before any
-  unified route (``layers/attention/aiter_utils.py``).
+* ``forward_decode``: ``unified_attention`` with ``(sws - 1, 0)``, else ``paged_attention_ragged`` behind the
+  seed's guard ``_reject_paged_decode_sliding_window``;
+* ``forward_extend``: target verify through ``unified_attention`` when unified verify is on, else SGLang's own
+  Triton ``extend_attention_fwd`` (custom mask, *no window argument*, untranslated ``req_to_token`` slots); draft
+  extend (v2) through ``unified_attention`` when unified verify and ``SGLANG_AITER_UNIFIED_DRAFT_EXTEND`` are on;
+  otherwise prefill / extend through ``unified_attention`` with ``(sws - 1, 0)`` (PR #38757) or CK
+  ``mha_batch_prefill_func`` with ``(sws, -1)``, which refuses a head dim over 256;
+* a sliding layer reads the SWA page table (``translate_loc_from_full_to_swa``) only where the backend built one:
+  on an SWA pool, at the unified and CK call sites;
+* with ``SGLANG_AITER_KV_CACHE_LAYOUT=vectorized_5d`` (and ``SGLANG_USE_AITER=1``) the pool is the SHUFFLE 5D
+  layout: decode goes to ``pa_decode_gluon(sliding_window=sws)``, which keeps the newest ``sws - 1`` keys of
+  ``seq_lens`` (aiter's ``pa_decode_gluon.py`` mask: two short), and extend to ``forward_extend_vectorized_5d``
+  (CK ``mha_batch_prefill_func`` with ``(sws, -1)``), before any unified route (``layers/attention/aiter_utils.py``).
 
 ``backend="triton"`` plans SGLang's own Triton backend instead (``layers/attention/triton_backend.py``,
 Gemma-4's default): every mode honours the window; decode gathers the newest ``min(seq_len, sws)``
@@ -69,24 +67,20 @@ from typing import Any
 from swa_kit.attention.paths import AttentionPath, run_path
 from swa_kit.engine.call_sites import DECLARED_SITES, SITES, CallSite, site_path
 from swa_kit.attention.batch import AttentionBatch, AttentionResult
-from swa_kit.models.configs import ModelLayout, load_model
+from swa_kit.models.configs import ModelLayout, as_of_version, load_model
 from swa_kit.models.drafts import default_draft_layout
 from swa_kit.engine.environment import ENV_VARS, check_env, env_flag, env_value
 from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.engine.resolver import RESOLVERS, resolver_for, uses_sliding_window_kv_pool, with_hybrid_draft_pool
-from swa_kit.engine.spec_algorithms import PLANNED, SpeculativeAlgorithm
-from swa_kit.sglang_versions import SGLANG_VERSION, SGLANG_VERSIONS, has_pr_38756
+from swa_kit.engine.plan_args import check_plan_args
+from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
+from swa_kit.sglang_versions import SGLANG_VERSION, has_fix, has_pr_38756
 from swa_kit.window import to_keys
 from swa_kit.engine.workers import build_workers
 from swa_kit.engine.ways_out import FIXED_RESOLVER, KEEP_HYBRID_POOL, TRITON_BACKEND, UNIFIED_ATTN, UNIFIED_VERIFY
 
-#: Forward modes the planner knows: SGLang's EXTEND (without / with a cached prefix), DECODE,
-#: TARGET_VERIFY, DRAFT_EXTEND_V2 and the draft worker's multi-step DECODE.
-MODES = ("prefill", "extend", "decode", "verify", "draft_extend", "draft_decode")
 #: Environment variables the launch may set, with SGLang's defaults (routing and SWA pool sizing).
 ENV_DEFAULTS = {name: default for name, (default, _, _) in ENV_VARS.items()}
-#: SGLang attention backends the planner routes.
-BACKENDS = ("aiter", "triton", "trtllm_mha")
 
 
 # -- pools and workers ---------------------------------------------------------------------------
@@ -197,6 +191,7 @@ class Verdict:
 
     problem: str
     ways_out: tuple[str, ...] = ()
+    title: str = ""  # who refuses, for a report ("" : SGLang's own guard)
 
     @property
     def message(self) -> str:
@@ -298,9 +293,12 @@ class Plan:
         }
 
 
-def _choose_site(pool: PoolView, mode: str) -> CallSite:
-    if pool.backend in ("triton", "trtllm_mha"):
-        return DECLARED_SITES[f"{pool.backend}.{'decode' if mode in ('decode', 'draft_decode') else 'extend'}"]
+def _choose_site(pool: PoolView, mode: str, sglang_version: str = SGLANG_VERSION) -> CallSite:
+    if pool.backend == "trtllm_mha":  # verify and draft extend run the decode kernel; PR #18970 gave both a window
+        name = "trtllm_mha.extend" if mode in ("prefill", "extend") else "trtllm_mha.decode"
+        return DECLARED_SITES[name if has_fix(sglang_version, 18970) else f"{name}.before_18970"]
+    if pool.backend == "triton":
+        return DECLARED_SITES["triton.decode" if mode in ("decode", "draft_decode") else "triton.extend"]
     if mode in ("decode", "draft_decode"):
         if pool.kv_cache_vectorized_5d:
             return DECLARED_SITES["decode.gluon_5d"]
@@ -311,7 +309,8 @@ def _choose_site(pool: PoolView, mode: str) -> CallSite:
         return SITES["draft_extend.unified"]
     if pool.kv_cache_vectorized_5d:
         return DECLARED_SITES["extend.ck_5d"]
-    return SITES["extend.unified" if pool.use_triton_unified_attention else "extend.ck"]
+    unified = pool.use_triton_unified_attention and has_fix(sglang_version, 38757)  # before PR #38757: CK only
+    return SITES["extend.unified" if unified else "extend.ck"]
 
 
 def _kernel_mode(mode: str, topk: int) -> str:
@@ -336,6 +335,7 @@ class _Route:
     window_arg: Any
     buffer: str
     page_table: str
+    head_dim: int = 0  # the layer's q/k head dim (a kernel's cap reads it)
 
     @property
     def who(self) -> str:
@@ -344,7 +344,7 @@ class _Route:
 
     @property
     def honours_window(self) -> bool:
-        return self.path.honours_window if self.path else True
+        return self.path.honours_window if self.path else self.site.honours_window
 
     def effective_keys(self) -> int | None:
         if self.path is None:
@@ -368,6 +368,32 @@ def sglang_guard(route: _Route, sglang_version: str = SGLANG_VERSION) -> Verdict
     return Verdict(f"aiter paged decode cannot honour a sliding window: SGLang raises ValueError for {route.who} at "
                    f"{route.site.name} (_reject_paged_decode_sliding_window) at the first decode{why}",
                    _ways_out(route.pool))
+
+
+def kernel_refusal(route: _Route, sglang_version: str = SGLANG_VERSION) -> Verdict | None:
+    """What the kernel itself raises on this route (a head dim over its cap: aiter's CK prefill), or None."""
+    if (cap := route.site.max_head_dim) is None or route.head_dim <= cap:
+        return _ck_window_dispatch(route, sglang_version)
+    first = ("drop SGLANG_AITER_KV_CACHE_LAYOUT=vectorized_5d (its extend always runs CK batch prefill)"
+             if route.pool.kv_cache_vectorized_5d else UNIFIED_ATTN.text if has_fix(sglang_version, 38757) else
+             f"SGLang {SGLANG_VERSION} (PR #38757 sends extend through unified_attention when it is on)")
+    return Verdict(f"aiter's CK {route.site.kernel} supports a head dimension of at most {cap}: layer {route.layer} "
+                   f"({route.kind} attention) has head_dim {route.head_dim}, so {route.site.name} raises at the first "
+                   "prefill", (first, TRITON_BACKEND.text), title="aiter's CK prefill refuses this head dimension")
+
+
+def _ck_window_dispatch(route: _Route, sglang_version: str) -> Verdict | None:
+    """Before ROCm/aiter PR #2170: CK batch prefill's Python side picks its masked module from the window argument,
+    while its kernel drops a window at least as long as the keys (mha_batch_prefill_kernels.cu) and computes no
+    mask, so a batch of one-token queries whose keys fit the window fails to dispatch."""
+    if has_fix(sglang_version, 2170) or route.site.kernel != "mha_batch_prefill_func" or route.sws <= -1:
+        return None
+    return Verdict(f"aiter's {route.site.kernel} (without ROCm/aiter PR #2170) loads its masked module for window "
+                   f"{route.window_arg}, but its kernel drops a window at least as long as the keys and computes no "
+                   f"mask: for {route.who}, a batch of one-token queries whose sequences hold at most "
+                   f"{route.sws} keys raises 'invalid argument for batch_prefill'",
+                   (f"an aiter with ROCm/aiter PR #2170 (the one SGLang {SGLANG_VERSION} installs)", UNIFIED_ATTN.text,
+                    TRITON_BACKEND.text), title="aiter's CK prefill fails to dispatch this window")
 
 
 def _ways_out(pool: PoolView) -> tuple[str, ...]:
@@ -410,9 +436,12 @@ def _window_problems(route: _Route, effective: int | None) -> tuple[list[str], l
     if not route.honours_window:
         ways = _ways_out(route.pool) if route.site.name == "decode.paged" else (UNIFIED_VERIFY.text,
                                                                                   TRITON_BACKEND.text)
+        if route.pool.backend == "trtllm_mha":
+            ways = (f"SGLang {SGLANG_VERSION}, whose trtllm_mha passes window_left and the SWA page table (PR "
+                    "#18970)", TRITON_BACKEND.text)
         # paged_attention_ragged has no window parameter; extend_attention_fwd has one SGLang does not pass
         why = ("takes no window" if "no window parameter" in route.site.window_expr else
-               "gets no window (it takes sliding_window_size, but SGLang's aiter backend does not pass it)")
+               f"gets no window (it takes one, but SGLang's {route.pool.backend} backend does not pass it)")
         return _verdict(f"{kernel} ({route.site.name}) {why}, {_WHOLE_CONTEXT}", *ways)
     if effective is None:
         return _verdict(f"{kernel} gets window_size={route.window_arg} = {route.site.window_expr}, which its "
@@ -456,33 +485,6 @@ def _note(intended: int | None, effective: int | None, site: CallSite) -> str | 
     return f"declared to attend {effective} keys, {abs(diff)} {'short' if diff > 0 else 'too many'} ({how})"
 
 
-def _check_args(mode: str, spec: str, topk: int, worker: str, resolver: str, backend: str, version: str) -> None:
-    if mode not in MODES:
-        raise UsageError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
-    if spec not in PLANNED:
-        raise UsageError(f"unknown speculative algorithm {spec!r}; one of {', '.join(PLANNED)}")
-    if resolver not in RESOLVERS:
-        raise UsageError(f"unknown resolver {resolver!r}; one of {', '.join(RESOLVERS)}")
-    if backend not in BACKENDS:
-        raise UsageError(f"attention backend {backend!r}: the planner routes {', '.join(BACKENDS)}")
-    if version not in SGLANG_VERSIONS:
-        raise UsageError(f"SGLang version {version!r}: one of {', '.join(SGLANG_VERSIONS)}")
-    if worker not in ("target", "draft"):
-        raise UsageError(f"worker {worker!r}: 'target' or 'draft'")
-    if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
-        raise UsageError(f"topk {topk!r}: speculative topk is an int >= 1")
-    needs_spec = mode in ("verify", "draft_extend", "draft_decode") or worker == "draft"
-    if needs_spec and spec == "none":
-        raise UsageError(f"mode {mode!r} / worker {worker!r} happens only with speculative decoding: pass a spec "
-                         f"algorithm ({', '.join(a for a in PLANNED if a != 'none')})")
-    if mode.startswith("draft_") and worker != "draft":
-        raise UsageError(f"mode {mode!r} runs on the draft worker: pass worker='draft'")
-    if mode == "verify" and worker != "target":
-        raise UsageError("target verify runs on the target worker: pass worker='target'")
-    if SpeculativeAlgorithm.from_string(spec).traits.single_chain and topk != 1:
-        raise UsageError(f"{spec.upper()} drafts a single chain: topk must be 1, got {topk}")
-
-
 def _pool_view(model: ModelLayout, worker: str, spec: str, topk: int, env: dict[str, str], resolver: str,
                backend: str, model_runner: Any, draft_model: ModelLayout | None, hybrid_disabled: bool) -> PoolView:
     if model_runner is not None:
@@ -493,7 +495,7 @@ def _pool_view(model: ModelLayout, worker: str, spec: str, topk: int, env: dict[
         and draft_model.sglang_hybrid_swa_pool
     vec5d = env_value(env, "SGLANG_AITER_KV_CACHE_LAYOUT") == "vectorized_5d" and env_flag(env, "SGLANG_USE_AITER")
     unified = swa_resolved or env_flag(env, "SGLANG_USE_AITER_UNIFIED_ATTN")
-    if backend != "aiter":  # the unified switch and the 5D layout are aiter's
+    if backend != "aiter":  # only aiter has the unified switch and the 5D layout
         unified, vec5d = False, False
     return PoolView(
         worker=worker, spec=spec, resolver=resolver, swa_pool_resolved=swa_resolved, reads_target_kv=reads_target,
@@ -522,20 +524,19 @@ def plan(
 ) -> Plan:
     """Route every layer of ``model`` the way SGLang's attention ``backend`` does in forward ``mode``.
 
-    ``env`` holds the launch's variables (:data:`ENV_DEFAULTS`; unset ones take SGLang's default).
-    ``spec`` is the speculative algorithm ("none" by default). ``worker`` defaults to "draft" for
-    the draft modes, else "target". ``resolver`` picks the pool resolver (default: the one ``backend``
-    runs on ``sglang_version``, :func:`~swa_kit.engine.resolver.resolver_for`). ``draft_model``: the draft's own layout
-    for EAGLE-family drafts (a hybrid-SWA draft owns an SWA pool). ``model_runner``: plan for this
-    runner instead of one the kit builds: the kit's or SGLang's own (read by duck typing); its
-    role and algorithm then come from it. With ``strict`` (default) a refused route raises
-    :class:`DispatchGuardError` naming the layer, its window and the way out; with
-    ``strict=False`` the plan carries SGLang's error and the kit's judgement per layer.
-    ``hybrid_swa_memory=False`` is the launch's hybrid switch turned off (``--disable-hybrid-swa-memory``): SGLang's
-    ``ModelConfig._derive_hybrid_model`` then sets ``is_hybrid_swa`` False for the target and the draft alike
-    (both configs come from the same server args), so no SWA pool exists and aiter decodes on the paged path.
+    ``env`` holds the launch's variables (:data:`ENV_DEFAULTS`; unset ones take SGLang's default). ``spec`` is the
+    speculative algorithm ("none" by default). ``worker`` defaults to "draft" for the draft modes, else "target".
+    ``resolver`` picks the pool resolver (default: the one ``backend`` runs on ``sglang_version``,
+    :func:`~swa_kit.engine.resolver.resolver_for`). ``draft_model``: the draft's own layout for EAGLE-family drafts
+    (a hybrid-SWA draft owns an SWA pool). ``model_runner``: plan for this runner
+    (the kit's or SGLang's own, read by duck typing); its role and algorithm then come from it. With ``strict``
+    (default) a refused route raises :class:`DispatchGuardError` naming the layer, its window and the way out; with
+    ``strict=False`` the plan carries SGLang's error and the kit's judgement per layer. ``hybrid_swa_memory=False``
+    is ``--disable-hybrid-swa-memory``: ``ModelConfig._derive_hybrid_model`` sets ``is_hybrid_swa`` False for target
+    and draft alike, so no SWA pool exists and aiter decodes on the paged path. ``sglang_version`` may undo a fix
+    (``before-<N>``): its model-file window rule and routes apply.
     """
-    target = load_model(model) if isinstance(model, str) else model
+    target = as_of_version(load_model(model) if isinstance(model, str) else model, sglang_version)
     hybrid_disabled = not hybrid_swa_memory and (target.sglang_hybrid_swa_pool or (
         draft_model is not None and draft_model.sglang_hybrid_swa_pool))
     if not hybrid_swa_memory:
@@ -546,10 +547,10 @@ def plan(
     spec = spec or "none"
     worker = worker or ("draft" if mode.startswith("draft_") else "target")
     resolver = resolver or resolver_for(backend, sglang_version)
-    _check_args(mode, spec, topk, worker, resolver, backend, sglang_version)
+    check_plan_args(mode, spec, topk, worker, resolver, backend, sglang_version)
     env = check_env(env)
     pool = _pool_view(target, worker, spec, topk, env, resolver, backend, model_runner, draft_model, hybrid_disabled)
-    site = _choose_site(pool, mode)
+    site = _choose_site(pool, mode, sglang_version)
     path = site_path(site) if site.paths else None
     result = Plan(target.name, mode, spec, topk, env, pool, sglang_version=sglang_version)
     algorithm = SpeculativeAlgorithm.from_string(spec)
@@ -568,17 +569,18 @@ def plan(
             translated = in_swa_pool and sws > 0
         elif backend == "trtllm_mha":  # the resolved pool's layers_mapping at the layer's own id picks the table
             mapping = layout if pool.own_swa_pool else target
-            translated = pool.swa_pool_resolved and entry.layer_id < mapping.num_layers \
+            translated = site.swa_page_table and pool.swa_pool_resolved and entry.layer_id < mapping.num_layers \
                 and mapping.layer_kind(entry.layer_id).uses_swa_pool
         route = _Route(pool, mode, topk, entry.layer_id, kind.attention, sws, intended, site, path,
-                       site.window_arg(sws), buffer, "swa" if translated else "full")
+                       site.window_arg(sws), buffer, "swa" if translated else "full", kind.head_dim)
         judgement, effective = kit_judgement(route)
         result.layers.append(LayerPlan(
             layer=entry.layer_id, kind=kind.attention, sliding_window_size=sws, intended_keys=intended,
             site=site.name, kernel=site.kernel, path=path.name if path else "-",
             tier=path.tier if path else "declared (no runnable path in the kit)", window_arg=route.window_arg,
             window_expr=site.window_expr, effective_keys=effective, buffer=buffer, page_table=route.page_table,
-            sglang_verdict=sglang_guard(route, sglang_version), kit_verdict=judgement,
+            sglang_verdict=sglang_guard(route, sglang_version) or kernel_refusal(route, sglang_version),
+            kit_verdict=judgement,
             note=_note(intended, effective, site), target_layer=None if worker == "target" else entry.source_layer,
         ))
     return result.check() if strict else result

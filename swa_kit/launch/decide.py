@@ -9,12 +9,13 @@ SGLang picked, on the target and (with speculation) the draft.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from swa_kit.engine import routing
+from swa_kit.engine.plan_args import BACKENDS
 from swa_kit.errors import UsageError
-from swa_kit.models.configs import ModelLayout
+from swa_kit.models.configs import ModelLayout, as_of_version
 from swa_kit.launch.backend import choose_backend, choose_page_size
 from swa_kit.launch.drafts import DraftPool, draft_pool
 from swa_kit.launch.inputs import Launch, Platform, parse_server_args
@@ -99,7 +100,7 @@ def _routes(launch: Launch, backend_of: dict[str, str], drafts: DraftPool, topk:
             if mode == "verify" and algorithm.is_none():
                 continue
             backend = backend_of["decode" if "decode" in mode else "prefill"]
-            if backend not in routing.BACKENDS or not algorithm.traits.kit_plans:
+            if backend not in BACKENDS or not algorithm.traits.kit_plans:
                 skipped.append(f"{worker} {mode} on {backend}")
                 continue
             plans[(worker, mode)] = routing.plan(
@@ -108,13 +109,15 @@ def _routes(launch: Launch, backend_of: dict[str, str], drafts: DraftPool, topk:
                 sglang_version=launch.sglang_version, hybrid_swa_memory=hybrid)
     if not skipped:
         return plans, ""
-    why = (f"the kit routes {', '.join(routing.BACKENDS)} only" if algorithm.traits.kit_plans else
+    why = (f"the kit routes {', '.join(BACKENDS)} only" if algorithm.traits.kit_plans else
            f"the kit plans no routes for {algorithm.name}")
     return plans, f"not planned ({why}): {', '.join(skipped)}"
 
 
 def decide(launch: Launch) -> Decisions:
     """SGLang's decisions for ``launch``, each naming what it mirrors."""
+    # the windows the version's model file hands SGLang (a fix undone may change them)
+    launch = replace(launch, model=as_of_version(launch.model, launch.sglang_version))
     model = launch.model
     check_backend_names(launch)
     choice = choose_backend(launch)

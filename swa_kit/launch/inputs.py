@@ -29,7 +29,7 @@ from swa_kit.engine.environment import check_env
 from swa_kit.engine.spec_algorithms import LAUNCH_NAMES, SpeculativeAlgorithm
 from swa_kit.errors import UsageError
 from swa_kit.files import quote, read_text
-from swa_kit.sglang_versions import SGLANG_VERSION, SGLANG_VERSIONS, VERSION_HELP, has_pr_38756
+from swa_kit.sglang_versions import SGLANG_VERSION, SGLANG_VERSIONS, has_pr_38756, versions_help
 
 GIB = 1 << 30
 
@@ -315,7 +315,7 @@ class Launch:
             raise UsageError("give exactly one of --hf-config PATH (a config.json or model directory) or --model NAME")
         if sglang_version not in SGLANG_VERSIONS:
             raise UsageError(f"SGLang version {quote(sglang_version)}: one of {', '.join(SGLANG_VERSIONS)} "
-                             f"({VERSION_HELP})")
+                             f"({versions_help()})")
         args = read_server_args(server_args)
         if draft_hf_config is not None and args.speculative_algorithm is None:
             raise UsageError("--draft-hf-config is given but no --speculative-algorithm in the server arguments")

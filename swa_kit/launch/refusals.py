@@ -4,7 +4,8 @@
   ``DRAFT_ATTENTION_BACKEND_CHOICES`` for the draft): any other name is refused before anything runs.
 * trtllm_mha needs SM90, SM100 or SM120 (``arg_groups/attention_hook.py``): refused on ROCm.
 * Gemma-4's allow-list (``arg_groups/model_hook.py``): trtllm_mha, triton, fa4, ascend, intel_xpu, intel_amx,
-  aiter; so fa3 or flashinfer is refused.
+  aiter; so fa3 or flashinfer is refused. SGLang PR #38758 added aiter to it: at ``before-38758`` aiter is refused
+  too.
 * MXFP4 on ROCm needs gfx95 (``layers/quantization/mxfp4.py Mxfp4Config.from_config`` raises ValueError on any
   other HIP GPU, e.g. gfx942): the quantization is ``--quantization`` or the config's ``quantization_config``.
 * ``--context-length`` above the model's own length (``configs/model_config.py ModelConfig._derive_context_length``
@@ -18,6 +19,7 @@ from swa_kit.errors import LaunchRefusedError, UsageError
 from swa_kit.launch.backend import BackendChoice
 from swa_kit.launch.inputs import Launch
 from swa_kit.launch.memory_fraction import derived_context_length
+from swa_kit.sglang_versions import has_fix
 
 ATTENTION_BACKEND_CHOICES = (
     "triton", "torch_native", "flex_attention", "dsa", "nsa", "qsa", "dsv4", "compressed", "fa3", "fa4", "flashinfer",
@@ -52,10 +54,18 @@ def check_startup(launch: Launch, choice: BackendChoice) -> None:
             f"SGLang refuses this launch: trtllm_mha needs an SM90, SM100 or SM120 GPU, not {launch.platform.name} "
             "(sglang 0.5.23 arg_groups/attention_hook.py); use --attention-backend "
             f"{'aiter' if launch.platform.is_hip else 'triton'}")
-    if launch.model.architecture in GEMMA4_ARCHITECTURES and any(b not in GEMMA4_BACKENDS for b in used):
+    allowed = gemma4_backends(launch.sglang_version)
+    if launch.model.architecture in GEMMA4_ARCHITECTURES and any(b not in allowed for b in used):
         raise LaunchRefusedError(
-            f"SGLang refuses this launch: Gemma-4 runs only on {', '.join(GEMMA4_BACKENDS)}, got prefill "
-            f"{used[0]}, decode {used[1]} (sglang 0.5.23 arg_groups/model_hook.py); use --attention-backend triton")
+            f"SGLang refuses this launch: Gemma-4 runs only on {', '.join(allowed)}, got prefill "
+            f"{used[0]}, decode {used[1]} (sglang 0.5.23 arg_groups/model_hook.py"
+            f"{'' if allowed == GEMMA4_BACKENDS else ' without PR #38758, which adds aiter'}); use "
+            "--attention-backend triton")
+
+
+def gemma4_backends(sglang_version: str) -> tuple[str, ...]:
+    """Gemma-4's backend allow-list at ``sglang_version``: aiter joined it in SGLang PR #38758."""
+    return GEMMA4_BACKENDS if has_fix(sglang_version, 38758) else tuple(b for b in GEMMA4_BACKENDS if b != "aiter")
 
 
 def quantization(launch: Launch) -> str | None:

@@ -1,7 +1,8 @@
 """The report on one launch: SGLang's decisions, then findings ranked by severity, each with its way out.
 
-Severities, worst first: ``wrong`` (the route runs but attends the wrong keys or slots, silently),
-``raises`` (SGLang refuses: its guard, or a pool too small to start), ``one-short`` (a window attended
+Severities, worst first: ``wrong`` (the route runs but attends the wrong keys or slots, silently; a window two
+or more keys off too), ``raises`` (SGLang or its kernel refuses: its guard, aiter's CK head-dim cap, or a pool too
+small to start), ``one-short`` (a window attended
 one key short or too many), ``memory`` (what the pools really save against what the user probably
 expects), ``info``. Each :class:`Finding` carries its ways out as a tuple of alternatives; text, Markdown
 and JSON are rendered from the fields, here at the edge only. The exit status (:class:`~swa_kit.exit_codes.ExitCode`)
@@ -16,14 +17,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from swa_kit.engine.routing import BACKENDS, LayerPlan
+from swa_kit.engine.plan_args import BACKENDS
+from swa_kit.engine.routing import LayerPlan
 from swa_kit.engine.spec_algorithms import PLANNED, decode_evicts_swa
 from swa_kit.exit_codes import ExitCode
 from swa_kit.measure import trace
 from swa_kit.launch.decide import Decisions, decide
 from swa_kit.launch.inputs import GIB, Launch, ServerArgsView
 from swa_kit.launch.pool_sizing import PoolSizes
-from swa_kit.launch.surface import check_surface
+from swa_kit.launch.surface import SURFACE, check_surface
 from swa_kit.sglang_versions import REVERTIBLE_FIXES, SGLANG_VERSION, reverted_fix
 from swa_kit.tables import format_table
 
@@ -72,6 +74,8 @@ class Audit:
 
 _ONE_SHORT_WAYS = ("check whether it matters for your model (W vs W-1 comparison)",
                    "a backend or path that passes the full window (e.g. CK prefill's (sws, -1))")
+_KEYS_GAP_WAYS = ("check whether it matters for your model (swa-kit key-gap)",
+                  "a backend or path that passes the full window (e.g. CK prefill's (sws, -1))")
 
 
 def _keys_gap(entry: LayerPlan) -> int | None:
@@ -81,22 +85,31 @@ def _keys_gap(entry: LayerPlan) -> int | None:
     return None
 
 
+def gap_words(gap: int) -> str:
+    """Keys meant minus keys attended, in words: ``one key short``, ``one key too many``, ``2 keys short``."""
+    count = "one key" if abs(gap) == 1 else f"{abs(gap)} keys"
+    return f"{count} {'short' if gap > 0 else 'too many'}"
+
+
 def _route_finding(entry: LayerPlan) -> tuple[tuple, Finding] | None:
     """The finding one planned layer gives (keyed so identical findings across modes merge), or None."""
     if entry.sglang_verdict:
-        return ("raises", entry.site), Finding("raises", "SGLang's guard refuses this route",
-                                               entry.sglang_verdict.problem, entry.sglang_verdict.ways_out)
+        title = entry.sglang_verdict.title or "SGLang's guard refuses this route"
+        return ("raises", entry.site, title), Finding("raises", title, entry.sglang_verdict.problem,
+                                                      entry.sglang_verdict.ways_out)
     if entry.kit_verdict:
         return ("wrong", entry.kind, entry.site), Finding(
             "wrong", "runs, but attends the wrong keys (silently)", entry.kit_verdict.problem,
             entry.kit_verdict.ways_out)
     gap = _keys_gap(entry)
     if gap is not None:
-        size = "one key short" if gap == 1 else f"{-gap:+d} keys"
-        return ("one-short", entry.kind, entry.effective_keys), Finding(
-            "one-short", f"{entry.kind} layers attend {entry.effective_keys} of {entry.intended_keys} keys ({size})",
+        # One key either way is the one-short class (SGLang's W vs W - 1 conventions); more is wrong keys outright.
+        severity = "one-short" if abs(gap) == 1 else "wrong"
+        return (severity, entry.kind, entry.effective_keys), Finding(
+            severity, f"{entry.kind} layers attend {entry.effective_keys} of {entry.intended_keys} keys "
+                      f"({gap_words(gap)})",
             f"{entry.kernel}: window argument {entry.window_arg} = {entry.window_expr}; {entry.note}",
-            _ONE_SHORT_WAYS)
+            _ONE_SHORT_WAYS if abs(gap) == 1 else _KEYS_GAP_WAYS)
     return None
 
 
@@ -106,8 +119,9 @@ def route_verdict(entry: LayerPlan) -> str:
     if keyed is None:
         return "ok"
     gap = _keys_gap(entry)
-    return {"raises": "RAISES", "wrong": "WRONG KEYS",
-            "one-short": "ONE KEY SHORT" if gap == 1 else f"{-(gap or 0):+d} KEYS"}[keyed[1].severity]
+    if gap is not None and not entry.sglang_verdict and not entry.kit_verdict:
+        return gap_words(gap).upper()
+    return {"raises": "RAISES", "wrong": "WRONG KEYS"}[keyed[1].severity]
 
 
 def _route_findings(decisions: Decisions) -> list[Finding]:
@@ -213,8 +227,12 @@ def _input_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
         out.append(Finding("info", "the architecture is inferred", launch.model.sources["architecture"],
                            ("none needed if it is the model you serve; else add \"architectures\" to the config",),
                            "inputs"))
-    if launch.server_args.not_read:
-        out.append(Finding("info", "server arguments the kit does not read", ", ".join(launch.server_args.not_read),
+    # A surface the kit refuses by name (e.g. --enable-unified-memory, which changes the pools) has its own finding
+    # when set, and at SGLang's default changes nothing: it is not one of these.
+    unread = [name for name in launch.server_args.not_read
+              if getattr(SURFACE.get(("server_arg", name)), "status", None) != "refused"]
+    if unread:
+        out.append(Finding("info", "server arguments the kit does not read", ", ".join(unread),
                            ("check them by hand: the kit models the flags that route attention and size the KV "
                             "pools (backends, pages, hybrid switch, ratio, speculation, memory, tp/pp/dp), not these",),
                            "inputs"))
@@ -227,28 +245,24 @@ def _input_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
     if drafts.layout_from.startswith("ASSUMED"):
         out.append(Finding("info", "the draft's layout is assumed", drafts.layout_from,
                            ("pass --draft-hf-config with the draft model's config.json",), "draft"))
-    reverted = reverted_fix(launch.sglang_version)
-    if reverted is not None:
-        out.append(Finding("info", f"SGLang before PR #{reverted}",
-                           f"SGLang {SGLANG_VERSION} as the kit models it, with PR #{reverted}'s change undone: "
-                           f"{REVERTIBLE_FIXES[reverted]}", (f"upgrade to SGLang {SGLANG_VERSION}",), "version"))
+    undone = reverted_fix(launch.sglang_version)
+    if undone is not None:
+        detail = (f"no _resolve_swa_kv_pool and no paged-decode guard: routes {SGLANG_VERSION} refuses run silently "
+                  "wrong here") if undone == 38756 else \
+            f"SGLang {SGLANG_VERSION} with this PR's change undone as the kit models it: {REVERTIBLE_FIXES[undone]}"
+        out.append(Finding("info", f"{launch.sglang_version}: PR #{undone} undone", detail,
+                           (f"upgrade to SGLang {SGLANG_VERSION} (and the aiter it installs)",), "version"))
     return out
 
 
-def _traced_keys(window_arg: Any) -> int | None | str:
-    """Keys a traced ``(left, right)`` window attends (None = no window); "unread" for any other form."""
-    if isinstance(window_arg, list) and len(window_arg) == 2 and isinstance(window_arg[0], int):
-        return None if window_arg[0] < 0 else window_arg[0] + 1
-    return "unread"
-
-
-def _trace_severity(launch: Launch, mismatch: trace.TraceFinding, record_window: Any) -> tuple[str, str]:
+def _trace_severity(launch: Launch, mismatch: trace.TraceFinding, kernel: str,
+                    record_window: Any) -> tuple[str, str]:
     """How bad one traced difference from the plan is, read through the keys the traced call attends."""
     if mismatch.field in ("mode", "layer") or mismatch.layer is None:  # a layer-less record is a "mode" finding
         return "info", "traced calls the plan does not cover (is the trace from this launch?)"
     if mismatch.field == "page_table":
         return "wrong", "the server passed another page table than planned (slot ids from the wrong pool)"
-    meant, keys = launch.model.window_keys(mismatch.layer), _traced_keys(record_window)
+    meant, keys = launch.model.window_keys(mismatch.layer), trace.traced_keys(kernel, record_window)
     if meant is not None and keys == meant - 1:
         return "one-short", f"the server attends {keys} of {meant} keys where the plan differs"
     if keys == meant and mismatch.field == "window_arg":
@@ -262,7 +276,7 @@ def _trace_findings(launch: Launch, decisions: Decisions, records: Sequence[trac
     found: dict[tuple, tuple[Finding, list[str]]] = {}
     for record in records:
         for mismatch in trace.compare([record], decisions.routes):
-            severity, title = _trace_severity(launch, mismatch, record.window_arg)
+            severity, title = _trace_severity(launch, mismatch, record.kernel, record.window_arg)
             detail = (f"traced {record.kernel} with {mismatch.field}={mismatch.traced!r}; the plan says "
                       f"{mismatch.planned!r} (sliding_window_size={record.sliding_window_size})")
             key = (severity, mismatch.field, str(mismatch.traced), str(mismatch.planned))

@@ -49,9 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from swa_kit.errors import SwaKitError, UsageError
+from swa_kit.errors import LaunchRefusedError, SwaKitError, UsageError
 from swa_kit.launch.backend import choose_backend
-from swa_kit.sglang_versions import SGLANG_VERSION
 from swa_kit.launch.inputs import PLATFORMS, SGLANG_VERSIONS, Launch, Platform, parse_server_args
 from swa_kit.engine.spec_algorithms import EAGLE_FAMILY_HANDLER, SpeculativeAlgorithm
 from swa_kit.engine.environment import check_env
@@ -63,6 +62,10 @@ BUGS_DIR = data_path("bugs")
 REPOSITORIES = {"sgl-project/sglang": ("sglang", "SGLang"), "ROCm/aiter": ("aiter", "aiter")}
 MAX_ENTRY_BYTES = 64 * 1024  # an entry is a page of text; anything larger is not one
 MAX_TEXT = 1200  # characters in one text field
+
+
+#: The finding that stands for the audit's answer to a launch SGLang refuses at start-up (one line, exit 2).
+REFUSAL_TITLE = "SGLang refuses this launch at start-up"
 
 
 class BugEntryError(UsageError):
@@ -100,13 +103,13 @@ FINDING_CLASSES: dict[str, FindingClass] = {c.name: c for c in (
     FindingClass("window-with-sinks", "attention sinks and a window together in one kernel give wrong output",
                  lacks="the audit models no attention sinks and does not plan the deterministic Triton path"),
     FindingClass("window-too-wide", "a model file passes W where SGLang's convention wants W - 1: one key too "
-                 "many", lacks=f"the audit reads each architecture's window rule of SGLang {SGLANG_VERSION} only"),
-    FindingClass("ck-head-dim-cap", "aiter's CK prefill refuses head_dim over 256", lacks="the audit checks no "
-                 "head_dim limit of a kernel"),
+                 "many", "one-short", ("one key too many",)),
+    FindingClass("ck-head-dim-cap", "aiter's CK prefill refuses head_dim over 256", "raises",
+                 ("supports a head dimension of at most",)),
     FindingClass("startup-refusal", "SGLang refuses the launch at start-up (a model's backend allow-list)",
-                 lacks="the audit models no per-model backend allow-list"),
+                 "raises", (REFUSAL_TITLE,)),
     FindingClass("ck-window-dispatch", "aiter's batch prefill loads a masked module where its kernel computes "
-                 "no mask, and fails", lacks="the audit models no aiter module dispatch"),
+                 "no mask, and fails", "raises", ("invalid argument for batch_prefill",)),
 )}
 
 
@@ -357,8 +360,16 @@ class Replay:
     detail: str
 
 
+def _findings(launch: Launch) -> list[Finding]:
+    """The audit's findings; a launch SGLang refuses at start-up (the audit's one-line answer) is one finding."""
+    try:
+        return audit(launch).findings
+    except LaunchRefusedError as error:
+        return [Finding("raises", REFUSAL_TITLE, str(error), (), "start-up")]
+
+
 def _raised(launch: Launch, name: str) -> Finding | None:
-    return next((f for f in audit(launch).findings if name in finding_classes(f)), None)
+    return next((f for f in _findings(launch) if name in finding_classes(f)), None)
 
 
 def replay(entry: BugEntry) -> Replay:

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from swa_kit.engine.call_sites import DECLARED_SITES
 from swa_kit.errors import UsageError
 from swa_kit.files import parse_json, quote, read_text
 
@@ -208,6 +209,29 @@ def read_records(path: str | Path) -> list[TraceRecord]:
 
 
 # -- the records against the plan ------------------------------------------------------------------------
+
+#: Kernels whose window is one int, and the keys it attends, read as the kit plans the call site that passes it:
+#: pa_decode_gluon keeps ``sliding_window - 1`` keys of ``seq_lens`` (aiter's mask), extend_attention_fwd masks
+#: ``q <= k + sliding_window_size`` (``sliding_window_size + 1`` keys).
+_INT_WINDOW_KEYS = {site.kernel: site.keys_of for site in (DECLARED_SITES["decode.gluon_5d"],
+                                                           DECLARED_SITES["triton.extend"])}
+
+
+def traced_keys(kernel: str, window_arg: Any) -> int | None | str:
+    """Keys a traced call attends (None: the whole context); ``"unread"`` for a window form the kit cannot read.
+
+    A ``(left, right)`` pair attends ``left + 1`` keys (a negative left: no window); an int is read through its
+    kernel's convention (:data:`_INT_WINDOW_KEYS`); no window argument at all is the whole context.
+    """
+    if window_arg is None:
+        return None
+    if isinstance(window_arg, list) and len(window_arg) == 2 and isinstance(window_arg[0], int) \
+            and not isinstance(window_arg[0], bool):
+        return None if window_arg[0] < 0 else window_arg[0] + 1
+    reader = _INT_WINDOW_KEYS.get(kernel)
+    if reader is not None and isinstance(window_arg, int) and not isinstance(window_arg, bool):
+        return reader(window_arg)
+    return "unread"
 
 
 @dataclass(frozen=True)

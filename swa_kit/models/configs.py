@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from swa_kit.errors import ModelConfigError, UsageError
 from swa_kit.files import parse_json, quote, read_text
 from swa_kit.resources import data_path
+from swa_kit.sglang_versions import has_fix
 from swa_kit.window import Window
 
 MODELS_DIR = data_path("models")
@@ -146,11 +147,13 @@ class Architecture:
 _MC = "sglang 0.5.23 configs/model_config.py is_hybrid_swa_model"
 
 
+_RULES = {"keys - 1": "config.sliding_window - 1", "keys": "config.sliding_window (the whole window)",
+          "none": "no sliding_window_size (RadixAttention keeps -1)",
+          "sliding_window_size": "config.sliding_window_size as written"}
+
+
 def _arch(sws: str, model_file: str, hybrid: bool, mtp_draft: str | None = None) -> Architecture:
-    how = {"keys - 1": "config.sliding_window - 1", "keys": "config.sliding_window (the whole window)",
-           "none": "no sliding_window_size (RadixAttention keeps -1)",
-           "sliding_window_size": "config.sliding_window_size as written"}[sws]
-    return Architecture(sws, f"sglang 0.5.23 models/{model_file} passes {how}", hybrid, mtp_draft)
+    return Architecture(sws, f"sglang 0.5.23 models/{model_file} passes {_RULES[sws]}", hybrid, mtp_draft)
 
 
 ARCHITECTURES: dict[str, Architecture] = {
@@ -176,6 +179,30 @@ ARCHITECTURES: dict[str, Architecture] = {
         "keys - 1", "swa_kit.lessons.tiny_model's tiny EAGLE head: one windowed layer in a full pool of its own",
         False),
 }
+
+
+#: Window rules a fix changed in a model file: PR -> (the architectures, their rule before it). SGLang PR #26147
+#: (Gemma-4 on Ascend) made gemma4_causal.py pass ``config.sliding_window - 1``, as Gemma-2 and Gemma-3 do.
+WINDOW_RULE_FIXES: dict[int, tuple[tuple[str, ...], str]] = {
+    26147: (("Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"), "keys"),
+}
+
+
+def as_of_version(model: ModelLayout, sglang_version: str) -> ModelLayout:
+    """``model`` with the ``sliding_window_size`` SGLang ``sglang_version``'s model file hands its layers.
+
+    Only a fix of :data:`WINDOW_RULE_FIXES` undone (``before-<N>``) changes it; the window meant stays the model's.
+    """
+    for pr, (architectures, rule) in WINDOW_RULE_FIXES.items():
+        if model.architecture not in architectures or has_fix(sglang_version, pr):
+            continue
+        raw_text = _raw_text_fields(model.hf_config)
+        kinds = {label: replace(kind, sliding_window_size=_sliding_window_size(rule, kind.window.keys, raw_text))
+                 if kind.attention == "sliding" and kind.window.keys is not None else kind
+                 for label, kind in model.kinds.items()}
+        source = f"{ARCHITECTURES[model.architecture].sws_source}; before PR #{pr} it passed {_RULES[rule]}"
+        return replace(model, kinds=kinds, sources={**model.sources, "sliding_window_size": source})
+    return model
 
 
 # -- reading a config through transformers -----------------------------------------------------------------
@@ -321,11 +348,15 @@ def _window(text: Any, raw_text: dict, attention: str, arch: Architecture, where
     keys = getattr(text, "sliding_window", None)
     if not isinstance(keys, int) or isinstance(keys, bool) or not 1 <= keys <= MAX_COUNT:
         raise _fail(where, f"a sliding layer needs sliding_window in 1..{MAX_COUNT:,} keys, got {quote(keys)}")
-    # SGLang's RadixAttention stores `sliding_window_size or -1`: a 0 here means no window at all.
-    sws = {"keys - 1": keys - 1, "keys": keys, "none": -1,
-           "sliding_window_size": raw_text.get("sliding_window_size", keys - 1)}[arch.sws] or -1
     return {"window": Window(keys), "window_field": "sliding_window", "window_value": keys,
-            "sliding_window_size": sws}
+            "sliding_window_size": _sliding_window_size(arch.sws, keys, raw_text)}
+
+
+def _sliding_window_size(rule: str, keys: int, raw_text: dict) -> int:
+    """``RadixAttention.sliding_window_size`` for a window of ``keys`` under a model file's ``rule``."""
+    # SGLang's RadixAttention stores `sliding_window_size or -1`: a 0 here means no window at all.
+    return {"keys - 1": keys - 1, "keys": keys, "none": -1,
+            "sliding_window_size": raw_text.get("sliding_window_size", keys - 1)}[rule] or -1
 
 
 def _dtype(config: Any, text: Any) -> str:

@@ -1,0 +1,163 @@
+"""The fixes the kit can undo (``before-<N>``): each changes exactly its rule, read against SGLang's own code."""
+
+from __future__ import annotations
+
+import pytest
+
+from swa_kit.errors import LaunchRefusedError
+from swa_kit.launch.decide import decide
+from swa_kit.launch.inputs import Launch
+from swa_kit.launch.refusals import GEMMA4_BACKENDS, gemma4_backends
+from swa_kit.sglang_versions import REVERTIBLE_FIXES, SGLANG_VERSION, SGLANG_VERSIONS, before, has_fix, reverted_fix
+
+
+def _launch(model: str, args: str = "", version: str = SGLANG_VERSION, platform: str = "rocm-gfx950") -> Launch:
+    return Launch.from_inputs(model=model, server_args=args, sglang_version=version, platform=platform)
+
+
+def test_every_revertible_fix_is_a_version_and_undoes_only_itself():
+    for pr in REVERTIBLE_FIXES:
+        version = before(pr)
+        assert version in SGLANG_VERSIONS and reverted_fix(version) == pr
+        assert not has_fix(version, pr) and all(has_fix(version, other) for other in REVERTIBLE_FIXES if other != pr)
+    assert reverted_fix(SGLANG_VERSION) is None
+    with pytest.raises(KeyError, match="not a fix the kit models"):
+        before(1)
+
+
+def test_gemma4_allow_list_gains_aiter_with_pr_38758():
+    """model_hook.py handle_model_specific_adjustments: 0.5.23's accepted_backends end with aiter (PR #38758)."""
+    assert gemma4_backends(SGLANG_VERSION) == GEMMA4_BACKENDS and "aiter" in GEMMA4_BACKENDS
+    assert set(GEMMA4_BACKENDS) - set(gemma4_backends(before(38758))) == {"aiter"}
+    decide(_launch("gemma4-31b", "--attention-backend aiter"))  # accepted on 0.5.23
+    with pytest.raises(LaunchRefusedError, match="Gemma-4 runs only on.*without PR #38758"):
+        decide(_launch("gemma4-31b", "--attention-backend aiter", before(38758)))
+    # triton stays allowed, and a model without the allow-list is not touched
+    decide(_launch("gemma4-31b", "--attention-backend triton", before(38758)))
+    decide(_launch("gpt-oss-20b", "--attention-backend aiter", before(38758)))
+
+
+def _rows(version: str, args: str = "--attention-backend aiter", env: dict | None = None) -> dict:
+    """(mode, kind) -> (kernel, what the server raises) for Gemma-4 (sliding head_dim 256, full 512) on aiter."""
+    launch = Launch.from_inputs(model="gemma4-31b", server_args=args, sglang_version=version, platform="rocm-gfx950",
+                                env=env)
+    plans = decide(launch).routes
+    return {(mode, e.kind): (e.kernel, e.sglang_verdict) for (_, mode), p in plans.items() for e in p.layers}
+
+
+def test_ck_prefill_refuses_head_dims_over_256_only():
+    """mha_batch_prefill_func asserts head_dim <= 256 (SGLang's _forward_extend_unified docstring says so)."""
+    from swa_kit.engine.call_sites import CK_MAX_HEAD_DIM
+    assert CK_MAX_HEAD_DIM == 256
+    off = _rows(SGLANG_VERSION, "--attention-backend aiter --disable-hybrid-swa-memory")  # no SWA pool: CK extend
+    kernel, refused = off["prefill", "full"]
+    assert kernel == "mha_batch_prefill_func" and "head_dim 512" in refused.problem
+    assert refused.title == "aiter's CK prefill refuses this head dimension"
+    assert off["prefill", "sliding"][0] == "mha_batch_prefill_func" and off["prefill", "sliding"][1] is None  # 256
+    on = _rows(SGLANG_VERSION, "--attention-backend aiter --disable-hybrid-swa-memory",
+               {"SGLANG_USE_AITER_UNIFIED_ATTN": "1"})
+    assert on["prefill", "full"] == ("unified_attention", None)  # the way out it names
+    shuffled = _rows(SGLANG_VERSION, env={"SGLANG_USE_AITER": "1", "SGLANG_AITER_KV_CACHE_LAYOUT": "vectorized_5d"})
+    assert "vectorized_5d" in shuffled["prefill", "full"][1].ways_out[0]  # the 5D extend is CK, before unified
+
+
+def test_before_38757_aiter_extend_runs_ck_even_with_unified_on():
+    """aiter_backend.py forward_extend: PR #38757 put `if self.use_triton_unified_attention` before CK prefill."""
+    fixed, undone = _rows(SGLANG_VERSION), _rows(before(38757))
+    for mode in ("prefill", "extend"):
+        assert fixed[mode, "full"] == ("unified_attention", None)
+        assert undone[mode, "full"][0] == "mha_batch_prefill_func" and undone[mode, "full"][1] is not None
+        assert undone[mode, "sliding"] == ("mha_batch_prefill_func", None)
+    assert fixed["decode", "full"] == undone["decode", "full"]  # decode is not this PR's
+
+
+def test_before_26147_gemma4_passes_its_whole_window():
+    """gemma4_causal.py get_attention_sliding_window_size: 0.5.23 returns sliding_window - 1; before PR #26147, W."""
+    from swa_kit.models.configs import as_of_version, load_model
+    model = load_model("gemma4-31b")
+    undone = as_of_version(model, before(26147))
+    for label, kind in model.kinds.items():
+        was = undone.kinds[label]
+        if kind.attention == "sliding":
+            assert (kind.sliding_window_size, was.sliding_window_size) == (kind.window.keys - 1, kind.window.keys)
+            assert was.window == kind.window  # the window meant is the model's, whatever the file passes
+        else:
+            assert was == kind
+    assert "before PR #26147" in undone.sources["sliding_window_size"]
+    assert as_of_version(undone, before(26147)) == undone and as_of_version(model, SGLANG_VERSION) is model
+    for other in ("gpt-oss-20b", "gemma3-27b"):  # their files pass W - 1 on every version the kit knows
+        assert as_of_version(load_model(other), before(26147)) == load_model(other)
+
+
+def test_before_26147_triton_extend_attends_one_key_too_many():
+    """Triton extend masks q <= k + sws: W + 1 keys with sws = W; its decode keeps the newest sws = W keys."""
+    from swa_kit.measure.audit import audit
+    report = audit(_launch("gemma4-31b", "--attention-backend triton", before(26147), "cuda-sm90"))
+    rows = {(mode, e.kind): e.effective_keys for (_, mode), p in report.decisions.routes.items() for e in p.layers}
+    assert rows["prefill", "sliding"] == rows["extend", "sliding"] == 1025 and rows["decode", "sliding"] == 1024
+    assert [f.title for f in report.findings if f.severity == "one-short"] == [
+        "sliding layers attend 1025 of 1024 keys (one key too many)"]
+    fixed = audit(_launch("gemma4-31b", "--attention-backend triton", SGLANG_VERSION, "cuda-sm90"))
+    assert not any("too many" in f.title for f in fixed.findings)
+
+
+def _trtllm(version: str, args: str = "") -> dict:
+    launch = Launch.from_inputs(model="gpt-oss-20b", server_args=f"--attention-backend trtllm_mha {args}",
+                                sglang_version=version, platform="cuda-sm100")
+    return {(worker, mode, e.kind): e for (worker, mode), p in decide(launch).routes.items() for e in p.layers}
+
+
+def test_trtllm_mha_attends_the_window_on_the_swa_page_table():
+    """window_left = sws: FlashInfer keeps keys i - sws .. i, sws + 1 = W; SWA layers read the SWA page table."""
+    rows = _trtllm(SGLANG_VERSION, "--speculative-algorithm EAGLE --speculative-eagle-topk 1 --speculative-num-steps 2 "
+                   "--speculative-num-draft-tokens 3")
+    for (worker, mode, kind), e in rows.items():
+        assert e.kernel == ("trtllm_batch_context_with_kv_cache" if mode in ("prefill", "extend") else
+                            "trtllm_batch_decode_with_kv_cache"), (worker, mode)
+        assert e.sglang_verdict is None and e.kit_verdict is None, (worker, mode, kind)
+        if worker == "target" and kind == "sliding":
+            assert (e.window_arg, e.effective_keys, e.intended_keys, e.page_table) == (127, 128, 128, "swa")
+    assert rows["target", "decode", "full"].effective_keys is None  # window_left -1 on full layers
+
+
+def test_before_18970_trtllm_mha_passes_no_window_nor_swa_slots():
+    rows = _trtllm(before(18970))
+    for mode in ("prefill", "extend", "decode"):
+        sliding, full = rows["target", mode, "sliding"], rows["target", mode, "full"]
+        assert (sliding.window_arg, sliding.effective_keys, sliding.page_table, sliding.buffer) == (-1, None, "full",
+                                                                                                   "swa")
+        assert "gets no window" in sliding.kit_verdict.problem and "untranslated" in sliding.kit_verdict.problem
+        assert "PR #18970" in sliding.kit_verdict.ways_out[0] and full.kit_verdict is None
+
+
+def _dispatch(version: str, model: str = "gpt-oss-20b", args: str = "--attention-backend aiter",
+              env: dict | None = None) -> dict:
+    launch = Launch.from_inputs(model=model, server_args=args, sglang_version=version, env=env)
+    return {(mode, e.kind): e for (_, mode), p in decide(launch).routes.items() for e in p.layers}
+
+
+def test_before_aiter_2170_ck_prefill_fails_on_windowed_layers_only():
+    """ROCm/aiter #2170: the kernel drops window_left >= max_seqlen_k (no mask), the Python side still loaded the
+    masked module: only a windowed CK call (left = sws >= 0) can mismatch."""
+    off = "--attention-backend aiter --disable-hybrid-swa-memory"  # no SWA pool: CK extend
+    undone, fixed = _dispatch(before(2170), args=off), _dispatch(SGLANG_VERSION, args=off)
+    for mode in ("prefill", "extend"):
+        sliding, full = undone[mode, "sliding"], undone[mode, "full"]
+        assert sliding.kernel == "mha_batch_prefill_func" and sliding.window_arg == (127, -1)
+        assert "invalid argument for batch_prefill" in sliding.sglang_verdict.problem and "at most 127 keys" in \
+            sliding.sglang_verdict.problem
+        assert full.sglang_verdict is None and fixed[mode, "sliding"].sglang_verdict is None
+    unified = _dispatch(before(2170))  # the hybrid pool forces unified_attention: no CK call, nothing to dispatch
+    assert unified["prefill", "sliding"].kernel == "unified_attention"
+    assert unified["prefill", "sliding"].sglang_verdict is None
+    shuffled = _dispatch(before(2170), env={"SGLANG_USE_AITER": "1", "SGLANG_AITER_KV_CACHE_LAYOUT": "vectorized_5d"})
+    assert "invalid argument" in shuffled["prefill", "sliding"].sglang_verdict.problem  # the 5D extend is CK too
+
+
+@pytest.mark.parametrize("pr", sorted(REVERTIBLE_FIXES))
+def test_the_audit_says_which_fix_it_undid(pr):
+    from swa_kit.measure.audit import audit
+    report = audit(Launch.from_inputs(model="gpt-oss-20b", sglang_version=before(pr)))
+    info = [f for f in report.findings if f.where == "version"]
+    assert [f.title for f in info] == [f"before-{pr}: PR #{pr} undone"]
+    assert not any(f.where == "version" for f in audit(Launch.from_inputs(model="gpt-oss-20b")).findings)
