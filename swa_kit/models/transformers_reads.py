@@ -108,11 +108,14 @@ def _cached(key: str) -> dict[str, Any] | None:
 
 
 def _well_formed(kept: Any) -> bool:
-    layers = kept.get("per_layer_config") if isinstance(kept, dict) else None
-    return isinstance(kept, dict) and set(kept) == {"built_by", "dtype", "text", "per_layer_config"} \
-        and isinstance(kept["built_by"], str) and isinstance(kept["text"], dict) and set(kept["text"]) == set(TEXT_FIELDS) \
-        and (layers is None or isinstance(layers, list) and all(isinstance(lay, dict) and set(lay) == set(LAYER_FIELDS)
-                                                             for lay in layers))
+    """A record as :func:`record` writes it (a damaged or foreign file is read afresh, never trusted)."""
+    if not isinstance(kept, dict) or set(kept) != {"built_by", "dtype", "text", "per_layer_config"}:
+        return False
+    layers = kept["per_layer_config"]
+    fields_ok = isinstance(kept["text"], dict) and set(kept["text"]) == set(TEXT_FIELDS)
+    layers_ok = layers is None or isinstance(layers, list) and all(
+        isinstance(lay, dict) and set(lay) == set(LAYER_FIELDS) for lay in layers)
+    return isinstance(kept["built_by"], str) and fields_ok and layers_ok
 
 
 def _keep(key: str, kept: dict[str, Any]) -> None:
