@@ -21,6 +21,8 @@ if TYPE_CHECKING:  # the path table plans without torch; a batch exists only whe
     from swa_kit.attention.batch import AttentionBatch, AttentionResult
 
 FORWARD_MODES = ("prefill", "extend", "decode", "verify", "tree")
+#: Forward modes :mod:`swa_kit.measure.probe` measures a path in (kept here, torch-free, for the CLI's parser).
+PROBE_MODES = ("prefill", "extend", "decode", "verify")
 
 _FUNCTION = re.compile(r"swa_kit\.attention(\.\w+)+:\w+")
 
