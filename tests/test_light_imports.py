@@ -97,3 +97,11 @@ def test_audit_and_models_plan_without_torch_or_transformers(tmp_path):
                                   "sliding_window": 128, "num_attention_heads": 8, "num_key_value_heads": 2,
                                   "head_dim": 64, "hidden_size": 512}))
     assert {"transformers", "torch"} <= loaded_after(run(["audit", "--hf-config", str(config)]), HEAVY)
+
+
+def test_every_command_help_loads_nothing_heavy():
+    from swa_kit.commands import COMMANDS
+
+    for name in COMMANDS:
+        code = f"from swa_kit.cli import main\ntry:\n    main([{name!r}, '--help'])\nexcept SystemExit:\n    pass"
+        assert not loaded_after(code, HEAVY), name
