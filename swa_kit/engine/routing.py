@@ -487,6 +487,7 @@ def _pool_view(model: ModelLayout, worker: str, spec: str, topk: int, env: dict[
     if model_runner is not None:
         swa_resolved, reads_target = resolve_runner(model_runner, resolver)
     else:
+        # recorded from resolve_pool on real pools (no torch); an input resolve_pool gains must join decision_key
         swa_resolved, reads_target = recorded_decision(model, worker, spec, resolver, draft_model) \
             or resolve_pool(model, worker, spec, resolver, draft_model)
     own_swa = worker == "draft" and not reads_target and draft_model is not None \
