@@ -94,3 +94,17 @@ def test_a_read_only_cache_leaves_the_answer_unchanged(monkeypatch, tmp_path):
     blocker.write_text("")
     monkeypatch.setenv("SWA_KIT_CACHE_DIR", str(blocker))  # a file where the folder would go
     assert load_model("gpt-oss-20b").num_layers == 24
+
+
+def test_a_field_json_would_change_leaves_no_record(no_records):
+    from types import SimpleNamespace
+
+    class Odd:  # not a JSON value, not a dtype
+        pass
+
+    text = SimpleNamespace(num_hidden_layers=2, layer_types=Odd())
+    with pytest.raises(transformers_reads.Unrecordable, match="Odd"):
+        record(SimpleNamespace(dtype=None), text, "test")
+    kept = record(SimpleNamespace(dtype=None), SimpleNamespace(num_hidden_layers=2, layer_types=("full_attention",)),
+                  "test")
+    assert kept["text"]["layer_types"] == ["full_attention"] and kept["text"]["sliding_window"] is None

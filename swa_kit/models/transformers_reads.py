@@ -50,20 +50,27 @@ def config_key(raw: dict) -> str:
     return hashlib.sha256(json.dumps(raw, sort_keys=True, ensure_ascii=True).encode()).hexdigest()
 
 
+class Unrecordable(Exception):
+    """A field JSON would not give back as the parser reads it: such a config is read afresh each time."""
+
+
 def _plain(value: Any) -> Any:
-    """A field as JSON keeps it; a dtype (torch.bfloat16) by its name, as the parser reads it."""
+    """A field as JSON keeps it; a dtype (torch.bfloat16) by its name, which is all the parser reads of it."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
-    return str(value)
+    if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
+        return str(value)
+    raise Unrecordable(f"{type(value).__name__} value")
 
 
 def _field(obj: Any, name: str) -> Any:
     try:
-        return _plain(getattr(obj, name, None))
+        value = getattr(obj, name, None)
     except Exception:  # noqa: BLE001  a heterogeneous config refuses its per-layer fields globally; the parser
         return None  # then reads them per layer only
+    return _plain(value)
 
 
 def record(config: Any, text: Any, built_by: str) -> dict[str, Any]:
@@ -136,5 +143,8 @@ def read_config(raw: dict, where: str, through_transformers: Reader, text_of: Ca
     if kept is not None:
         return replay(kept)
     config, built_by = through_transformers(raw, where)
-    _keep(key, record(config, text_of(config), built_by))
+    try:
+        _keep(key, record(config, text_of(config), built_by))
+    except Unrecordable:  # exotic field values: no record, the parser reads transformers' object itself
+        pass
     return config, built_by
