@@ -42,10 +42,9 @@ import torch
 
 from swa_kit import budget
 from swa_kit.errors import PathUnavailableError, MaskError
+from swa_kit.mask_modes import MODES as MODES  # defined apart so the CLI lists them without torch
 from swa_kit.tables import plural
 from swa_kit.window import MAX_KEYS, Window
-
-MODES: tuple[str, ...] = ("prefill", "extend", "decode", "verify", "tree", "chunked")
 
 WindowLike = Window | int | None
 #: Peak bytes and seconds per cell of a dense mask (int64 position differences, then bools) and of a tile grid.

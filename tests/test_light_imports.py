@@ -72,3 +72,36 @@ def test_the_cli_runs_without_the_notebook_stack():
     assert "matplotlib" in loaded_after("import swa_kit.viz.masks", NOTEBOOK_STACK)
     assert "jupyter_client" in loaded_after("from swa_kit.lessons.tour import kernel_environment\n"
                                             "with kernel_environment():\n    pass", NOTEBOOK_STACK)
+
+
+#: What planning must not load: torch and what it brings, transformers, kernels, pictures.
+HEAVY = ("torch", "transformers", "triton", "matplotlib", "numpy")
+
+
+def test_audit_and_models_plan_without_torch_or_transformers(tmp_path):
+    """The audit of a bundled model (with its known-bug matching) and the model table: recorded pool decisions
+    and recorded config reads, no torch, no transformers (a test on imports, not on time)."""
+    def run(argv: list[str]) -> str:
+        # an empty user cache: only the shipped records may spare transformers
+        return (f"import os\nos.environ['SWA_KIT_CACHE_DIR'] = {str(tmp_path)!r}\nfrom swa_kit.cli import main\n"
+                f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass")
+
+    for argv in (["audit", "--model", "gemma4-31b"], ["audit", "--model", "gpt-oss-20b", "--server-args",
+                 "--speculative-algorithm EAGLE --speculative-num-steps 2 --speculative-eagle-topk 1 "
+                 "--speculative-num-draft-tokens 3", "--markdown"], ["models"]):
+        assert not loaded_after(run(argv), HEAVY), argv
+    # the check can fail: a config the kit has no record of is read through transformers (and torch)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss",
+                                  "num_hidden_layers": 2, "layer_types": ["sliding_attention", "full_attention"],
+                                  "sliding_window": 128, "num_attention_heads": 8, "num_key_value_heads": 2,
+                                  "head_dim": 64, "hidden_size": 512}))
+    assert {"transformers", "torch"} <= loaded_after(run(["audit", "--hf-config", str(config)]), HEAVY)
+
+
+def test_every_command_help_loads_nothing_heavy():
+    from swa_kit.commands import COMMANDS
+
+    for name in COMMANDS:
+        code = f"from swa_kit.cli import main\ntry:\n    main([{name!r}, '--help'])\nexcept SystemExit:\n    pass"
+        assert not loaded_after(code, HEAVY), name

@@ -36,8 +36,6 @@ import torch
 from swa_kit.errors import SlotError, UsageError
 from swa_kit.window import Window
 
-FORWARD_MODES = ("prefill", "extend", "decode", "verify", "tree")
-
 
 def indptr(lengths: Sequence[int] | torch.Tensor, *, dtype: torch.dtype = torch.int32,
            device: str | torch.device | None = None) -> torch.Tensor:

@@ -12,11 +12,17 @@ from __future__ import annotations
 import pkgutil
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from swa_kit.attention.batch import FORWARD_MODES, AttentionBatch, AttentionResult
 from swa_kit.errors import PathUnavailableError, UsageError
 from swa_kit.tiers import TIERS
+
+if TYPE_CHECKING:  # the path table plans without torch; a batch exists only where one runs
+    from swa_kit.attention.batch import AttentionBatch, AttentionResult
+
+FORWARD_MODES = ("prefill", "extend", "decode", "verify", "tree")
+#: Forward modes :mod:`swa_kit.measure.probe` measures a path in (kept here, torch-free, for the CLI's parser).
+PROBE_MODES = ("prefill", "extend", "decode", "verify")
 
 _FUNCTION = re.compile(r"swa_kit\.attention(\.\w+)+:\w+")
 

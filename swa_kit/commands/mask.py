@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections import deque
 from functools import partial
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
@@ -14,8 +15,11 @@ from swa_kit.commands._args import add_budget_arguments, bounded_int, output_fil
 from swa_kit.commands._extras import PICTURE_MODULES, require
 from swa_kit.commands._output import print_json
 from swa_kit.errors import MaskError
-from swa_kit.masks import MODES, BlockTally, ForwardMask, Progress, forward_mask
+from swa_kit.mask_modes import MODES
 from swa_kit.window import CONVENTIONS, MAX_KEYS, Window, parse_value
+
+if TYPE_CHECKING:  # masks are torch tensors: imported where one is built, so --help answers without torch
+    from swa_kit.masks import BlockTally, ForwardMask, Progress
 
 NAME = "mask"
 HELP = "print or draw the attention mask of a forward mode (prefill, extend, decode, verify, tree, chunked)"
@@ -75,6 +79,8 @@ def build_mask(args: argparse.Namespace) -> ForwardMask:
         q_len = defaults.get(args.mode)
         if q_len is None:
             raise MaskError(f"mode {args.mode} needs --q-len (queries at the end of the {args.kv_len}-key KV)")
+    from swa_kit.masks import forward_mask
+
     return forward_mask(args.mode, q_len, args.kv_len, _window(args), parents=parents, chunk=args.chunk)
 
 
@@ -87,13 +93,15 @@ WAY_OUT = "use a larger --block, a shorter --kv-len or a window (--window W)"
 def tally_estimate(tally: BlockTally, listing: str | None) -> budget.Estimate:
     """The streamed block view's bound: per tile row and per tile; a JSON listing holds every listed tile."""
     tiles = tally.n_q_blocks * tally.span_bound()
-    held = tiles * JSON_TILE_BYTES if listing == "json" else BlockTally.GROUP_CELLS * GRID_BYTES
+    held = tiles * JSON_TILE_BYTES if listing == "json" else tally.GROUP_CELLS * GRID_BYTES
     per_row = LISTING_ROW_SECONDS if listing else SUMMARY_ROW_SECONDS
     seconds = tally.n_q_blocks * per_row + tiles * TILE_SECONDS
     return budget.Estimate(f"block view of {tally.n_q_blocks:,} x {tally.n_kv_blocks:,} tiles", held, seconds)
 
 
 def _tally(mask: ForwardMask, block: int, listing: str | None) -> BlockTally:
+    from swa_kit.masks import BlockTally
+
     tally = BlockTally(mask, block)
     estimate = budget.check(tally_estimate(tally, listing), WAY_OUT)
     if budget.announce(estimate):
@@ -109,6 +117,7 @@ def _progress(tally: BlockTally) -> Progress:
 
 
 def _save_png(mask: ForwardMask, args: argparse.Namespace) -> None:
+    from swa_kit.masks import BlockTally
     from swa_kit.viz.masks import block_view_figure, mask_figure
 
     if mask.q_len * mask.kv_len <= MAX_PNG_CELLS:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from swa_kit.attention.paths import all_paths
+from swa_kit.attention.paths import PROBE_MODES, all_paths
 from swa_kit.commands._args import add_budget_arguments, bounded_int, device, output_file
 from swa_kit.commands._extras import PICTURE_MODULES, require
 from swa_kit.commands._output import print_json
-from swa_kit.measure.probe import PROBE_MODES, probe_path, probe_sglang_sites
 from swa_kit.exit_codes import ExitCode
 from swa_kit.tables import print_table
 from swa_kit.window import MAX_KEYS
@@ -43,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.png and (stopped := require(NAME, PICTURE_MODULES)) is not None:
         return stopped  # before any work: the picture is what was asked for
+    from swa_kit.measure.probe import probe_path, probe_sglang_sites  # torch: not for --help
+
     modes = tuple(args.modes or PROBE_MODES)
     if args.sglang_sites:
         rows = [r for r in probe_sglang_sites(args.keys, device=args.device) if not args.modes or

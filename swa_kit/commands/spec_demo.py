@@ -5,20 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-import torch
 from tqdm import tqdm
 
 from swa_kit import budget
 from swa_kit.commands._args import add_budget_arguments, bounded_int
 from swa_kit.commands._output import print_json
-from swa_kit.lessons.tiny_model import load_models
-from swa_kit.lessons.speculative import (
-    ALGORITHMS,
-    DEMO_NEW_TOKENS,
-    DEMO_PROMPTS,
-    RESOLVER_NAMES,
-    run_demo,
-)
+from swa_kit.lessons import DEMO_NEW_TOKENS
 from swa_kit.tables import print_table
 
 NAME = "spec-demo"
@@ -41,6 +33,8 @@ MAX_NEW_TOKENS = 1 << 20
 
 def demo_estimate(max_new_tokens: int) -> budget.Estimate:
     """The demo's bound: every run decodes every prompt for ``max_new_tokens`` steps."""
+    from swa_kit.lessons.speculative import ALGORITHMS, DEMO_PROMPTS, RESOLVER_NAMES  # torch: not for --help
+
     runs = 1 + len(ALGORITHMS) * len(RESOLVER_NAMES) + EXTRA_RUNS
     steps = runs * len(DEMO_PROMPTS) * max_new_tokens
     return budget.Estimate(f"spec-demo of {max_new_tokens} new tokens ({steps:,} decode steps)",
@@ -49,6 +43,11 @@ def demo_estimate(max_new_tokens: int) -> budget.Estimate:
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from swa_kit.lessons.speculative import ALGORITHMS, DEMO_PROMPTS, RESOLVER_NAMES, run_demo
+    from swa_kit.lessons.tiny_model import load_models
+
     estimate = budget.check(demo_estimate(args.max_new_tokens), "use a smaller --max-new-tokens")
     shown = budget.announce(estimate)
     if shown:

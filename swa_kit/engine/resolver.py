@@ -31,17 +31,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from swa_kit.models.configs import ModelLayout
 from swa_kit.errors import SlotError, UsageError
 from swa_kit.sglang_versions import SGLANG_VERSION, reverted_fix
-from swa_kit.engine.pools import SWAKVPool
 from swa_kit.window import Window
 from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
-from swa_kit.engine.workers import MODEL_KINDS, ModelRunner, Workers, build_workers
+
+if TYPE_CHECKING:  # the resolvers judge pools they are handed; only building and reading pools needs torch
+    import torch
+
+    from swa_kit.engine.workers import ModelRunner, Workers
 
 
 #: The class each backend's ``_resolve_swa_kv_pool`` isinstance-checks (SGLang 0.5.23
@@ -121,6 +122,9 @@ def with_hybrid_draft_pool(workers: Workers, draft: ModelLayout | tuple[str, ...
     to the draft runner as its ``token_to_kv_pool``; the draft still shares ``req_to_token`` and the
     allocator with the target.
     """
+    from swa_kit.engine.pools import SWAKVPool
+    from swa_kit.engine.workers import Workers
+
     if workers.draft is None:
         raise UsageError("no draft worker to give an SWA pool: build the workers with a speculative algorithm")
     if isinstance(draft, ModelLayout):
@@ -206,6 +210,8 @@ def decision_table(**build_kwargs: Any) -> list[dict[str, Any]]:
     Rows: ``role``, ``algorithm``, ``model``, ``resolver``, ``returns``, ``wanted``,
     ``correct`` and ``consequence`` ('' when correct).
     """
+    from swa_kit.engine.workers import MODEL_KINDS, build_workers
+
     rows = []
     for model in MODEL_KINDS:
         for algorithm in (a for a in SpeculativeAlgorithm if a.traits.kit_plans):
@@ -220,6 +226,8 @@ def hybrid_draft_table(**build_kwargs: Any) -> list[dict[str, Any]]:
     Its active pool is an SWA pool, so the legacy and fixed resolvers return it (rule 1); the naive one
     returns the target's pool and maps the draft's ids through the wrong table.
     """
+    from swa_kit.engine.workers import build_workers
+
     rows = []
     for algorithm in (a for a in SpeculativeAlgorithm if a.traits.kit_plans and a.traits.owns_kv_pool):
         workers = with_hybrid_draft_pool(build_workers("hybrid_swa", algorithm, **build_kwargs), ("sliding",))
@@ -270,6 +278,8 @@ def slots_read(workers: Workers, role: str, resolver: str, layer_id: int, req_po
     the resolved pool's mapping only for a sliding layer and only when the resolved pool
     has SWA layers, then indexes the buffer of the pool the runner reads.
     """
+    import torch
+
     if resolver not in RESOLVERS:
         raise UsageError(f"unknown resolver {resolver!r}; known: {', '.join(RESOLVERS)}")
     runner = workers.runner(role)

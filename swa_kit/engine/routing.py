@@ -62,11 +62,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from swa_kit.attention.paths import AttentionPath, run_path
 from swa_kit.engine.call_sites import DECLARED_SITES, SITES, CallSite, site_path
-from swa_kit.attention.batch import AttentionBatch, AttentionResult
 from swa_kit.models.configs import ModelLayout, as_of_version, load_model
 from swa_kit.models.drafts import default_draft_layout
 from swa_kit.engine.environment import ENV_VARS, check_env, env_flag, env_value
@@ -76,8 +75,11 @@ from swa_kit.engine.plan_args import check_plan_args
 from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
 from swa_kit.sglang_versions import SGLANG_VERSION, has_fix, has_pr_38756
 from swa_kit.window import to_keys
-from swa_kit.engine.workers import build_workers
+from swa_kit.engine.pool_decisions import recorded_decision
 from swa_kit.engine.ways_out import FIXED_RESOLVER, KEEP_HYBRID_POOL, TRITON_BACKEND, UNIFIED_ATTN, UNIFIED_VERIFY
+
+if TYPE_CHECKING:  # planning stays torch-free; run_layer gets its batch from a caller that has torch
+    from swa_kit.attention.batch import AttentionBatch, AttentionResult
 
 #: Environment variables the launch may set, with SGLang's defaults (routing and SWA pool sizing).
 ENV_DEFAULTS = {name: default for name, (default, _, _) in ENV_VARS.items()}
@@ -131,6 +133,8 @@ def resolve_pool(model: ModelLayout, worker: str, spec: str, resolver: str,
     A hybrid-SWA draft (``draft_model`` with its own hybrid pool) gets a real SWA pool of its own
     (:func:`swa_kit.engine.resolver.with_hybrid_draft_pool`), which the resolver then sees as its active pool.
     """
+    from swa_kit.engine.workers import build_workers  # torch: planning reads recorded_decision instead
+
     workers = build_workers(model, spec)
     if worker == "draft" and draft_model is not None and draft_model.sglang_hybrid_swa_pool:
         workers = with_hybrid_draft_pool(workers, draft_model)
@@ -489,8 +493,10 @@ def _pool_view(model: ModelLayout, worker: str, spec: str, topk: int, env: dict[
                backend: str, model_runner: Any, draft_model: ModelLayout | None, hybrid_disabled: bool) -> PoolView:
     if model_runner is not None:
         swa_resolved, reads_target = resolve_runner(model_runner, resolver)
-    else:  # aiter's predicate: trtllm_mha's copy tests the same SWAKVPool (resolver.SWA_POOL_CLASS)
-        swa_resolved, reads_target = resolve_pool(model, worker, spec, resolver, draft_model)
+    else:
+        # recorded from resolve_pool on real pools (no torch); an input resolve_pool gains must join decision_key
+        swa_resolved, reads_target = recorded_decision(model, worker, spec, resolver, draft_model) \
+            or resolve_pool(model, worker, spec, resolver, draft_model)
     own_swa = worker == "draft" and not reads_target and draft_model is not None \
         and draft_model.sglang_hybrid_swa_pool
     vec5d = env_value(env, "SGLANG_AITER_KV_CACHE_LAYOUT") == "vectorized_5d" and env_flag(env, "SGLANG_USE_AITER")

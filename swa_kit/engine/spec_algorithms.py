@@ -156,6 +156,7 @@ def decode_evicts_swa(algorithm: SpeculativeAlgorithm, sglang_version: str) -> b
 ALIASES: dict[str, SpeculativeAlgorithm] = {"NEXTN": SpeculativeAlgorithm.EAGLE, "MTP": SpeculativeAlgorithm.EAGLE}
 #: What ``--speculative-algorithm`` accepts, as SGLang spells it.
 LAUNCH_NAMES: tuple[str, ...] = tuple(a.name for a in SpeculativeAlgorithm if a.is_some()) + tuple(ALIASES)
+FROZEN_KV_DUMMY_POOL_SIZE = 64  # SGLang's FrozenKVMTPDraftWorker: max_total_num_tokens=64 ("Dummy value")
 #: The algorithms the kit mirrors and plans, as the CLI and :func:`swa_kit.engine.routing.plan` spell them.
 PLANNED: tuple[str, ...] = tuple(a.name.lower() for a in SpeculativeAlgorithm if a.traits.kit_plans)
 

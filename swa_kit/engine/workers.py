@@ -27,7 +27,7 @@ import torch
 from swa_kit.models.configs import ModelLayout
 from swa_kit.errors import ModelConfigError, PoolExhaustedError
 from swa_kit.engine.eviction import ReqKV, free_swa_out_of_window_slots
-from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm, planned
+from swa_kit.engine.spec_algorithms import FROZEN_KV_DUMMY_POOL_SIZE, SpeculativeAlgorithm, planned
 from swa_kit.engine.pools import (
     BaseTokenToKVPoolAllocator,
     MHATokenToKVPool,
@@ -37,8 +37,6 @@ from swa_kit.engine.pools import (
     SWATokenToKVPoolAllocator,
     TokenToKVPoolAllocator,
 )
-
-FROZEN_KV_DUMMY_POOL_SIZE = 64  # SGLang's FrozenKVMTPDraftWorker: max_total_num_tokens=64 ("Dummy value")
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from swa_kit.engine.workers import FROZEN_KV_DUMMY_POOL_SIZE
+from swa_kit.engine.spec_algorithms import FROZEN_KV_DUMMY_POOL_SIZE
 from swa_kit.launch.inputs import Launch
 from swa_kit.models.drafts import DraftPool, default_draft_layout
 

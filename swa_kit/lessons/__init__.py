@@ -11,3 +11,7 @@ Where new work goes:
   the exercise version); its entry in ``docs/workshop.md``
 * the tiny model and its drafts: ``swa_kit/lessons/tiny_model.py``, trained by ``scripts/train_tiny_model.py``
 """
+
+#: Tokens the speculative demo (:mod:`swa_kit.lessons.speculative`) generates per prompt: here, torch-free, so that
+#: ``swa-kit spec-demo --help`` can show it without importing the demo.
+DEMO_NEW_TOKENS = 96

@@ -38,6 +38,7 @@ import torch
 
 from swa_kit.attention.batch import indptr
 from swa_kit.errors import DispatchGuardError, SwaKitError, UsageError
+from swa_kit.lessons import DEMO_NEW_TOKENS
 from swa_kit.lessons.tiny_model import TinyModels
 from swa_kit.lessons.serving import Request, Server
 
@@ -253,7 +254,6 @@ def speculative_decode(models: TinyModels, prompts: list[list[int]], max_new_tok
 
 #: Story openings shorter than the window, so the window fills while the model generates.
 DEMO_PROMPTS = ("story 3. ", "story 41. tobi", "story 77. ", "story 120. mara the")
-DEMO_NEW_TOKENS = 96
 
 
 def resolver_rows(models: TinyModels, prompts: list[list[int]], max_new_tokens: int, plain: Generation,

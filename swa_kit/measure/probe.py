@@ -27,15 +27,13 @@ from typing import Any
 import torch
 
 from swa_kit import budget
-from swa_kit.attention.paths import AttentionPath, all_paths, get_path
+from swa_kit.attention.paths import PROBE_MODES, AttentionPath, all_paths, get_path
 from swa_kit.attention.batch import random_paged_batch
 from swa_kit.attention.reference import attended_mask
 from swa_kit.engine.call_sites import SITES, CallSite, site_path
 from swa_kit.errors import PathUnavailableError, UsageError
 from swa_kit.window import Window, check_keys, from_keys
 
-#: Forward modes the probe measures, with (q_len, prefix beyond the window) shapes.
-PROBE_MODES = ("prefill", "extend", "decode", "verify")
 #: Page size for block-table paths (a GPU's Triton decode needs >= 16); token paths use 1.
 BLOCK_TABLE_PAGE = 16
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from swa_kit.errors import ModelConfigError, UsageError
 from swa_kit.files import parse_json, quote, read_text
+from swa_kit.models.transformers_reads import read_config
 from swa_kit.resources import data_path
 from swa_kit.sglang_versions import has_fix
 from swa_kit.window import Window
@@ -280,6 +281,8 @@ def _check_before_transformers(raw: dict, architecture: str, where: str) -> None
 
 
 def _torch_dtype(name: str) -> bool:
+    if name.removeprefix("torch.") in DTYPE_BYTES or name == "auto":  # torch dtypes all; no torch import for them
+        return True
     import torch
 
     return name == "auto" or isinstance(getattr(torch, name.removeprefix("torch."), None), torch.dtype)
@@ -382,7 +385,7 @@ def parse_hf_config(
     architecture, inferred = _architecture(raw, where)
     arch = ARCHITECTURES[architecture]
     _check_before_transformers(raw, architecture, where)
-    config, built_by = _transformers_config(raw, where)
+    config, built_by = read_config(raw, where, _transformers_config, _text_config)  # transformers, or its record
     text = _text_config(config)
     raw_text = _raw_text_fields(raw)
     attention, layers_from = _layer_attention(text, raw_text, where, architecture)

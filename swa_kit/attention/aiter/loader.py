@@ -91,17 +91,38 @@ def _is_placeholder(module: types.ModuleType | None) -> bool:
 
 
 @lru_cache(maxsize=1)
+def torch_build() -> types.ModuleType | None:
+    """torch's own ``torch/version.py`` (``__version__``, ``cuda``, ``hip``), loaded alone (None: no torch).
+
+    Planning a route asks whether aiter's native ops run here; off ROCm the answer is no, and importing torch to
+    learn its build would cost a second.
+    """
+    if "torch" in sys.modules:
+        return sys.modules["torch"].version
+    spec = importlib.util.find_spec("torch")  # finds the package without importing it
+    folders = list(spec.submodule_search_locations or ()) if spec else []
+    version = importlib.util.spec_from_file_location("swa_kit._torch_version", Path(folders[0]) / "version.py") \
+        if folders else None
+    if version is None or version.loader is None:
+        return None
+    module = importlib.util.module_from_spec(version)
+    version.loader.exec_module(module)
+    return module
+
+
+@lru_cache(maxsize=1)
 def native_aiter_status() -> tuple[bool, str]:
     """Whether the real ``import aiter`` works here, tried at most once per process.
 
     Off ROCm the answer is no without trying: aiter's import would shell out to
     ``hipconfig``/``rocminfo`` and fail (aiter 0.1.7's package ``__init__``), noisily and slowly.
     """
-    import torch
-
-    if getattr(torch.version, "hip", None) is None:
-        build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU-only"
-        return False, (f"needs ROCm: torch {torch.__version__} is a {build} build, "
+    torch_version = torch_build()
+    if torch_version is None:
+        return False, "needs torch: it is not installed"
+    if getattr(torch_version, "hip", None) is None:
+        build = f"CUDA {torch_version.cuda}" if torch_version.cuda else "CPU-only"
+        return False, (f"needs ROCm: torch {torch_version.__version__} is a {build} build, "
                        "and aiter's import needs hipcc/rocminfo")
     if aiter_version() is None:
         return False, f"needs ROCm aiter: {DISTRIBUTION} is not installed (pip install 'swa_kit[aiter]' or build aiter)"
@@ -112,7 +133,7 @@ def native_aiter_status() -> tuple[bool, str]:
         importlib.import_module("aiter")
     except Exception as exc:  # aiter's import can fail in many ways (missing hipcc, JIT build errors)
         return False, f"import aiter failed on this ROCm machine: {type(exc).__name__}: {exc}"
-    return True, f"aiter {aiter_version()} imported natively (torch HIP {torch.version.hip})"
+    return True, f"aiter {aiter_version()} imported natively (torch HIP {torch_version.hip})"
 
 
 def native_status() -> tuple[bool, str]:
@@ -121,10 +142,12 @@ def native_status() -> tuple[bool, str]:
     The native paths' availability (:mod:`swa_kit.attention.paths`): here rather than beside the ops, so that
     planning a route asks it without importing them.
     """
-    import torch
-
     ok, reason = native_aiter_status()
-    if ok and not torch.cuda.is_available():
+    if not ok:
+        return ok, reason
+    import torch  # aiter imported, so torch is loaded already
+
+    if not torch.cuda.is_available():
         return False, "needs ROCm: aiter imports but torch sees no GPU"
     return ok, reason
 
