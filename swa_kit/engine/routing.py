@@ -21,41 +21,36 @@
   ``seq_lens`` (aiter's ``pa_decode_gluon.py`` mask: two short), and extend to ``forward_extend_vectorized_5d``
   (CK ``mha_batch_prefill_func`` with ``(sws, -1)``), before any unified route (``layers/attention/aiter_utils.py``).
 
-``backend="triton"`` plans SGLang's own Triton backend instead (``layers/attention/triton_backend.py``,
-Gemma-4's default): every mode honours the window; decode gathers the newest ``min(seq_len, sws)``
-keys (``update_sliding_window_buffer``), which counts the query itself, so it attends ``sws`` keys,
-while extend / verify mask ``q <= k + sws`` and attend ``sws + 1``.
+``backend="triton"`` plans SGLang's own Triton backend instead (``layers/attention/triton_backend.py``, Gemma-4's
+default): every mode honours the window; decode gathers the newest ``min(seq_len, sws)`` keys
+(``update_sliding_window_buffer``), the query's own among them, so ``sws`` keys; extend / verify attend ``sws + 1``.
 
 ``backend="trtllm_mha"`` plans SGLang's TRT-LLM MHA backend (``layers/attention/trtllm_mha_backend.py``): every
 mode passes ``window_left=sws`` (``sws + 1`` keys), and ``_get_layer_page_table`` picks the SWA page table by the
 resolved pool's ``layers_mapping`` at the layer's own id, so a draft that resolves the target's pool reads its
 own layers through the target's layer kinds.
 
-Each call site is one :class:`CallSite`; its window argument is SGLang's expression of the
-layer's ``sliding_window_size`` (sws), read back into keys through the path's declared
-convention (:mod:`swa_kit.window`). The guards read only the chosen path's declaration
-(``honours_window``, ``modes``, ``convention``) and the page table against the buffer the
-layer's KV lives in. Two verdicts are kept apart on every layer:
+Each call site is one :class:`CallSite`; its window argument is SGLang's expression of the layer's
+``sliding_window_size`` (sws), read back into keys through the path's convention (:mod:`swa_kit.window`). The guards
+read only the chosen path's declaration and the page table against the layer's buffer. Two verdicts per layer:
 
-* ``sglang_guard``: what SGLang itself raises. In 0.5.23 that is ``_reject_paged_decode_sliding_window``
-  (``sliding_window_size > -1`` only, so chunked Llama-4 layers pass); before PR #38756 nothing.
+* ``sglang_guard``: what SGLang itself raises: ``_reject_paged_decode_sliding_window`` (``sliding_window_size > -1``
+  only, so chunked Llama-4 layers pass); before PR #38756 nothing.
 * ``judgement``: what the kit judges: the route runs but attends the wrong keys (or reads wrong slots).
 
 With ``strict`` a route with either raises :class:`~swa_kit.errors.DispatchGuardError` before any kernel
 runs. The kit judges:
 
-* a windowed layer on a path that declares no window (the seed's paged-decode guard, and the
-  legacy verify route, which SGLang does not guard);
-* a window that reaches SGLang as none (a model file that passes no window, or ``sliding_window_size``
-  0, which RadixAttention stores as -1), or an argument the path reads as "no window";
-* a page table that does not match the buffer (full-pool slots into an SWA buffer, or SWA
-  slots into a full buffer: the EAGLE draft bug, SGLang #25103);
-* chunked local attention, which the aiter backend cannot express at all (inferred from the code:
-  Llama-4's layers keep ``sliding_window_size = -1`` and live in the SWA sub-pool).
+* a windowed layer on a path that declares no window (the seed's paged-decode guard, and the legacy verify route,
+  which SGLang does not guard);
+* a window that reaches SGLang as none (a model file that passes no window, or ``sliding_window_size`` 0, which
+  RadixAttention stores as -1), or an argument the path reads as "no window";
+* a page table that does not match the buffer (full-pool slots into an SWA buffer, or SWA slots into a full
+  buffer: the EAGLE draft bug, SGLang #25103);
+* chunked local attention, which aiter cannot express (inferred: Llama-4's layers keep ``sliding_window_size = -1``).
 
-Attending one key fewer than meant (the unified paths' ``(sws - 1, 0)``, the Triton backend's decode) is
-*not* a refusal: it is SGLang's behaviour, reported per layer in ``effective_keys`` and ``note``, and
-measured by :mod:`swa_kit.measure.probe`.
+Attending fewer keys than meant (the unified paths' ``(sws - 1, 0)``, Triton's decode) is *not* a refusal: it is
+SGLang's behaviour, reported in ``effective_keys`` and ``note`` and measured by :mod:`swa_kit.measure.probe`.
 """
 
 from __future__ import annotations
