@@ -12,6 +12,7 @@ from swa_kit.cli import main
 from swa_kit.models.configs import MODELS_DIR
 from swa_kit.launch.inputs import Launch
 from swa_kit.resources import data_path
+from swa_kit.sglang_versions import BEFORE_38756
 
 
 @pytest.fixture(scope="module")
@@ -298,3 +299,11 @@ def test_disabled_hybrid_pool_on_aiter_raises_at_the_first_decode(capsys, name, 
     decode = next(r for r in hybrid["routes"] if (r["mode"], r["kind"]) == ("decode", "sliding"))
     assert (decode["kernel"], decode["sglang"]) == ("unified_attention", "runs")
     assert not [f for f in hybrid["findings"] if f["severity"] == "raises"]
+
+
+def test_a_way_out_is_offered_once_per_finding():
+    # before PR #38756 the FROZEN_KV draft's paged decode is both windowless and untranslated: two causes, one fix
+    args = "--attention-backend aiter --speculative-algorithm FROZEN_KV_MTP"
+    report = audit(Launch.from_inputs(model="gemma4-31b", sglang_version=BEFORE_38756, server_args=args))
+    assert report.findings and all(len(set(f.ways_out)) == len(f.ways_out) for f in report.findings)
+    assert any(len(f.ways_out) > 1 for f in report.findings)

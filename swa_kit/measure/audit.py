@@ -42,6 +42,9 @@ class Finding:
     ways_out: tuple[str, ...]  # () when none is known beyond the detail
     where: str = ""
 
+    def __post_init__(self) -> None:  # a way out reached by two causes of one route is offered once
+        object.__setattr__(self, "ways_out", tuple(dict.fromkeys(self.ways_out)))
+
     def to_json(self) -> dict[str, Any]:
         """The finding's JSON object: severity, title, detail, ways_out (a list), where."""
         return {"severity": self.severity, "title": self.title, "detail": self.detail,
