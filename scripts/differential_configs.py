@@ -27,10 +27,22 @@ CONFIGS = {
     "mistral-7b-v0.1": ("MistralConfig", "MistralForCausalLM", dict(
         vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
         num_key_value_heads=8, sliding_window=4096, max_position_embeddings=32768, dtype="bfloat16")),
+    # The same checkpoint stored in float32: SGLang serves its KV cache in 16 bits (_get_and_verify_dtype).
+    "mistral-fp32-7b-v0.1": ("MistralConfig", "MistralForCausalLM", dict(
+        vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+        num_key_value_heads=8, sliding_window=4096, max_position_embeddings=32768, dtype="float32")),
     # A two-layer EAGLE-style draft for speculative launches: a Llama-shaped model SGLang reads as the draft.
     "draft-llama-2l": ("LlamaConfig", "LlamaForCausalLMEagle", dict(
         vocab_size=262144, hidden_size=2048, intermediate_size=8192, num_hidden_layers=2, num_attention_heads=16,
         num_key_value_heads=8, head_dim=128, max_position_embeddings=131072, dtype="bfloat16")),
+    # A two-layer hybrid-SWA draft for STANDALONE launches: GPT-OSS-20B's attention shape cut to one sliding and
+    # one full layer. SGLang's STANDALONE worker loads any causal LM as the draft, and GptOssForCausalLM is
+    # hybrid-SWA (configs/model_config.py is_hybrid_swa_model), so its sliding layer counts as
+    # eagle_draft_swa_num_layers.
+    "draft-gpt-oss-2l": ("GptOssConfig", "GptOssForCausalLM", dict(
+        vocab_size=201088, hidden_size=2880, intermediate_size=2880, num_hidden_layers=2, num_attention_heads=64,
+        num_key_value_heads=8, head_dim=64, sliding_window=128, num_local_experts=32, num_experts_per_tok=4,
+        layer_types=["sliding_attention", "full_attention"], max_position_embeddings=131072, dtype="bfloat16")),
 }
 
 

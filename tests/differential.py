@@ -20,6 +20,8 @@ CONFIGS = {**{p.stem: p for p in sorted((ROOT / "data" / "models").glob("*.json"
            **{p.stem: p for p in sorted((ROOT / "tests" / "data" / "differential").glob("*.json"))
               if not p.stem.startswith(("draft-", "expected"))}}
 DRAFT = ROOT / "tests" / "data" / "differential" / "draft-llama-2l.json"
+#: the draft each launch's placeholder names: DRAFT (full attention) or DRAFT_SWA (hybrid-SWA, STANDALONE only)
+DRAFTS = {"DRAFT": DRAFT, "DRAFT_SWA": ROOT / "tests" / "data" / "differential" / "draft-gpt-oss-2l.json"}
 EXPECTED = ROOT / "tests" / "data" / "differential" / "expected.json"
 PLATFORMS = ["rocm-gfx942", "rocm-gfx950", "cuda-sm90", "cuda-sm100"]
 BACKENDS = ["", "aiter", "triton", "fa3", "trtllm_mha"]
@@ -55,6 +57,12 @@ def launches(n_per_model: int = 20, seed: int = 34) -> list[tuple[str, str, str]
                 words.append(f"--page-size {draw.choice([16, 64])}")
             out.append((model, PLATFORMS[(i + i // 4) % 4], " ".join(words)))
     out.append(("gemma4-31b", "rocm-gfx942", "--attention-backend fa9"))  # a name SGLang's parser rejects
+    # Every model behind the hybrid-SWA draft (its sliding layer in the SWA budget, or turned off with the target's
+    # hybrid pool), drawn apart so the launches above stay as they were.
+    spec = ("--speculative-algorithm STANDALONE --speculative-num-steps 3 --speculative-eagle-topk 1 "
+            "--speculative-num-draft-tokens 4 --speculative-draft-model-path DRAFT_SWA")
+    for i, model in enumerate(CONFIGS):
+        out.append((model, PLATFORMS[i % 4], f"--tp {TPS[i % 3]} --mem-fraction-static 0.85 {spec}"))
     return out
 
 
@@ -62,9 +70,13 @@ def launch_id(model: str, platform: str, args: str) -> str:
     return f"{model} {platform} {args}".strip()
 
 
-def _kit_args(args: str) -> tuple[str, bool]:
-    words = args.replace("--speculative-draft-model-path DRAFT", "").split()
-    return " ".join(words), "DRAFT" in args
+def _kit_args(args: str) -> tuple[str, Path | None]:
+    """The launch's words without the draft's placeholder path, and the draft's config it names (or None)."""
+    words = args.split()
+    if "--speculative-draft-model-path" not in words:
+        return args, None
+    at = words.index("--speculative-draft-model-path")
+    return " ".join(words[:at] + words[at + 2:]), DRAFTS[words[at + 1]]
 
 
 def kit_answer(model: str, platform: str, args: str) -> tuple[str | None, dict[str, Any]]:
@@ -73,11 +85,12 @@ def kit_answer(model: str, platform: str, args: str) -> tuple[str | None, dict[s
     from swa_kit.launch.decide import decide
     from swa_kit.launch.inputs import Launch
 
-    kit_args, with_draft = _kit_args(args)
+    kit_args, draft_config = _kit_args(args)
+    with_draft = draft_config is not None
     try:
         where = {"model": model} if CONFIGS[model].parent.name == "models" else {"hf_config": CONFIGS[model]}
         launch = Launch.from_inputs(**where, server_args=kit_args, platform=platform,
-                                    draft_hf_config=DRAFT if with_draft else None)
+                                    draft_hf_config=draft_config)
         d = decide(launch)
     except SwaKitError as error:
         return type(error).__name__, {}
@@ -107,8 +120,10 @@ def sglang_answer(model: str, platform: str, args: str) -> tuple[str | None, dic
         (Path(tmp) / "m").mkdir()
         (Path(tmp) / "m" / "config.json").write_text(json.dumps(raw.get("hf_config", raw)))
         (Path(tmp) / "d").mkdir()
-        (Path(tmp) / "d" / "config.json").write_text(DRAFT.read_text())
-        argv = ["--model-path", str(Path(tmp) / "m"), *args.replace("DRAFT", str(Path(tmp) / "d")).split()]
+        draft_config = _kit_args(args)[1]
+        (Path(tmp) / "d" / "config.json").write_text((draft_config or DRAFT).read_text())
+        argv = ["--model-path", str(Path(tmp) / "m"),
+                *[str(Path(tmp) / "d") if w in DRAFTS else w for w in args.split()]]
         built = sglang_built()[model]
         if isinstance(built, str):  # the oracle cannot answer without SGLang's window: say so, never guess
             raise RuntimeError(f"{model}: SGLang's model class {built}")

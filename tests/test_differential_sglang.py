@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sglang_support import require_sglang
@@ -30,6 +31,17 @@ def test_the_launch_set_is_wide_enough():
     assert {args.split("--tp ")[1].split()[0] for _, _, args in LAUNCHES if "--tp " in args} == {"1", "2", "4", "8"}
     assert set(differential.PLATFORMS) == {p for _, p, _ in LAUNCHES}
     assert all(f"--attention-backend {b}" in " ".join(a for *_, a in LAUNCHES) for b in differential.BACKENDS if b)
+
+
+def test_the_set_holds_a_hybrid_swa_draft_and_a_float32_checkpoint():
+    """Without them the mutation check's draft-SWA-layers and float32-KV-bytes rules go unexercised."""
+    def field(path: Path, name: str) -> Any:
+        raw = json.loads(path.read_text())
+        return raw.get("hf_config", raw).get(name)
+
+    drafts = {w for *_, args in LAUNCHES for w in args.split() if w in differential.DRAFTS}
+    assert "GptOssForCausalLM" in {field(differential.DRAFTS[w], "architectures")[0] for w in drafts}
+    assert "float32" in {field(differential.CONFIGS[model], "dtype") for model, *_ in LAUNCHES}
 
 
 def test_every_listed_disagreement_names_a_launch_of_the_set():

@@ -112,6 +112,20 @@ def choose_backend(launch: Launch) -> BackendChoice:
     return BackendChoice(backend, prefill, decode, source, f"{source}; split: {_SPLIT}", disabled, hybrid_why)
 
 
+def hybrid_swa_memory_off(launch: Launch) -> tuple[bool, str]:
+    """``disable_hybrid_swa_memory`` as SGLang resolves it, and what set it ("" when hybrid SWA memory stays on).
+
+    The user's flag or the target architecture's override (``arg_groups/model_overrides/``, e.g. Gemma-2/3/3n's
+    ``gemma2_gemma3.py``).
+    The draft's ``ModelConfig`` reads the same resolved value (``configs/model_config.py
+    ModelConfig.from_server_args`` passes ``resolving_view(server_args).disable_hybrid_swa_memory``, and
+    ``spec_aux_hidden_state.py _resolve_eagle_aux_hidden_state`` builds the draft's config that way), so the
+    target's override turns a hybrid-SWA draft's SWA pool off too.
+    """
+    choice = choose_backend(launch)
+    return choice.disable_hybrid_swa_memory, choice.hybrid_why
+
+
 _PAGES = "sglang 0.5.23 arg_groups/overrides.py"
 TRTLLM_MHA_PAGES = (16, 32, 64, 128)
 

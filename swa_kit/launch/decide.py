@@ -89,7 +89,8 @@ def _routes(launch: Launch, backend_of: dict[str, str], drafts: DraftPool, topk:
             hybrid: bool) -> tuple[dict, str]:
     """Per (worker, mode) plans for the backends and algorithms the planner knows; a note naming the others.
 
-    ``hybrid`` is the decided hybrid switch: off, no SWA pool exists, so the routes are planned on one pool.
+    ``hybrid`` is the resolved hybrid switch (not the target's eligibility): off, no SWA pool exists, so the routes
+    are planned on one pool; on, a hybrid-SWA draft owns an SWA pool even behind a target that has none.
     """
     algorithm = launch.spec_algorithm  # an alias is planned as its algorithm (NEXTN as EAGLE)
     plans, skipped = {}, []
@@ -141,7 +142,7 @@ def decide(launch: Launch) -> Decisions:
     one_pool = int(request_bytes(model, MINIMUM_CONTEXT, hybrid=False) * scale)
     drafts = draft_pool(launch)
     backends = {"prefill": choice.prefill_attention_backend, "decode": choice.decode_attention_backend}
-    routes, note = _routes(launch, backends, drafts, speculation.topk or 1, hybrid)
+    routes, note = _routes(launch, backends, drafts, speculation.topk or 1, not choice.disable_hybrid_swa_memory)
     pc = pools.source
     label = (f"PER-REQUEST MINIMUM, not SGLang's sizing: one request of {MINIMUM_CONTEXT} tokens with its SWA "
              "layers holding only the window (what an SWA pool sized by the request cap approaches)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from swa_kit.engine.spec_algorithms import FROZEN_KV_DUMMY_POOL_SIZE
+from swa_kit.launch.backend import hybrid_swa_memory_off
 from swa_kit.launch.inputs import Launch
 from swa_kit.models.drafts import DraftPool, default_draft_layout
 
@@ -21,13 +22,15 @@ def draft_pool(launch: Launch) -> DraftPool:
     if not traits.draft_model:
         return DraftPool(algorithm, "none (no draft model)", None, "n-gram lookup", None, "sglang 0.5.23 speculative/")
     layout, origin = default_draft_layout(launch.model, traits.mtp_draft_from_target, window, launch.draft_model)
-    # The draft's ModelConfig is built from the same server args, so --disable-hybrid-swa-memory turns its pool off too.
+    # The draft's ModelConfig is built from the resolved server args: the user's --disable-hybrid-swa-memory or the
+    # target's own override (Gemma-2/3) turns the draft's SWA pool off too.
+    off, off_by = hybrid_swa_memory_off(launch)
     if not layout.sglang_hybrid_swa_pool:
         pool = "own full pool"
-    elif launch.server_args.disable_hybrid_swa_memory:
-        pool = "own full pool (hybrid-SWA draft, hybrid SWA memory off)"
+    elif off:
+        pool = f"own full pool (hybrid-SWA draft, hybrid SWA memory off by {off_by})"
     else:
         pool = "own SWA pool (hybrid-SWA draft)"
     return DraftPool(algorithm, pool, layout, origin, window,
                      "sglang 0.5.23 model_executor/pool_configurator.py (eagle_draft_swa_num_layers), "
-                     "model_runner_components/spec_aux_hidden_state.py")
+                     "model_runner_components/spec_aux_hidden_state.py, configs/model_config.py from_server_args")

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from swa_kit.engine.spec_algorithms import EAGLE_FAMILY_HANDLER
 from swa_kit.models.configs import DTYPE_BYTES, LayerKind, ModelLayout, text_fields
 from swa_kit.engine.environment import env_value
+from swa_kit.launch.backend import hybrid_swa_memory_off
 from swa_kit.launch.inputs import GIB, Launch
 from swa_kit.launch.memory_fraction import resolve_fraction
 from swa_kit.launch.parallel import Parallel, parallel_of
@@ -163,8 +164,8 @@ def draft_layers(launch: Launch) -> DraftLayers:
 
     With a draft path, the draft's ``num_nextn_predict_layers`` or else its layer count; without one, the
     target's ``num_nextn_predict_layers`` (none: no draft layers counted). The SWA share is the draft config's
-    SWA layers where that config is hybrid-SWA (``is_hybrid_swa``, so not under ``--disable-hybrid-swa-memory``),
-    at most all of them.
+    SWA layers where that config is hybrid-SWA (``is_hybrid_swa``, so not with hybrid SWA memory off by the flag or
+    by the target's override, :func:`~swa_kit.launch.backend.hybrid_swa_memory_off`), at most all of them.
     """
     args = launch.server_args
     if launch.spec_algorithm.traits.handler != EAGLE_FAMILY_HANDLER:  # EAGLE, EAGLE3, STANDALONE
@@ -181,7 +182,7 @@ def draft_layers(launch: Launch) -> DraftLayers:
     else:
         config, origin = launch.draft_model, f"the draft's config ({launch.draft_model.architecture})"
         count = _nextn_layers(config) or config.num_layers
-    hybrid = config.sglang_hybrid_swa_pool and not args.disable_hybrid_swa_memory
+    hybrid = config.sglang_hybrid_swa_pool and not hybrid_swa_memory_off(launch)[0]  # the target's override too
     swa = min(len(config.swa_attention_layer_ids), count) if hybrid else 0
     return DraftLayers(count - swa, swa, f"{_AUX}: {count} draft layers from {origin}, {swa} of them SWA")
 
