@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from swa_kit.measure import sglang_check
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {**{p.stem: p for p in sorted((ROOT / "data" / "models").glob("*.json"))},
            **{p.stem: p for p in sorted((ROOT / "tests" / "data" / "differential").glob("*.json"))
@@ -27,9 +29,7 @@ PLATFORMS = ["rocm-gfx942", "rocm-gfx950", "cuda-sm90", "cuda-sm100"]
 BACKENDS = ["", "aiter", "triton", "fa3", "trtllm_mha"]
 SPECS = ["", "EAGLE draft", "EAGLE3 draft", "STANDALONE draft", "NEXTN"]
 TPS = [1, 2, 4, 8]
-FIELDS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend", "page_size",
-          "hybrid_swa_memory", "pool_configurator", "budget_bytes", "full_tokens", "swa_tokens", "one_pool_tokens",
-          "swa_pool_floor", "draft_layers", "layer_windows")
+FIELDS = sglang_check.FIELDS
 
 
 def launches(n_per_model: int = 20, seed: int = 34) -> list[tuple[str, str, str]]:
@@ -86,7 +86,6 @@ def kit_answer(model: str, platform: str, args: str) -> tuple[str | None, dict[s
     from swa_kit.launch.inputs import Launch
 
     kit_args, draft_config = _kit_args(args)
-    with_draft = draft_config is not None
     try:
         where = {"model": model} if CONFIGS[model].parent.name == "models" else {"hf_config": CONFIGS[model]}
         launch = Launch.from_inputs(**where, server_args=kit_args, platform=platform,
@@ -94,25 +93,12 @@ def kit_answer(model: str, platform: str, args: str) -> tuple[str | None, dict[s
         d = decide(launch)
     except SwaKitError as error:
         return type(error).__name__, {}
-    pools = d.pools
-    fields = {name: getattr(d, name).value for name in FIELDS[:6]}
-    fields.update(budget_bytes=pools.budget_bytes, full_tokens=pools.full_tokens, swa_tokens=pools.swa_tokens,
-                  swa_pool_floor=pools.floor_tokens if pools.hybrid else None)
-    if pools.budget_bytes is not None:
-        one = pools.budget_bytes // pools.default_pool_cell_bytes
-        fields["one_pool_tokens"] = one // d.page_size.value * d.page_size.value
-    draft = d.draft_pool.value
-    fields["draft_layers"] = draft.layout.num_layers if with_draft and draft.layout is not None else None
-    fields["layer_windows"] = {i: launch.model.layer_kind(i).sliding_window_size
-                               for i in range(launch.model.num_layers)}
-    if pools.refused:
-        return "refused: SWA pool under its floor", fields
-    return None, fields
+    kit = sglang_check.kit_side(launch, d)
+    return kit.refused, kit.fields
 
 
 def sglang_answer(model: str, platform: str, args: str) -> tuple[str | None, dict[str, Any]]:
     from swa_kit.launch.inputs import Platform
-    from swa_kit.launch.sglang_oracle import ask_sglang
 
     memory = Platform.parse(platform).gpu_memory_bytes
     with tempfile.TemporaryDirectory(prefix="swa-kit-diff-") as tmp:
@@ -127,10 +113,8 @@ def sglang_answer(model: str, platform: str, args: str) -> tuple[str | None, dic
         built = sglang_built()[model]
         if isinstance(built, str):  # the oracle cannot answer without SGLang's window: say so, never guess
             raise RuntimeError(f"{model}: SGLang's model class {built}")
-        answer = ask_sglang(argv, platform, memory, built=built)
-    if answer.refused:
-        return answer.refused, answer.fields
-    return answer.refused, {**answer.fields, "layer_windows": built.layer_windows}
+        answer = sglang_check.sglang_side(argv, platform, memory, built)
+    return answer.refused, answer.fields
 
 
 _SGLANG_BUILT: dict[str, Any] = {}
@@ -155,13 +139,9 @@ def sglang_built() -> dict[str, Any]:
 
 def compare(model: str, platform: str, args: str) -> dict[str, tuple[Any, Any]]:
     """Every compared field that differs: name -> (kit, SGLang); ``refusal`` when one side refuses."""
-    kit_refused, kit = kit_answer(model, platform, args)
-    sg_refused, sg = sglang_answer(model, platform, args)
-    if kit_refused or sg_refused:
-        if bool(kit_refused) != bool(sg_refused):
-            return {"refusal": (kit_refused, sg_refused)}
-        return {}
-    return {name: (kit.get(name), sg.get(name)) for name in FIELDS if kit.get(name) != sg.get(name)}
+    kit = sglang_check.Side(*kit_answer(model, platform, args))
+    sg = sglang_check.Side(*sglang_answer(model, platform, args))
+    return sglang_check.differences(kit, sg, FIELDS)
 
 
 def classify(model: str, args: str, field: str) -> str:

@@ -4,6 +4,7 @@ findings."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from swa_kit.models.configs import list_models
 from swa_kit.engine.environment import ENV_VARS
@@ -11,19 +12,23 @@ from swa_kit.exit_codes import ExitCode
 from swa_kit.launch.inputs import PLATFORMS
 from swa_kit.sglang_versions import SGLANG_VERSION, SGLANG_VERSIONS, versions_help
 
+if TYPE_CHECKING:
+    from swa_kit.launch.inputs import Launch
+    from swa_kit.measure.sglang_check import RawLaunch
+
 NAME = "audit"
 HELP = "audit an SGLang launch: the backend, pools and routes SGLang picks, then findings ranked by severity"
 STATUS_HELP = (f"exit codes: {int(ExitCode.OK)} = no finding above info; {int(ExitCode.DISAGREES)} = findings (wrong "
               "keys, SGLang's guard refusals, one key short, memory, a trace that differs from the plan); "
               f"{int(ExitCode.BAD_INPUT)} = bad input (unreadable config or trace, unknown architecture, conflicting "
-              "arguments, unknown variable, a launch SGLang itself refuses at start-up), with one line naming the "
-              "value and what is accepted")
+              "arguments, unknown variable, a launch SGLang itself refuses at start-up, --check-with-sglang without "
+              "SGLang installed), with one line naming the value and what is accepted")
 JSON_SHAPE = ("--json prints one object: model {name, architecture, sources, config_path, config_sha256}, "
               "sglang_version, platform, server_args_line (the launch as SGLang logs it), env, decisions "
               "[{decision, value, source, how}], routes [{worker, mode, backend, kind, layers, kernel, window_arg, "
               "keys, page_table, sglang, kit}], findings [{severity, title, detail, ways_out: [alternatives], where, "
-              "known_bugs: [lines]}] worst first, exit_code, versions {swa-kit, SGLang installed here, transformers} "
-              "and command")
+              "known_bugs: [lines]}] worst first, exit_code, versions {swa-kit, SGLang installed here, transformers}, "
+              "command, and with --check-with-sglang sglang_check {version, fields [{field, kit, sglang, agree}]}")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,6 +78,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", metavar="FILE", default=None,
                         help="kernel calls recorded by swa_kit.measure.trace in the live server (.jsonl), held "
                              "against the plan: each difference is a finding")
+    parser.add_argument("--check-with-sglang", action="store_true",
+                        help="also ask the SGLang installed here (its own parser, resolution, pool configurator and "
+                             "model classes) the same launch, given raw, and report each field where the kit and "
+                             "SGLang disagree as a finding (needs SGLang; slower: SGLang imports)")
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print one JSON object (its shape: above)")
     out.add_argument("--markdown", action="store_true", help="print Markdown ready to paste into a bug report")
@@ -106,8 +115,29 @@ def command_line(args: argparse.Namespace) -> str:
             words += [f"{option}={value}"] if str(value).startswith("-") else [option, str(value)]
     for pair in args.env:
         words += ["--env", pair]
+    words += ["--check-with-sglang"] if args.check_with_sglang else []
     words += ["--json"] if args.json else ["--markdown"] if args.markdown else []
     return shlex.join(words)
+
+
+def _raw_launch(args: argparse.Namespace, launch: Launch) -> RawLaunch:
+    """The launch as the user gave it (config path, server-argument words, draft config), for SGLang's parser."""
+    from pathlib import Path
+
+    from swa_kit.errors import UsageError
+    from swa_kit.launch.inputs import flag_words, server_args_text
+    from swa_kit.measure.sglang_check import RawLaunch
+
+    text = server_args_text(args.server_args) or ""
+    if "ServerArgs(" in text:
+        raise UsageError("--check-with-sglang needs the launch's flags or command: a logged ServerArgs(...) line "
+                         "holds SGLang's resolved values, not the words it was given")
+    if launch.sglang_version != SGLANG_VERSION:
+        raise UsageError(f"--check-with-sglang compares with the SGLang installed here, but --sglang-version "
+                         f"{launch.sglang_version} models another: drop one of them")
+    draft = None if launch.draft_model is None else launch.draft_model.path
+    config = Path(args.hf_config) if args.hf_config is not None else launch.model.hf_config
+    return RawLaunch(tuple(flag_words(text)), config, draft)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -116,11 +146,16 @@ def run(args: argparse.Namespace) -> int:
     from swa_kit.measure.bugs import match
     from swa_kit.launch.inputs import Launch, parse_env_pairs
 
+    if args.check_with_sglang:  # before any work: one line naming how to install it
+        from swa_kit.measure.sglang_check import installed_sglang
+
+        installed_sglang()
     launch = Launch.from_inputs(hf_config=args.hf_config, model=args.model, server_args=args.server_args,
                                 env=parse_env_pairs(args.env), platform=args.platform,
                                 gpu_memory_gib=args.gpu_memory_gib, sglang_version=args.sglang_version,
                                 draft_hf_config=args.draft_hf_config, weights_gib=args.weights_gib)
-    report = audit(launch, None if args.trace is None else _read_trace(args.trace))
+    raw = _raw_launch(args, launch) if args.check_with_sglang else None
+    report = audit(launch, None if args.trace is None else _read_trace(args.trace), check_with=raw)
     context = ReportContext(
         versions={"swa-kit": _version("swa_kit"), "SGLang installed here": _version("sglang"),
                   "transformers": _version("transformers")},

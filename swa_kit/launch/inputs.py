@@ -155,6 +155,24 @@ def _from_log_line(text: str) -> dict[str, Any]:
     return values
 
 
+def flag_words(text: str) -> list[str]:
+    """The words of a launch command from its first flag on, as SGLang's parser receives them.
+
+    Words before the first flag may only be the launcher (``python -m sglang.launch_server``, ``sglang serve``,
+    ``env VAR=value``); any other word is refused (SGLang's own parser refuses it too).
+    """
+    try:
+        tokens = shlex.split(text.replace("\\\n", " "))
+    except ValueError as error:
+        raise UsageError(f"cannot split the server arguments ({error}): check the quotes") from None
+    start = next((i for i, token in enumerate(tokens) if token.startswith("--")), len(tokens))
+    for token in tokens[:start]:
+        if not _LAUNCHER.match(token):
+            raise UsageError(f"server arguments: {quote(token)} is not a flag (SGLang's parser refuses it); quote a "
+                             "value with spaces, or drop the word")
+    return tokens[start:]
+
+
 def _from_flags(text: str) -> dict[str, Any]:
     """``--flag value`` pairs (and bare boolean flags) of a launch command.
 
@@ -162,22 +180,16 @@ def _from_flags(text: str) -> dict[str, Any]:
     ``env VAR=value``); any other word that is neither a flag nor a flag's value is refused: SGLang's own
     parser refuses it too, and dropping it would audit another launch than the one given.
     """
-    try:
-        tokens = shlex.split(text.replace("\\\n", " "))
-    except ValueError as error:
-        raise UsageError(f"cannot split the server arguments ({error}): check the quotes") from None
+    tokens = flag_words(text)
     values: dict[str, Any] = {}
     value: str | bool
     i = 0
     while i < len(tokens):
         token = tokens[i]
         if not token.startswith("--"):
-            if values or not _LAUNCHER.match(token):
-                after = f" after --{list(values)[-1].replace('_', '-')}" if values else ""
-                raise UsageError(f"server arguments: {quote(token)}{after} is not a flag (SGLang's parser refuses "
-                                 "it); quote a value with spaces, or drop the word")
-            i += 1
-            continue
+            after = f" after --{list(values)[-1].replace('_', '-')}" if values else ""
+            raise UsageError(f"server arguments: {quote(token)}{after} is not a flag (SGLang's parser refuses "
+                             "it); quote a value with spaces, or drop the word")
         flag, _, inline = token[2:].partition("=")
         name = flag.replace("-", "_")
         name = _ALIASES.get(name, name)
@@ -214,16 +226,21 @@ def parse_server_args(text: str | None) -> ServerArgsView:
                                       not_read_values=tuple((k, values[k]) for k in not_read)))
 
 
-def read_server_args(value: str | None) -> ServerArgsView:
-    """``value`` is the arguments themselves, or a file holding a launch command or the ServerArgs line."""
+def server_args_text(value: str | None) -> str | None:
+    """``value`` is the arguments themselves, or a file holding a launch command or the ServerArgs line: the text."""
     if value and not value.lstrip().startswith("-") and "ServerArgs(" not in value and "\n" not in value:
         path = Path(value)
         if path.exists() and " " not in value:
-            return parse_server_args(read_text(path, "--server-args file", MAX_ARGS_BYTES))
+            return read_text(path, "--server-args file", MAX_ARGS_BYTES)
         if " " not in value:
             raise UsageError(f"--server-args {quote(value)}: no such file; give the flags in quotes "
                              "(\"--attention-backend aiter ...\"), a launch command, or a file holding either")
-    return parse_server_args(value)
+    return value
+
+
+def read_server_args(value: str | None) -> ServerArgsView:
+    """``value`` is the arguments themselves, or a file holding a launch command or the ServerArgs line."""
+    return parse_server_args(server_args_text(value))
 
 
 def _check_args(args: ServerArgsView) -> ServerArgsView:

@@ -154,7 +154,8 @@ def window_expressions(source: str | Path | None = None) -> list[WindowExpressio
 
 
 @contextlib.contextmanager
-def _environment(env: dict[str, str]) -> Iterator[None]:
+def environment(env: dict[str, str]) -> Iterator[None]:
+    """The variables of ``env`` set in this process (and the children it starts) while SGLang runs."""
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
@@ -223,7 +224,7 @@ def declared_by(resolved: Resolved, field: str) -> str:
 def sglang_session(launch: Launch) -> Iterator[str]:
     """The launch's platform, environment and ``config.json`` in place while SGLang runs; quiet logs."""
     runtime = import_sglang("sglang.srt.runtime_context")
-    with tempfile.TemporaryDirectory(prefix="swa-kit-sglang-") as tmp, _environment(dict(launch.env)), \
+    with tempfile.TemporaryDirectory(prefix="swa-kit-sglang-") as tmp, environment(dict(launch.env)), \
             runtime.override_platform(**PLATFORM_FACTS[launch.platform.name]), hidden_aiter(), \
             warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -538,6 +539,26 @@ def _sizes(sa: Any, view: Any, mc: Any, algorithm: Any, spec_aux: Any, budget: i
     return out
 
 
+@contextlib.contextmanager
+def _device_memory(gpu_memory_bytes: int | None) -> Iterator[None]:
+    """The named GPU's memory wherever SGLang's resolution asks for it (``utils/common.py
+    get_device_memory_capacity``, in MiB, which reads torch's own device and ``rocminfo`` / ``nvidia-smi``, not
+    the platform override; ``memory_hook.py handle_gpu_memory_settings`` estimates an unset
+    ``--mem-fraction-static`` from it), never this machine's."""
+    import_sglang("sglang.srt.arg_groups.pipeline")  # the hooks that hold the function by name are imported
+    original = import_sglang("sglang.srt.utils.common").get_device_memory_capacity
+    holders = [m for name, m in list(sys.modules.items())
+               if name.startswith("sglang.") and getattr(m, "get_device_memory_capacity", None) is original]
+    for module in holders:
+        module.get_device_memory_capacity = lambda device=None: (
+            None if gpu_memory_bytes is None else gpu_memory_bytes / (1 << 20))
+    try:
+        yield
+    finally:
+        for module in holders:
+            module.get_device_memory_capacity = original
+
+
 def ask_sglang(argv: list[str], platform: str, gpu_memory_bytes: int | None, weights_bytes: int = 0,
                built: BuiltModel | None = None) -> Answer:
     """SGLang's own answer for the raw command line ``argv`` (``--model-path`` and any draft path included).
@@ -553,6 +574,7 @@ def ask_sglang(argv: list[str], platform: str, gpu_memory_bytes: int | None, wei
     runtime = import_sglang("sglang.srt.runtime_context")
     device = ["--device", "cpu" if platform == "cpu" else "cuda"]
     with runtime.override_platform(**PLATFORM_FACTS[platform]), hidden_aiter(), warnings.catch_warnings(), \
+            _device_memory(gpu_memory_bytes), \
             contextlib.redirect_stderr(open(os.devnull, "w")):  # noqa: SIM115 - closed with the process
         warnings.simplefilter("ignore")
         logging.getLogger("sglang").setLevel(logging.ERROR)

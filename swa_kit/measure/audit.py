@@ -22,6 +22,7 @@ from swa_kit.engine.routing import LayerPlan
 from swa_kit.engine.spec_algorithms import PLANNED, decode_evicts_swa
 from swa_kit.exit_codes import ExitCode
 from swa_kit.measure import trace
+from swa_kit.measure.sglang_check import FieldCheck, RawLaunch, SGLangCheck, check_launch, differing_keys
 from swa_kit.launch.decide import Decisions, decide
 from swa_kit.launch.inputs import GIB, Launch, ServerArgsView
 from swa_kit.launch.pool_sizing import PoolSizes
@@ -69,6 +70,7 @@ class Audit:
     launch: Launch
     decisions: Decisions
     findings: list[Finding]
+    sglang_check: SGLangCheck | None = None  # the same launch asked of SGLang's own code (--check-with-sglang)
 
     @property
     def exit_code(self) -> ExitCode:
@@ -301,10 +303,45 @@ _TRACE_WAYS_OUT = {
 }
 
 
-def audit(launch: Launch, records: Sequence[trace.TraceRecord] | None = None) -> Audit:
+def _check_cell(value: Any) -> str:
+    """A compared value in a few words: per-layer windows as each window's count of layers."""
+    if isinstance(value, dict) and value and all(isinstance(k, int) for k in value):
+        counts: dict[Any, int] = {}
+        for window in value.values():
+            counts[window] = counts.get(window, 0) + 1
+        return f"{len(value)} layers: " + ", ".join(f"{w} ({n})" for w, n in counts.items())
+    return _fmt(value)
+
+
+def _row_differences(row: FieldCheck, shown: int = 6) -> str:
+    """Where a per-layer field differs: ``layer 5: kit 1023, SGLang 1022; ...`` (the first ``shown`` layers)."""
+    keys = differing_keys(row)
+    parts = [f"layer {k}: kit {_fmt(row.kit.get(k))}, SGLang {_fmt(row.sglang.get(k))}" for k in keys[:shown]]
+    more = f"; and {len(keys) - shown} more layers" if len(keys) > shown else ""
+    return "; ".join(parts) + more
+
+
+def _check_findings(check: SGLangCheck) -> list[Finding]:
+    """One ``wrong`` finding per field where the kit and SGLang's own code disagree, naming both values."""
+    out = []
+    for row in check.differences:
+        differ = _row_differences(row)
+        out.append(Finding(
+            "wrong", f"the kit and SGLang {check.version} disagree on {row.name}",
+            f"kit: {_check_cell(row.kit)}; SGLang {check.version}'s own code on the raw launch: "
+            f"{_check_cell(row.sglang)}{f' ({differ})' if differ else ''}: the kit's report is wrong on this field",
+            (f"trust SGLang's value for {row.name}, and report the kit's to swa_kit with this report (--markdown)",),
+            "sglang check"))
+    return out
+
+
+def audit(launch: Launch, records: Sequence[trace.TraceRecord] | None = None,
+          check_with: RawLaunch | None = None) -> Audit:
     """Decide everything for ``launch`` and rank what the engineer should know.
 
     ``records``: kernel calls recorded by :mod:`swa_kit.measure.trace` in the live server, held against the plan.
+    ``check_with``: the launch as given, asked of the installed SGLang's own code too; each field where the two
+    disagree is a finding.
     """
     surface = check_surface(launch)  # raises LaunchRefusedError where SGLang refuses the launch at start-up
     decisions = decide(launch)
@@ -312,8 +349,12 @@ def audit(launch: Launch, records: Sequence[trace.TraceRecord] | None = None) ->
     findings += [Finding(n.severity, n.title, n.detail, n.ways_out, n.where) for n in surface]
     if records is not None:
         findings += _trace_findings(launch, decisions, records)
+    check = None
+    if check_with is not None:  # imports SGLang: only when asked
+        check = check_launch(launch, decisions, check_with)
+        findings += _check_findings(check)
     findings.sort(key=lambda f: SEVERITIES.index(f.severity))
-    return Audit(launch, decisions, findings)
+    return Audit(launch, decisions, findings, check)
 
 
 # -- output ------------------------------------------------------------------------------------------------
@@ -374,6 +415,10 @@ def to_json(report: Audit, context: ReportContext | None = None) -> dict[str, An
         "findings": [{**f.to_json(), "known_bugs": _bugs(context, f)} for f in report.findings],
         "exit_code": int(report.exit_code),
     }
+    if report.sglang_check is not None:
+        out["sglang_check"] = {"version": report.sglang_check.version,
+                               "fields": [{"field": r.name, "kit": r.kit, "sglang": r.sglang, "agree": r.agree}
+                                          for r in report.sglang_check.rows]}
     if context is not None:
         out |= {"versions": dict(context.versions), "command": context.command}
     return out
@@ -450,6 +495,11 @@ def render(report: Audit, markdown: bool = False, context: ReportContext | None 
     lines += ["", f"{h}Routes per layer kind (keys = attended / meant)"] + ([""] if markdown else [])
     lines += _table(_route_rows(report), ["worker", "mode", "backend", "kind", "layers", "kernel", "window_arg", "keys",
                                           "page_table", "sglang", "kit"], markdown)
+    if report.sglang_check is not None:
+        lines += ["", f"{h}SGLang {report.sglang_check.version} on this launch (its own code, given the launch raw)"]
+        rows = [{"field": r.name, "kit": _check_cell(r.kit), "SGLang": _check_cell(r.sglang),
+                 "agree": "yes" if r.agree else "NO"} for r in report.sglang_check.rows]
+        lines += ([""] if markdown else []) + _table(rows, ["field", "kit", "SGLang", "agree"], markdown)
     lines += ["", f"{h}Findings (worst first)"] + ([""] if markdown else [])
     if not report.findings:
         lines.append("none")
