@@ -545,18 +545,21 @@ def _device_memory(gpu_memory_bytes: int | None) -> Iterator[None]:
     get_device_memory_capacity``, in MiB, which reads torch's own device and ``rocminfo`` / ``nvidia-smi``, not
     the platform override; ``memory_hook.py handle_gpu_memory_settings`` estimates an unset
     ``--mem-fraction-static`` from it), never this machine's."""
-    import_sglang("sglang.srt.arg_groups.pipeline")  # the hooks that hold the function by name are imported
     original = import_sglang("sglang.srt.utils.common").get_device_memory_capacity
-    holders = [m for name, m in list(sys.modules.items())
-               if name.startswith("sglang.") and getattr(m, "get_device_memory_capacity", None) is original]
-    for module in holders:
-        module.get_device_memory_capacity = lambda device=None: (
-            None if gpu_memory_bytes is None else gpu_memory_bytes / (1 << 20))
+
+    def named_gpu(device: str | None = None) -> float | None:
+        return None if gpu_memory_bytes is None else gpu_memory_bytes / (1 << 20)
+
+    def swap(old: Any, new: Any) -> None:  # every SGLang module holding it by name, those imported meanwhile too
+        for name, module in list(sys.modules.items()):
+            if name.startswith("sglang.") and getattr(module, "get_device_memory_capacity", None) is old:
+                setattr(module, "get_device_memory_capacity", new)  # noqa: B010 - a module of SGLang's, patched
+
+    swap(original, named_gpu)
     try:
         yield
     finally:
-        for module in holders:
-            module.get_device_memory_capacity = original
+        swap(named_gpu, original)
 
 
 def ask_sglang(argv: list[str], platform: str, gpu_memory_bytes: int | None, weights_bytes: int = 0,

@@ -187,10 +187,10 @@ def check_launch(launch: Launch, decisions: Decisions, raw: RawLaunch) -> SGLang
     """The kit's ``decisions`` for ``launch`` against SGLang's answer for the same launch given raw."""
     from swa_kit.launch.sglang_oracle import built_models_apart, environment
 
-    version = installed_sglang()
     if raw.draft_config is None and any(w.partition("=")[0] in DRAFT_FLAGS for w in raw.words):
         raise UsageError("--check-with-sglang: SGLang reads the draft's config from --speculative-draft-model-path, "
                          "which is not on this machine: pass --draft-hf-config with the draft's config.json")
+    version = installed_sglang()
     with environment(dict(launch.env)), _config_dirs(raw) as (model_dir, draft_dir):
         built = built_models_apart([model_dir])[model_dir]
         if isinstance(built, str):  # each layer's window comes from SGLang's model class: never guessed
