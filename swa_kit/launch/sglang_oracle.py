@@ -49,6 +49,7 @@ from typing import Any
 
 from swa_kit.launch.decide import Decided, Decisions, decide
 from swa_kit.launch.inputs import Launch
+from swa_kit.launch.sglang_memory import named_gpu_memory
 from swa_kit.errors import SGLangUnavailableError, UsageError
 from swa_kit.sglang_versions import SGLANG_VERSION
 
@@ -155,7 +156,6 @@ def window_expressions(source: str | Path | None = None) -> list[WindowExpressio
 
 @contextlib.contextmanager
 def environment(env: dict[str, str]) -> Iterator[None]:
-    """The variables of ``env`` set in this process (and the children it starts) while SGLang runs."""
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
@@ -539,29 +539,6 @@ def _sizes(sa: Any, view: Any, mc: Any, algorithm: Any, spec_aux: Any, budget: i
     return out
 
 
-@contextlib.contextmanager
-def _device_memory(gpu_memory_bytes: int | None) -> Iterator[None]:
-    """The named GPU's memory wherever SGLang's resolution asks for it (``utils/common.py
-    get_device_memory_capacity``, in MiB, which reads torch's own device and ``rocminfo`` / ``nvidia-smi``, not
-    the platform override; ``memory_hook.py handle_gpu_memory_settings`` estimates an unset
-    ``--mem-fraction-static`` from it), never this machine's."""
-    original = import_sglang("sglang.srt.utils.common").get_device_memory_capacity
-
-    def named_gpu(device: str | None = None) -> float | None:
-        return None if gpu_memory_bytes is None else gpu_memory_bytes / (1 << 20)
-
-    def swap(old: Any, new: Any) -> None:  # every SGLang module holding it by name, those imported meanwhile too
-        for name, module in list(sys.modules.items()):
-            if name.startswith("sglang.") and getattr(module, "get_device_memory_capacity", None) is old:
-                setattr(module, "get_device_memory_capacity", new)  # noqa: B010 - a module of SGLang's, patched
-
-    swap(original, named_gpu)
-    try:
-        yield
-    finally:
-        swap(named_gpu, original)
-
-
 def ask_sglang(argv: list[str], platform: str, gpu_memory_bytes: int | None, weights_bytes: int = 0,
                built: BuiltModel | None = None) -> Answer:
     """SGLang's own answer for the raw command line ``argv`` (``--model-path`` and any draft path included).
@@ -577,7 +554,7 @@ def ask_sglang(argv: list[str], platform: str, gpu_memory_bytes: int | None, wei
     runtime = import_sglang("sglang.srt.runtime_context")
     device = ["--device", "cpu" if platform == "cpu" else "cuda"]
     with runtime.override_platform(**PLATFORM_FACTS[platform]), hidden_aiter(), warnings.catch_warnings(), \
-            _device_memory(gpu_memory_bytes), \
+            named_gpu_memory(import_sglang("sglang.srt.utils.common"), gpu_memory_bytes), \
             contextlib.redirect_stderr(open(os.devnull, "w")):  # noqa: SIM115 - closed with the process
         warnings.simplefilter("ignore")
         logging.getLogger("sglang").setLevel(logging.ERROR)
