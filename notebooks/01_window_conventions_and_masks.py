@@ -79,7 +79,8 @@ from swa_kit.window import CONVENTIONS, Window, naive_reads
 
 # %%
 print(f"SGLang's default swa_full_tokens_ratio: {story.SGLANG_SWA_FULL_TOKENS_RATIO}")
-print_table(story.memory_rows(("gemma3-27b", "gemma4-31b", "gpt-oss-120b")))
+rows = story.memory_rows(("gemma3-27b", "gemma4-31b", "gpt-oss-120b"))
+print_table(rows, [c for c in rows[0] if not c.endswith("_layers")])  # layer counts: notebook 04 asks for one
 
 # %% [markdown]
 # The default saving is far below the per-request minimum, and in SGLang Gemma-3 gets neither (its minimum is
@@ -203,8 +204,8 @@ print_table([{"api": r.convention, "wants": r.wanted, "given": r.passed,
 # converter:
 
 # %%
-sws = Window(gemma_keys).to("sglang")
-print(f"a {gemma_keys}-key layer: sliding_window_size = {sws}")
+sws = Window(gpt_keys).to("sglang")  # GPT-OSS's window; notebook 04 asks the same of Gemma's
+print(f"a {gpt_keys}-key layer: sliding_window_size = {sws}")
 print("CK prefill attends     ", Window.from_convention("aiter_ck", (sws, -1)).keys, "keys")
 print("unified paths attend   ", Window.from_convention("aiter_unified", (sws - 1, 0)).keys, "keys")
 

@@ -78,9 +78,9 @@ print("FROZEN_KV dummy pool size:", FROZEN_KV_DUMMY_POOL_SIZE)
 # * **legacy** (SGLang's aiter backend before PR #38756): the *active* pool if it is an SWA pool, else nothing.
 # * **naive**: always the pool the shared allocator serves. A **straw man**, built by the kit after SGLang
 #   #25103 to show that bug's mechanism. #25103 (and #26957 below) were bugs of SGLang's **trtllm_mha**
-#   backend, not of aiter's. On the aiter backend a naive rule would more likely fail loudly, when the EAGLE
-#   draft writes its KV (its own pool has no full->SWA mapping), than drop acceptance silently; the kit
-#   models the *read* through the wrong mapping, not that write.
+#   backend, not of aiter's. On the aiter backend a naive rule could as well fail loudly, when a draft that
+#   owns its pool writes its KV, as drop acceptance silently; the kit models the *read* through the wrong
+#   mapping, not that write (sections 4 and 5).
 # * **fixed** (SGLang 0.5.23's `_resolve_swa_kv_pool`): active SWA pool -> it; EAGLE-family draft -> nothing;
 #   else the allocator's pool if it is an SWA pool.
 #

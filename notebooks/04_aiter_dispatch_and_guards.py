@@ -33,7 +33,7 @@
 # 1. prints the **plan** for Gemma-4 31B in every forward mode: kernel, window argument, page table;
 # 2. makes the **seed's guard** fire (Gemma-3 on the default paged decode) and prices each way past it;
 # 3. **measures** which keys every call site really attends (one-hot values, read the weights back), on
-#    aiter's own Triton kernel, and settles whether the unified paths attend one key short;
+#    aiter's own Triton kernel, and tells a short argument from a wrong kernel;
 # 4. checks every path that runs here against the float64 reference.
 #
 # Without an AMD GPU, aiter's Triton kernels run in **Triton's CPU interpreter**; the
@@ -68,6 +68,35 @@ aiter_runs, aiter_why = get_path("aiter_triton_unified").available()
 print(f"aiter's Triton kernels: {aiter_why}" if aiter_runs else
       f"aiter's Triton kernels cannot run here, so sections 3 and 4 skip them: {aiter_why}")
 
+
+# %% [markdown]
+# ## Predict first
+#
+# Two predictions before any plan is printed: the rest of the notebook answers them.
+#
+# **Exercise 4.1 (predict).** The seed's guard refuses a sliding layer that reaches `paged_attention_ragged`,
+# the decode kernel that takes no window (section 2). Plan Gemma-3 27B's decode with
+# `routing.plan("gemma3-27b", "decode", strict=False)`: how many layers does the guard refuse? Then take the
+# way out the message names, `env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"}`: how many keys does a sliding layer
+# now attend (its `effective_keys`), for the 1024 it means?
+
+# %%
+my_refused_layers = ...  # your answer: a number of layers
+my_keys_after = ...  # your answer: keys a sliding layer attends after the way out
+dispatch.check_guard_way_out(my_refused_layers, my_keys_after)
+
+# %% [markdown]
+# **Exercise 4.2 (predict).** A call site is a place in SGLang's aiter backend that calls an attention kernel;
+# the kit names them in `routing.SITES`, each with its kernel and the window expression SGLang passes
+# (`window_expr`; `sws` is the layer's `sliding_window_size`, W - 1). For a layer meant to attend **W = 5**
+# keys (`sws = 4`), which sites attend **4** keys (one short)? Predict from the expressions; section 3
+# measures them with `probe.probe_sglang_sites(5)` (its rows' `site` and `attended_keys`).
+
+# %%
+for name, site in routing.SITES.items():
+    print(f"{name:22s} {site.kernel:24s} window argument {site.window_expr}")
+my_short_sites = ...  # your answer: a list of site names (keys of routing.SITES)
+dispatch.check_one_key_short_sites(my_short_sites)
 
 # %% [markdown]
 # ## 1 · The plan for Gemma-4 31B
@@ -108,15 +137,7 @@ print(explain(refused))
 # takes no window. Before PR #38756 that silently attended the whole context; the seed's
 # [guard](../docs/glossary.md#guard) raises instead, and names its ways out.
 #
-# **Exercise 4.1 (predict).** Plan Gemma-3 27B's decode with `routing.plan("gemma3-27b", "decode",
-# strict=False)`: how many layers does the guard refuse? Then take the way out the message names,
-# `env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"}`: how many keys does a sliding layer now attend (its
-# `effective_keys`), for the 1024 it means?
-
-# %%
-my_refused_layers = ...  # your answer: a number of layers
-my_keys_after = ...  # your answer: keys a sliding layer attends after the way out
-dispatch.check_guard_way_out(my_refused_layers, my_keys_after)
+# Exercise 4.1 asked what the guard refuses here and what its way out attends; the guard's own message first:
 
 # %% tags=["solution"]
 try:
@@ -152,16 +173,7 @@ dispatch.check_guard_way_out(way_out["refused_layers"], way_out["keys_after_way_
 # SGLang passes for a layer meant to attend **W = 5** keys (`sliding_window_size = 4`).
 # Command: `swa-kit probe --sglang-sites --keys 5`.
 #
-# **Exercise 4.2 (predict).** The call sites are the keys of `routing.SITES`; each names the kernel and the
-# window expression SGLang passes (`routing.SITES[name].window_expr`). Which sites attend **4** keys (one
-# short) for this 5-key layer? Predict from the expressions, then measure with `probe.probe_sglang_sites(5)`
-# (its rows' `site` and `attended_keys`).
-
-# %%
-for name, site in routing.SITES.items():
-    print(f"{name:22s} {site.kernel:24s} window argument {site.window_expr}")
-my_short_sites = ...  # your answer: a list of site names (keys of routing.SITES)
-dispatch.check_one_key_short_sites(my_short_sites)
+# Exercise 4.2's measurement:
 
 # %% tags=["solution"]
 rows = probe.probe_sglang_sites(5)

@@ -104,3 +104,38 @@ def test_exercise_versions_links_resolve_where_they_are_written(tmp_path):
         assert any("glossary.md" in t for t in links), target.name
         broken = [t for t in links if not (target.parent / t.partition("#")[0]).is_file()]
         assert not broken, f"{target.name} links to {broken}"
+
+
+def test_lab_exercises_writes_every_exercise_version_and_opens_them(tmp_path, capsys):
+    """``swa-kit lab --exercises``: a dry run writes nothing; a run writes one version per tagged notebook into
+    NOTEBOOKS/exercises, each without its solution cells, and JupyterLab is rooted there."""
+    import shutil
+
+    from swa_kit.commands.lab import open_exercises
+
+    source = find_notebooks_dir()
+    for twin in source.glob("0*.py"):
+        shutil.copy(twin, tmp_path)
+        shutil.copy(twin.with_suffix(".ipynb"), tmp_path)
+    assert open_exercises(tmp_path, dry_run=True) == tmp_path / "exercises"
+    assert not (tmp_path / "exercises").exists()
+    folder = open_exercises(tmp_path, dry_run=False)
+    tagged = sorted(p.stem for p in tmp_path.glob("0*.py") if has_exercises(p))
+    written = sorted(p.name.removesuffix(".exercises.ipynb") for p in folder.glob("*.exercises.ipynb"))
+    assert written == tagged and len(written) >= 7, written
+    for name in written:
+        full = jupytext.read(tmp_path / f"{name}.py")
+        kept = {c.source for c in nbformat.read(folder / f"{name}.exercises.ipynb", as_version=4).cells}
+        assert not {full.cells[i].source for i in solution_cells(full)} & kept, name
+    assert f"wrote {len(written)} exercise versions" in capsys.readouterr().out
+
+
+def test_generated_exercise_folder_is_ignored_by_git():
+    import subprocess
+
+    root = find_notebooks_dir().parent
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    probe = root / "notebooks" / "exercises" / "00_the_story.exercises.ipynb"
+    result = subprocess.run(["git", "check-ignore", "-q", str(probe)], cwd=root, check=False)
+    assert result.returncode == 0, "notebooks/exercises/ is not git-ignored"

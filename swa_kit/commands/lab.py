@@ -74,6 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="folder to open (default: the notebooks shipped with the kit)")
     parser.add_argument("--port", type=_port, default=None, help="server port (default: JupyterLab's choice)")
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    parser.add_argument("--exercises", action="store_true",
+                        help="write the exercise versions (answers stripped) into NOTEBOOKS/exercises and open those")
     parser.add_argument("--dry-run", action="store_true", help="print the command and its environment, start nothing")
 
 
@@ -81,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
     if (stopped := require(NAME, NOTEBOOK_MODULES)) is not None:
         return stopped
     notebooks = find_notebooks_dir(args.notebooks)
+    if args.exercises:
+        notebooks = open_exercises(notebooks, dry_run=args.dry_run)
     data_dir = kernel_data_dir()
     command = lab_command(notebooks, args.port, browser=not args.no_browser)
     jupyter_path = os.pathsep.join(p for p in (str(data_dir), os.environ.get("JUPYTER_PATH", "")) if p)
@@ -90,6 +94,19 @@ def run(args: argparse.Namespace) -> int:
         return 0
     write_kernel_spec(data_dir)
     return serve(command, cwd=notebooks, env={**os.environ, "JUPYTER_PATH": jupyter_path})
+
+
+def open_exercises(notebooks: Path, dry_run: bool) -> Path:
+    """The folder of exercise versions of ``notebooks``, written afresh (a dry run only says where it would)."""
+    from swa_kit.lessons.exercises import EXERCISES_DIR, write_exercise_versions
+
+    target = notebooks / EXERCISES_DIR
+    if dry_run:
+        print(f"(would write the exercise versions into {target})")
+        return target
+    written = write_exercise_versions(notebooks, target)
+    print(f"wrote {len(written)} exercise versions into {target}")
+    return target
 
 
 class _StopRequested(Exception):
