@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 04 · aiter dispatch, guard rails, and what the kernels really attend
 #
-# **Goal.** In about 30 minutes you will be able to (1) read which kernel SGLang's aiter backend runs for
+# **Goal.** In about 32 minutes you will be able to (1) read which kernel SGLang's aiter backend runs for
 # each layer and forward mode, and with which window argument; (2) make the seed's guard fire, and say what
 # each way out costs; (3) measure which keys a kernel really attends, and tell a short argument from a wrong
 # kernel. Two exercises check you on the way. Terms link to the kit's [glossary](../docs/glossary.md).
@@ -139,18 +139,20 @@ print(explain(refused))
 #
 # Exercise 4.1 asked what the guard refuses here and what its way out attends; the guard's own message first:
 
-# %% tags=["solution"]
+# %%
 try:
     routing.plan("gemma3-27b", "decode")
 except ValueError as error:  # DispatchGuardError subclasses ValueError, like SGLang's guard
     print(type(error).__name__, ":", error)
 
-# %% [markdown] tags=["solution"]
+# %% [markdown]
 # Setting the environment variable changes the plan; nothing is clamped or dropped. Read `effective_keys`:
 
-# %% tags=["solution"]
+# %%
 after = routing.plan("gemma3-27b", "decode", env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"})
 print(explain(after))
+
+# %% tags=["solution"]
 way_out = dispatch.guard_and_way_out("gemma3-27b")
 dispatch.check_guard_way_out(way_out["refused_layers"], way_out["keys_after_way_out"])
 
@@ -175,17 +177,19 @@ dispatch.check_guard_way_out(way_out["refused_layers"], way_out["keys_after_way_
 #
 # Exercise 4.2's measurement:
 
-# %% tags=["solution"]
+# %%
 rows = probe.probe_sglang_sites(5)
 print_table([{**{k: v for k, v in r.to_json().items() if k not in ("modes", "skipped")},
               "how obtained": how_obtained(r.tier) if r.masks else "not run here (see above)"} for r in rows])
 announce_all(r for r in rows if r.attended_keys is not None)
+
+# %% tags=["solution"]
 if aiter_runs:
     display(dispatch.check_one_key_short_sites([r.site for r in rows if r.attended_keys == 4]))
 else:
     print(f"Exercise 4.2's check skipped: the unified sites were not measured ({aiter_why})")
 
-# %% [markdown] tags=["solution"]
+# %% [markdown]
 # **Finding (measured on aiter 0.1.7's Triton `unified_attention` kernel, in the CPU interpreter here):**
 # every unified call site (extend, decode, verify, draft extend) attends **W - 1 = 4** keys for a layer
 # meant to attend 5: SGLang's `(sws - 1, 0)` is **one key short**. SGLang 0.5.23 imports the kernel from the
@@ -200,7 +204,7 @@ else:
 #
 # The measured masks, beside the intended ones (red x: disagreement; each row names its tier):
 
-# %% tags=["solution"]
+# %%
 display(draw_probe_table(rows, "decode"))
 if aiter_runs:
     display(draw_probe(next(r for r in rows if r.site == "extend.unified")))
@@ -267,7 +271,7 @@ dispatch.check_one_key_short_layers(short_layers)
 # reference shows the emulation computes what it declares, nothing about the real op. (It also answers the
 # second half of exercise 4.2: given the kit's argument, aiter's kernel computes the right window.)
 
-# %% tags=["solution"]
+# %%
 table = probe.agreement(5)
 print_table([{**r, "how obtained": how_obtained(r["tier"])} for r in table])
 announce_all(r for r in table if isinstance(r["max_abs_err"], float))
