@@ -312,8 +312,8 @@ mask_figure(forward_mask("chunked", 16, 16, None, chunk=6))
 # - A mask is defined by the positions of its queries and keys; speculative verify changes the positions
 #   (a tree shares them between siblings), not the window rule.
 #
-# Next: [02 · KV pools, full vs SWA](02_kv_pools_full_vs_swa.ipynb), or the optional sections below first. Exercises and the workshop plans:
-# [docs/workshop.md](../docs/workshop.md); terms: [glossary](../docs/glossary.md).
+# Next: [02 · KV pools, full vs SWA](02_kv_pools_full_vs_swa.ipynb), or the optional sections below first.
+# Exercises and the workshop plans: [docs/workshop.md](../docs/workshop.md); terms: [glossary](../docs/glossary.md).
 
 # %% [markdown]
 # ## Optional: tiles at 128k, a widget, FlexAttention

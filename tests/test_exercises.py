@@ -78,7 +78,7 @@ def test_story_notebook_asks_before_it_reveals():
     ("03_draft_target_pool_sharing", {"check_resolver_breaks(my_breaks)": "check_resolver_breaks({",
                                       "check_which_worker(my_workers)": "check_which_worker({symptom"}),
     ("04_aiter_dispatch_and_guards", {"check_guard_way_out(my_refused_layers": "guard_and_way_out(",
-                                      "check_one_key_short_sites(my_short_sites)": "check_one_key_short_sites([r.site"}),
+                                      "check_one_key_short_sites(my_short_sites)": "short_sites([r.site"}),
     ("05_kernels_and_performance", {"check_headline_floor(my_floor_us)": "math_floor_us(",
                                     "check_sliding_share(my_sliding_percent)": "check_sliding_share(round("}),
 ])
@@ -157,3 +157,23 @@ def test_solution_cells_hold_answers_not_demos(source):
         assert ".check_" in cell.source, f"{source.name} cell {i} is tagged but checks no answer"
         demos = [call for call in DEMO_CALLS if call in cell.source]
         assert not demos, f"{source.name} cell {i} runs a demo ({demos}): split it from the answer"
+
+
+def test_workshop_dry_run_answers_every_exercise_of_plan_b():
+    """scripts/workshop_dry_run.py has an answer for every ``...`` of every exercise that plan B names."""
+    import re
+    import runpy
+
+    from swa_kit.lessons import timing
+
+    dry_run = runpy.run_path(str(find_notebooks_dir().parent / "scripts" / "workshop_dry_run.py"))
+    plan = timing.plans()["B"]
+    assert dry_run["answered"](plan) == set(dry_run["NAMES"])
+    for block in plan.blocks:
+        if block.notebook is None:
+            continue
+        nb = exercise_notebook(timing.notebook_path(block.notebook))
+        dry_run["answer_cells"](nb, set(dry_run["NAMES"]))
+        left = [line for c in nb.cells if c.cell_type == "code" for line in c.source.splitlines()
+                if re.match(r"my_\w+(, my_\w+)* = \.\.\.", line)]
+        assert not left, f"{block.notebook}: no dry-run answer for {left}"

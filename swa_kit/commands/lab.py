@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from swa_kit.commands._extras import NOTEBOOK_MODULES, require
-from swa_kit.lessons.tour import find_notebooks_dir
+from swa_kit.lessons.tour import find_notebooks_dir, list_notebooks
 
 if TYPE_CHECKING:
     import psutil
@@ -31,6 +31,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: Seconds JupyterLab gets to stop after a signal: its kernel manager waits up to 5 s
 #: (``shutdown_wait_time``) for a kernel to stop before killing it, plus the server's own cleanup.
 STOP_GRACE_S = 10.0
+#: Where ``--exercises`` writes the exercise versions, inside the notebooks folder (git-ignored in the kit's tree).
+EXERCISES_DIR = "exercises"
 
 
 def kernel_data_dir() -> Path:
@@ -97,14 +99,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def open_exercises(notebooks: Path, dry_run: bool) -> Path:
-    """The folder of exercise versions of ``notebooks``, written afresh (a dry run only says where it would)."""
-    from swa_kit.lessons.exercises import EXERCISES_DIR, write_exercise_versions
+    """``notebooks/exercises``, where the exercise version of every notebook that tags ``solution`` cells (read
+    from its py:percent twin when there is one) is written afresh; a dry run only says where."""
+    from swa_kit.errors import UsageError
+    from swa_kit.lessons.exercises import has_exercises, write_exercise_notebook
 
     target = notebooks / EXERCISES_DIR
     if dry_run:
         print(f"(would write the exercise versions into {target})")
         return target
-    written = write_exercise_versions(notebooks, target)
+    sources = [nb.with_suffix(".py") if nb.with_suffix(".py").is_file() else nb for nb in list_notebooks(notebooks)]
+    try:
+        written = [write_exercise_notebook(source, target) for source in sources if has_exercises(source)]
+    except PermissionError as error:
+        raise UsageError(f"cannot write the exercise versions into {str(target)!r} ({error.strerror}): copy the "
+                         "notebooks somewhere writable and pass --notebooks DIR") from None
     print(f"wrote {len(written)} exercise versions into {target}")
     return target
 

@@ -103,24 +103,3 @@ def has_exercises(source: Path | str) -> bool:
 
     return bool(solution_cells(jupytext.read(Path(source))))
 
-
-#: Where ``swa-kit lab --exercises`` writes the exercise versions, inside the notebooks folder (git-ignored).
-EXERCISES_DIR = "exercises"
-
-
-def write_exercise_versions(notebooks: Path | str, out_dir: Path | str | None = None) -> list[Path]:
-    """Write the exercise version of every notebook in ``notebooks`` that tags ``solution`` cells (read from its
-    py:percent twin when there is one) into ``out_dir`` (default ``notebooks/exercises``); returns their paths.
-
-    Raises :class:`UsageError` when ``out_dir`` cannot be written (an installed kit's read-only folder).
-    """
-    from swa_kit.lessons.tour import list_notebooks
-
-    notebooks = Path(notebooks)
-    target = Path(out_dir) if out_dir is not None else notebooks / EXERCISES_DIR
-    sources = [nb.with_suffix(".py") if nb.with_suffix(".py").is_file() else nb for nb in list_notebooks(notebooks)]
-    try:
-        return [write_exercise_notebook(source, target) for source in sources if has_exercises(source)]
-    except PermissionError as error:
-        raise UsageError(f"cannot write the exercise versions into {str(target)!r} ({error.strerror}): copy the "
-                         "notebooks somewhere writable and pass --notebooks DIR") from None
