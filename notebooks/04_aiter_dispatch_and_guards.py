@@ -19,7 +19,8 @@
 # **Goal.** In about 32 minutes you will be able to (1) read which kernel SGLang's aiter backend runs for
 # each layer and forward mode, and with which window argument; (2) make the seed's guard fire, and say what
 # each way out costs; (3) measure which keys a kernel really attends, and tell a short argument from a wrong
-# kernel. Two exercises check you on the way. Terms link to the kit's [glossary](../docs/glossary.md).
+# kernel. Three exercises check you on the way, the first two before any plan is printed. Terms link to the kit's
+# [glossary](../docs/glossary.md).
 #
 # SGLang's [aiter](../docs/glossary.md#aiter) [attention backend](../docs/glossary.md#attention-backend) picks a
 # kernel per [forward mode](../docs/glossary.md#forward-modes) (prefill, extend, decode,
