@@ -27,7 +27,7 @@ SPECS = ["", "EAGLE draft", "EAGLE3 draft", "STANDALONE draft", "NEXTN"]
 TPS = [1, 2, 4, 8]
 FIELDS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend", "page_size",
           "hybrid_swa_memory", "pool_configurator", "budget_bytes", "full_tokens", "swa_tokens", "one_pool_tokens",
-          "swa_pool_floor", "draft_layers", "layer_windows")
+          "swa_pool_floor", "draft_layers", "layer_windows", "kv_heads_per_gpu", "decode_routes")
 
 
 def launches(n_per_model: int = 20, seed: int = 34) -> list[tuple[str, str, str]]:
@@ -92,9 +92,35 @@ def kit_answer(model: str, platform: str, args: str) -> tuple[str | None, dict[s
     fields["draft_layers"] = draft.layout.num_layers if with_draft and draft.layout is not None else None
     fields["layer_windows"] = {i: launch.model.layer_kind(i).sliding_window_size
                                for i in range(launch.model.num_layers)}
+    fields["kv_heads_per_gpu"] = _kit_kv_heads(launch)
+    fields["decode_routes"] = _kit_decode_routes(d) if d.decode_attention_backend.value == "aiter" else None
     if pools.refused:
         return "refused: SWA pool under its floor", fields
     return None, fields
+
+
+def _kit_kv_heads(launch: Any) -> dict[str, int]:
+    """KV heads one GPU keeps for the full-pool and the SWA-pool layers (one kind stands for both when the model
+    has only one; a model whose layers of one pool differ in KV heads answers the largest)."""
+    from swa_kit.launch.parallel import parallel_of
+
+    parallel = parallel_of(launch.server_args)
+    kinds = launch.model.kinds.values()
+    full = [k.num_kv_heads for k in kinds if not k.uses_swa_pool] or [k.num_kv_heads for k in kinds]
+    swa = [k.num_kv_heads for k in kinds if k.uses_swa_pool] or full
+    return {"full": parallel.kv_heads_per_gpu(max(full)), "swa": parallel.kv_heads_per_gpu(max(swa))}
+
+
+def _kit_decode_routes(d: Any) -> dict[int, Any] | None:
+    """The kit's target decode plan per layer, in the shape of ``differential_routes.decode_routes``."""
+    from differential_routes import GUARD
+
+    plan = d.routes.get(("target", "decode"))
+    if plan is None:
+        return None
+    return {layer.layer: GUARD if layer.sglang_verdict is not None else
+            [layer.kernel, None if layer.window_arg is None else list(layer.window_arg), layer.page_table,
+             layer.effective_keys] for layer in plan.layers}
 
 
 def sglang_answer(model: str, platform: str, args: str) -> tuple[str | None, dict[str, Any]]:
@@ -112,7 +138,15 @@ def sglang_answer(model: str, platform: str, args: str) -> tuple[str | None, dic
         answer = ask_sglang(argv, platform, memory)
     if answer.refused:
         return answer.refused, answer.fields
-    return answer.refused, {**answer.fields, "layer_windows": sglang_windows()[model]}
+    windows = sglang_windows()[model]
+    routes: Any = None
+    if answer.fields["decode_attention_backend"] == "aiter":
+        from differential_routes import decode_routes
+
+        routes = windows if isinstance(windows, str) else decode_routes(
+            answer.server_args, answer.model_config, answer.fields["page_size"], answer.fields["hybrid_swa_memory"],
+            windows)
+    return answer.refused, {**answer.fields, "layer_windows": windows, "decode_routes": routes}
 
 
 _SGLANG_WINDOWS: dict[str, dict[int, int]] = {}

@@ -329,7 +329,8 @@ def decide_with_sglang(launch: Launch) -> Decisions:
 #: The text model SGLang's multimodal wrapper builds for its language layers (the wrapper also builds a vision
 #: tower, which needs a vision config the kit's text-only configs do not hold).
 TEXT_CLASS = {"Gemma4ForConditionalGeneration": "Gemma4ForCausalLM", "Gemma3ForConditionalGeneration":
-              "Gemma3ForCausalLM", "Llama4ForConditionalGeneration": "Llama4ForCausalLM"}
+              "Gemma3ForCausalLM", "Llama4ForConditionalGeneration": "Llama4ForCausalLM",
+              "Gemma3nForConditionalGeneration": "Gemma3nForCausalLM"}
 
 
 @dataclass(frozen=True)
@@ -338,6 +339,8 @@ class Answer:
 
     refused: str | None  # "ExceptionType at file:line": SGLang's start-up refusal
     fields: dict[str, Any]
+    server_args: Any = None  # SGLang's resolved ServerArgs and ModelConfig, for callers that drive its backends
+    model_config: Any = None
 
 
 def _refusal(error: BaseException) -> str:
@@ -509,11 +512,12 @@ def ask_sglang(argv: list[str], platform: str, gpu_memory_bytes: int | None, wei
             "decode_attention_backend": decode, "page_size": view.page_size, "hybrid_swa_memory": hybrid,
             "mem_fraction_static": round(fraction, 6), "budget_bytes": budget,
             "draft_layers": spec_aux.eagle_draft_num_layers,
-            "kv_heads_per_gpu": mc.get_num_kv_heads(view.tp_size)}
+            "kv_heads_per_gpu": {"full": mc.get_num_kv_heads(view.tp_size),
+                                 "swa": mc.get_swa_num_kv_heads(view.tp_size)}}
         try:
             fields.update(_sizes(sa, view, mc, algorithm, spec_aux, budget, hybrid))
             if budget is not None:  # one pool of every layer, as the same launch without the hybrid pool sizes it
                 fields["one_pool_tokens"] = _sizes(sa, view, mc, algorithm, spec_aux, budget, False)["full_tokens"]
         except Exception as error:  # the configurator's own refusal (a pool under its floor, a negative pool)
             return Answer(_refusal(error), fields)
-    return Answer(None, fields)
+    return Answer(None, fields, sa, mc)
