@@ -26,7 +26,11 @@ LAUNCHES = differential.launches()
 
 def test_the_launch_set_is_wide_enough():
     assert len(LAUNCHES) >= 200
-    assert len(differential.CONFIGS) >= 10
+    launched = {model for model, _, _ in LAUNCHES}
+    architectures = {differential.architecture(m) for m in launched}
+    bundled = {differential.architecture(m) for m in launched if differential.bundled(m)}
+    assert len(architectures) >= 12, sorted(architectures)
+    assert len(architectures - bundled) >= 4, sorted(architectures - bundled)
     assert {args.split("--tp ")[1].split()[0] for _, _, args in LAUNCHES if "--tp " in args} == {"1", "2", "4", "8"}
     assert set(differential.PLATFORMS) == {p for _, p, _ in LAUNCHES}
     assert all(f"--attention-backend {b}" in " ".join(a for *_, a in LAUNCHES) for b in differential.BACKENDS if b)
