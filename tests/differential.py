@@ -27,7 +27,7 @@ SPECS = ["", "EAGLE draft", "EAGLE3 draft", "STANDALONE draft", "NEXTN"]
 TPS = [1, 2, 4, 8]
 FIELDS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend", "page_size",
           "hybrid_swa_memory", "pool_configurator", "budget_bytes", "full_tokens", "swa_tokens", "one_pool_tokens",
-          "swa_pool_floor", "draft_layers", "layer_windows", "kv_heads_per_gpu", "decode_routes", "draft_pool")
+          "swa_pool_floor", "draft_layers", "layer_windows", "kv_heads_per_gpu", "routes", "draft_pool")
 
 
 def launches(n_per_model: int = 20, seed: int = 34) -> list[tuple[str, str, str]]:
@@ -103,7 +103,8 @@ def kit_answer(model: str, platform: str, args: str) -> tuple[str | None, dict[s
     fields["layer_windows"] = {i: launch.model.layer_kind(i).sliding_window_size
                                for i in range(launch.model.num_layers)}
     fields["kv_heads_per_gpu"] = _kit_kv_heads(launch)
-    fields["decode_routes"] = _kit_decode_routes(d) if d.decode_attention_backend.value == "aiter" else None
+    fields["routes"] = _kit_routes(d, _route_modes(args)) if _aiter_routes(d.prefill_attention_backend.value,
+                                                                           d.decode_attention_backend.value) else None
     owns = draft.layout is not None and draft.pool.startswith("own")
     fields["draft_pool"] = {"architecture": draft.layout.architecture,
                             "hybrid_swa": draft.pool.startswith("own SWA pool")} if owns else None
@@ -124,16 +125,28 @@ def _kit_kv_heads(launch: Any) -> dict[str, int]:
     return {"full": parallel.kv_heads_per_gpu(max(full)), "swa": parallel.kv_heads_per_gpu(max(swa))}
 
 
-def _kit_decode_routes(d: Any) -> dict[int, Any] | None:
-    """The kit's target decode plan per layer, in the shape of ``differential_routes.decode_routes``."""
+def _route_modes(args: str) -> tuple[str, ...]:
+    """The target's forward modes the differential drives: verify only where the launch speculates."""
+    return ("prefill", "decode", "verify") if "--speculative-algorithm" in args else ("prefill", "decode")
+
+
+def _aiter_routes(prefill: str, decode: str) -> bool:
+    """Routes are compared where aiter serves both prefill and decode (the backend the kit plans)."""
+    return prefill == decode == "aiter"
+
+
+def _kit_routes(d: Any, modes: tuple[str, ...]) -> dict[str, Any]:
+    """The kit's target plans per mode and layer, in the shape of ``differential_routes.routes``."""
     from differential_routes import GUARD
 
-    plan = d.routes.get(("target", "decode"))
-    if plan is None:
-        return None
-    return {layer.layer: GUARD if layer.sglang_verdict is not None else
+    out: dict[str, Any] = {}
+    for mode in modes:
+        plan = d.routes.get(("target", mode))
+        out[mode] = None if plan is None else {
+            layer.layer: GUARD if layer.sglang_verdict is not None else
             [layer.kernel, None if layer.window_arg is None else list(layer.window_arg), layer.page_table,
              layer.effective_keys] for layer in plan.layers}
+    return out
 
 
 def sglang_answer(model: str, platform: str, args: str) -> tuple[str | None, dict[str, Any]]:
@@ -155,13 +168,13 @@ def sglang_answer(model: str, platform: str, args: str) -> tuple[str | None, dic
         return answer.refused, answer.fields
     windows = sglang_windows()[model]
     routes: Any = None
-    if answer.fields["decode_attention_backend"] == "aiter":
-        from differential_routes import decode_routes
+    if _aiter_routes(answer.fields["prefill_attention_backend"], answer.fields["decode_attention_backend"]):
+        from differential_routes import routes as sglang_routes
 
-        routes = windows if isinstance(windows, str) else decode_routes(
+        routes = windows if isinstance(windows, str) else sglang_routes(
             answer.server_args, answer.model_config, answer.fields["page_size"], answer.fields["hybrid_swa_memory"],
-            windows)
-    return answer.refused, {**answer.fields, "layer_windows": windows, "decode_routes": routes}
+            windows, _route_modes(args))
+    return answer.refused, {**answer.fields, "layer_windows": windows, "routes": routes}
 
 
 def sglang_draft_pool(sa: Any, platform: str) -> dict[str, Any] | None:
@@ -224,16 +237,16 @@ def classify(model: str, args: str, field: str, differ: dict[str, Any] | None = 
         return "SGLang's model class did not build on the meta device here (get_rope / hidden_act): not compared"
     if field in ("budget_bytes", "full_tokens", "swa_tokens", "one_pool_tokens") and "context-length 32768" in args:
         return "aiter's cut of mem_fraction_static (attention_hook.py)"
-    if field == "decode_routes" and isinstance(sglang_windows()[model], str):
-        return "SGLang's model class did not build on the meta device here, so its decode routes are not compared"
-    if field in ("layer_windows", "decode_routes") and _kv_shared_layers(model):
+    if field == "routes" and isinstance(sglang_windows()[model], str):
+        return "SGLang's model class did not build on the meta device here, so its routes are not compared"
+    if field in ("layer_windows", "routes") and _kv_shared_layers(model):
         return ("Gemma-3n's KV-shared layers (num_kv_shared_layers) build no RadixAttention in SGLang's model class; "
                 "the kit plans them as layers of their own")
     if field == "draft_pool" and "NEXTN" in args and "DRAFT" not in args:
         return ("NEXTN without a draft path: SGLang reads the target's own config as the draft (ModelConfig, "
                 "is_draft_model); the kit assumes a one-layer EAGLE head")
-    if field == "decode_routes" and "decode_attention_backend" in (differ or {}):
-        return "the decode route follows the decode backend, which differs (decode_attention_backend)"
+    if field == "routes" and {"prefill_attention_backend", "decode_attention_backend"} & set(differ or {}):
+        return "the routes follow the attention backend, which differs (prefill/decode_attention_backend)"
     return "UNCLASSIFIED"
 
 
