@@ -23,7 +23,8 @@ CONFIGS = {
     "gemma3-1b": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(
         vocab_size=262144, hidden_size=1152, intermediate_size=6912, num_hidden_layers=26, num_attention_heads=4,
         num_key_value_heads=1, head_dim=256, sliding_window=512, max_position_embeddings=32768, dtype="bfloat16")),
-    "gemma3n-e2b": ("Gemma3nTextConfig", "Gemma3nForCausalLM", dict(dtype="bfloat16")),
+    # transformers' Gemma3nTextConfig defaults are google/gemma-3n-E4B's text model (see gemma3n-e4b-mm below).
+    "gemma3n-e4b": ("Gemma3nTextConfig", "Gemma3nForCausalLM", dict(dtype="bfloat16")),
     "mistral-7b-v0.1": ("MistralConfig", "MistralForCausalLM", dict(
         vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
         num_key_value_heads=8, sliding_window=4096, max_position_embeddings=32768, dtype="bfloat16")),

@@ -31,10 +31,11 @@ FIELDS = ("attention_backend", "prefill_attention_backend", "decode_attention_ba
 
 
 def launches(n_per_model: int = 20, seed: int = 34) -> list[tuple[str, str, str]]:
-    """(model, platform, server args) drawn with a fixed seed so every run compares the same set."""
-    draw = random.Random(seed)
+    """(model, platform, server args) drawn with a fixed seed so every run compares the same set; each model draws
+    from its own stream, so adding a config leaves the other models' launches as they were."""
     out = []
     for model in CONFIGS:
+        draw = random.Random(f"{seed}-{model}")
         for i in range(n_per_model):
             words = [f"--tp {TPS[i % 4]}", f"--mem-fraction-static {draw.choice(['0.85', '0.8'])}"]
             backend = BACKENDS[(i // 4) % len(BACKENDS)] if i < 20 else draw.choice(BACKENDS)
