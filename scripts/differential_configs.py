@@ -46,6 +46,14 @@ CONFIGS = {
     "command-r7b": ("Cohere2Config", "Cohere2ForCausalLM", dict(
         vocab_size=256000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
         num_key_value_heads=8, sliding_window=4096, max_position_embeddings=131072, dtype="bfloat16")),
+    # LGAI-EXAONE/EXAONE-4.0-32B (transformers' exaone4 docs: local (sliding) and global layers 3:1; the 32B text
+    # model's shape, as EXAONE 4.5's text_config lists it: hidden 5120, MLP 27392, 64 layers, 40 q / 8 kv heads of
+    # 128, window 4096, sliding_window_pattern "LLLG" with explicit layer_types; vocabulary 102400, 128K context).
+    "exaone4-32b": ("Exaone4Config", "Exaone4ForCausalLM", dict(
+        vocab_size=102400, hidden_size=5120, intermediate_size=27392, num_hidden_layers=64, num_attention_heads=40,
+        num_key_value_heads=8, head_dim=128, sliding_window=4096, sliding_window_pattern="LLLG",
+        layer_types=["full_attention" if (i + 1) % 4 == 0 else "sliding_attention" for i in range(64)],
+        max_position_embeddings=131072, dtype="bfloat16")),
     # A two-layer EAGLE-style draft for speculative launches: a Llama-shaped model SGLang reads as the draft.
     "draft-llama-2l": ("LlamaConfig", "LlamaForCausalLMEagle", dict(
         vocab_size=262144, hidden_size=2048, intermediate_size=8192, num_hidden_layers=2, num_attention_heads=16,

@@ -142,7 +142,7 @@ def _raw(name="gpt-oss-20b"):
 
 @pytest.mark.parametrize("key,value,message", [
     ("architectures", ["FalconForCausalLM"],
-     "unknown architecture 'FalconForCausalLM'; the kit models: Cohere2ForCausalLM, Gemma2"),
+     "unknown architecture 'FalconForCausalLM'; the kit models: Cohere2ForCausalLM, Exaone4"),
     ("architectures", "GptOssForCausalLM", "architectures must list"),
     ("num_key_value_heads", 7, "not a multiple"),
     ("head_dim", -64, "whole number in 1..2,147,483,647"),

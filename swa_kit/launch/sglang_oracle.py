@@ -60,11 +60,15 @@ INSTALL_HINT = (f"install SGLang's CPU-importable part: pip install --no-deps sg
 _OFF = {fact: False for fact in ("is_cuda", "is_hip", "is_npu", "is_xpu", "is_musa", "is_mps", "is_sm90", "is_sm100",
                                   "is_sm100_or_sm110", "is_sm110", "is_sm120", "is_blackwell",
                                   "is_hopper_with_cuda_12_3", "has_amx", "has_flashinfer")}
-PLATFORM_FACTS: dict[str, dict[str, bool]] = {
+#: The CUDA entries also set the compute capability (``get_device_sm``), which per-architecture overrides read
+#: (e.g. EXAONE-4's ``device_sm >= 80`` -> fa3 in ``arg_groups/model_overrides/exaone.py``).
+PLATFORM_FACTS: dict[str, dict[str, Any]] = {
     "rocm-gfx942": {**_OFF, "is_hip": True},
     "rocm-gfx950": {**_OFF, "is_hip": True},
-    "cuda-sm90": {**_OFF, "is_cuda": True, "is_sm90": True, "is_hopper_with_cuda_12_3": True},
-    "cuda-sm100": {**_OFF, "is_cuda": True, "is_sm100": True, "is_sm100_or_sm110": True, "is_blackwell": True},
+    "cuda-sm90": {**_OFF, "is_cuda": True, "is_sm90": True, "is_hopper_with_cuda_12_3": True, "device_sm": 90,
+                  "device_capability": (9, 0)},
+    "cuda-sm100": {**_OFF, "is_cuda": True, "is_sm100": True, "is_sm100_or_sm110": True, "is_blackwell": True,
+                   "device_sm": 100, "device_capability": (10, 0)},
     "cpu": dict(_OFF),
 }
 
