@@ -119,7 +119,7 @@ EXAONE4 = Path(__file__).parent / "data" / "differential" / "exaone4-32b.json"
 def test_exaone4_backend_override(platform, args, expected):
     # arg_groups/model_overrides/exaone.py: with sliding_window_pattern, a backend is picked when none is given.
     choice = choose_backend(Launch.from_inputs(hf_config=EXAONE4, server_args=args, platform=platform))
-    assert choice.attention_backend == expected and "exaone.py" in choice.why + choice.source
+    assert choice.attention_backend == expected and "exaone.py" in f"{choice.why} {choice.hybrid_why}"
 
 
 def test_hybrid_pool_on_off_and_why():
