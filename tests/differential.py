@@ -1,9 +1,12 @@
 """The differential's launches, and the kit's and SGLang's answers for each, field by field.
 
 SGLang answers from the RAW launch (:func:`swa_kit.launch.sglang_oracle.ask_sglang`: its own parser, resolution,
-spec-aux resolution, pool configurator and model classes); the kit answers through ``Launch.from_inputs`` +
-``decide`` with the same words. ``python tests/differential.py --write-expected`` rewrites the list of known
-disagreements (tests/data/differential/expected.json), each with its class; review the diff before committing.
+spec-aux resolution, pool configurator and model classes; KV heads per GPU from ``get_num_kv_heads`` /
+``get_swa_num_kv_heads``; the draft's model from ``ModelConfig(..., is_draft_model=True)``; each layer's prefill,
+decode and verify route from its own aiter backend, :mod:`differential_routes`); the kit answers through
+``Launch.from_inputs`` + ``decide`` with the same words. ``python tests/differential.py --write-expected``
+rewrites the list of known disagreements (tests/data/differential/expected.json), each with its class; review the
+diff before committing.
 """
 
 from __future__ import annotations
