@@ -131,7 +131,8 @@ def _kit_kv_heads(launch: Any) -> dict[str, int]:
 
 def _route_modes(args: str) -> tuple[str, ...]:
     """The target's forward modes the differential drives: verify only where the launch speculates."""
-    return ("prefill", "decode", "verify") if "--speculative-algorithm" in args else ("prefill", "decode")
+    modes = ("prefill", "extend", "decode")
+    return (*modes, "verify") if "--speculative-algorithm" in args else modes
 
 
 def _aiter_routes(prefill: str, decode: str) -> bool:

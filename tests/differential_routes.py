@@ -4,9 +4,9 @@ SGLang's real ``AiterAttnBackend`` is built on a CPU over SGLang's own pools (``
 ``SWATokenToKVPoolAllocator`` when SGLang's ``ModelConfig.is_hybrid_swa`` says the launch has a hybrid pool,
 else ``MHATokenToKVPool``), under the runtime context :func:`~swa_kit.launch.sglang_oracle.ask_sglang` published for
 the launch (its page size and speculative settings). Its real ``forward_decode`` (decode) and ``forward_extend``
-(prefill; target verify for speculative launches) then run once per layer, with each layer's
-``sliding_window_size`` as SGLang's model class set it (``layer_windows``), so the kernel chosen, the window
-argument passed, the page table passed and the guard (``_reject_paged_decode_sliding_window``) are SGLang's own.
+(prefill, extend after a cached prefix; target verify for speculative launches) then run once per layer, with
+each layer's ``sliding_window_size`` as SGLang's model class set it (``layer_windows``), so the kernel chosen, the
+window argument passed, the page table passed and the guard (``_reject_paged_decode_sliding_window``) are SGLang's own.
 aiter's kernels do not import off ROCm: the backend module's kernel names (and SGLang's Triton
 ``extend_attention_fwd``) are placeholders that :mod:`swa_kit.measure.trace` records and that then stop the call,
 so no attention is computed. The Triton kernel that fills the unified prefill's page tables from
@@ -25,7 +25,7 @@ What this does not reach, and why:
   CPU whatever the named platform;
 * the metadata ``init_forward_metadata`` builds (GPU Triton kernels): it is set here as SGLang lays it out for one
   request (a flat or one-row table of ``req_to_token``'s slots, and its SWA translation on a hybrid pool);
-* extend with a cached prefix, draft extend and the draft worker's decode: not driven yet.
+* draft extend and the draft worker's decode: not driven yet.
 """
 
 from __future__ import annotations
@@ -129,7 +129,8 @@ class _Scatter:
         return launch
 
 
-MODES = {"decode": "DECODE", "prefill": "EXTEND", "verify": "TARGET_VERIFY"}
+#: The kit's forward modes -> SGLang's ForwardMode (prefill: no cached prefix; extend: a cached prefix of pages).
+MODES = {"decode": "DECODE", "prefill": "EXTEND", "extend": "EXTEND", "verify": "TARGET_VERIFY"}
 
 
 def routes(sa: Any, mc: Any, page: int, hybrid: bool, windows: dict[int, int], modes: tuple[str, ...]
@@ -181,7 +182,7 @@ def _mode_routes(backend: Any, backend_mod: Any, fbi: Any, tracer: Any, mode: st
     import torch
 
     seq_len = len(full_ids)
-    n_q = {"decode": 1, "prefill": seq_len, "verify": 4}[mode]
+    n_q = {"decode": 1, "prefill": seq_len, "extend": 5, "verify": 4}[mode]
     table_2d = backend.decode_uses_page_table if mode == "decode" else mode == "verify"
     out: dict[int, Any] = {}
     for layer_id, sws in sorted(windows.items()):
