@@ -24,6 +24,7 @@ CONFIGS = {**{p.stem: p for p in sorted((ROOT / "data" / "models").glob("*.json"
               if not p.stem.startswith(("draft-", "expected"))}}
 DRAFT = ROOT / "tests" / "data" / "differential" / "draft-llama-2l.json"
 EXPECTED = ROOT / "tests" / "data" / "differential" / "expected.json"
+DRAFT_KEY = "draft"  # the draft's entry among sglang_windows()
 PLATFORMS = ["rocm-gfx942", "rocm-gfx950", "cuda-sm90", "cuda-sm100"]
 BACKENDS = ["", "aiter", "triton", "fa3", "trtllm_mha"]
 SPECS = ["", "EAGLE draft", "EAGLE3 draft", "STANDALONE draft", "NEXTN"]
@@ -131,8 +132,10 @@ def _kit_kv_heads(launch: Any) -> dict[str, int]:
 
 def _route_modes(args: str) -> tuple[str, ...]:
     """The target's forward modes the differential drives: verify only where the launch speculates."""
-    modes = ("prefill", "extend", "decode")
-    return (*modes, "verify") if "--speculative-algorithm" in args else modes
+    modes: tuple[str, ...] = ("prefill", "extend", "decode")
+    if "--speculative-algorithm" in args:
+        modes += ("verify",)
+    return (*modes, "draft_decode") if "DRAFT" in args else modes
 
 
 def _aiter_routes(prefill: str, decode: str) -> bool:
@@ -146,7 +149,7 @@ def _kit_routes(d: Any, modes: tuple[str, ...]) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     for mode in modes:
-        plan = d.routes.get(("target", mode))
+        plan = d.routes.get(("draft", mode) if mode.startswith("draft_") else ("target", mode))
         out[mode] = None if plan is None else {
             layer.layer: GUARD if layer.sglang_verdict is not None else
             [layer.kernel, None if layer.window_arg is None else list(layer.window_arg), layer.page_table,
@@ -176,9 +179,10 @@ def sglang_answer(model: str, platform: str, args: str) -> tuple[str | None, dic
     if _aiter_routes(answer.fields["prefill_attention_backend"], answer.fields["decode_attention_backend"]):
         from differential_routes import routes as sglang_routes
 
+        draft = sglang_windows()[DRAFT_KEY] if "DRAFT" in args else None
         routes = windows if isinstance(windows, str) else sglang_routes(
             answer.server_args, answer.model_config, answer.fields["page_size"], answer.fields["hybrid_swa_memory"],
-            windows, _route_modes(args))
+            windows, _route_modes(args), draft if isinstance(draft, dict) else None)
     return answer.refused, {**answer.fields, "layer_windows": windows, "routes": routes}
 
 
@@ -208,7 +212,7 @@ def sglang_windows() -> dict[str, dict[int, int]]:
     if not _SGLANG_WINDOWS:
         with tempfile.TemporaryDirectory(prefix="swa-kit-diff-") as tmp:
             dirs = {}
-            for name, path in CONFIGS.items():
+            for name, path in {**CONFIGS, DRAFT_KEY: DRAFT}.items():
                 raw = json.loads(path.read_text())
                 (Path(tmp) / name).mkdir()
                 (Path(tmp) / name / "config.json").write_text(json.dumps(raw.get("hf_config", raw)))

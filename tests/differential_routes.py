@@ -25,7 +25,8 @@ What this does not reach, and why:
   CPU whatever the named platform;
 * the metadata ``init_forward_metadata`` builds (GPU Triton kernels): it is set here as SGLang lays it out for one
   request (a flat or one-row table of ``req_to_token``'s slots, and its SWA translation on a hybrid pool);
-* draft extend and the draft worker's decode: not driven yet.
+* the draft worker's decode is driven for an EAGLE-style draft with a full pool of its own (the launch set's
+  ``draft-llama-2l``); a hybrid-SWA draft's own SWA pool (MiMo's MTP) and the draft extend are not driven yet.
 """
 
 from __future__ import annotations
@@ -130,16 +131,20 @@ class _Scatter:
 
 
 #: The kit's forward modes -> SGLang's ForwardMode (prefill: no cached prefix; extend: a cached prefix of pages).
-MODES = {"decode": "DECODE", "prefill": "EXTEND", "extend": "EXTEND", "verify": "TARGET_VERIFY"}
+MODES = {"decode": "DECODE", "prefill": "EXTEND", "extend": "EXTEND", "verify": "TARGET_VERIFY",
+         "draft_decode": "DECODE"}
 
 
-def routes(sa: Any, mc: Any, page: int, hybrid: bool, windows: dict[int, int], modes: tuple[str, ...]
-           ) -> dict[str, dict[int, Any]]:
+def routes(sa: Any, mc: Any, page: int, hybrid: bool, windows: dict[int, int], modes: tuple[str, ...],
+           draft_windows: dict[int, int] | None = None) -> dict[str, dict[int, Any]]:
     """Per forward mode, per layer: ``[kernel, window argument, page table, keys attended]`` from SGLang's
     ``forward_decode`` / ``forward_extend``, or :data:`GUARD` where SGLang's guard refuses the layer.
 
     ``sa`` / ``mc``: the launch's resolved ``ServerArgs`` and ``ModelConfig`` (published by ``ask_sglang``);
     ``windows``: each layer's ``sliding_window_size`` from SGLang's model class; ``modes``: keys of :data:`MODES`.
+    ``draft_windows``: the draft model's layers (an EAGLE-style draft with a full pool of its own), for
+    ``draft_decode``: a second backend built as the draft worker's (``is_draft_worker``, its own pool, the target's
+    allocator), so SGLang's ``_resolve_swa_kv_pool`` decides which slot ids its layers read.
     """
     import torch
 
@@ -165,9 +170,18 @@ def routes(sa: Any, mc: Any, page: int, hybrid: bool, windows: dict[int, int], m
         seq_len = 3 * page + 1  # a few pages and one token: tables of more than one page
         full_ids = torch.arange(page, page + seq_len)
         backend.req_to_token[0, :seq_len] = full_ids.int()
-        swa_ids = pool.translate_loc_from_full_to_swa(full_ids) if hybrid else None
-        return {mode: _mode_routes(backend, backend_mod, fbi, tracer, mode, full_ids, swa_ids, windows)
-                for mode in modes}
+        out = {mode: _mode_routes(backend, backend_mod, fbi, tracer, mode, full_ids, windows)
+               for mode in modes if mode != "draft_decode"}
+        if "draft_decode" in modes and draft_windows is not None:
+            draft_pool, _ = _pools(mc, page, False, draft_windows)
+            runner = _runner(sa, mc, draft_pool, allocator)
+            runner.is_draft_worker = True
+            draft = backend_mod.AiterAttnBackend(runner)
+            backend_ref[0] = draft
+            draft.req_to_token[0, :seq_len] = full_ids.int()
+            out["draft_decode"] = _mode_routes(draft, backend_mod, fbi, tracer, "draft_decode", full_ids,
+                                               draft_windows)
+        return out
     finally:
         tracer.uninstall()
         for (owner, name), value in saved.items():
@@ -177,13 +191,16 @@ def routes(sa: Any, mc: Any, page: int, hybrid: bool, windows: dict[int, int], m
                 setattr(owner, name, value)
 
 
-def _mode_routes(backend: Any, backend_mod: Any, fbi: Any, tracer: Any, mode: str, full_ids: Any, swa_ids: Any,
+def _mode_routes(backend: Any, backend_mod: Any, fbi: Any, tracer: Any, mode: str, full_ids: Any,
                  windows: dict[int, int]) -> dict[int, Any]:
     import torch
 
     seq_len = len(full_ids)
-    n_q = {"decode": 1, "prefill": seq_len, "extend": 5, "verify": 4}[mode]
-    table_2d = backend.decode_uses_page_table if mode == "decode" else mode == "verify"
+    n_q = {"decode": 1, "draft_decode": 1, "prefill": seq_len, "extend": 5, "verify": 4}[mode]
+    table_2d = backend.decode_uses_page_table if MODES[mode] == "DECODE" else mode == "verify"
+    # init_forward_metadata builds the SWA table only where the backend resolved an SWA pool
+    swa_ids = backend.swa_kv_pool.translate_loc_from_full_to_swa(full_ids) if backend.use_sliding_window_kv_pool \
+        else None
     out: dict[int, Any] = {}
     for layer_id, sws in sorted(windows.items()):
         backend.forward_metadata = backend_mod.ForwardMetadata(
@@ -203,7 +220,7 @@ def _mode_routes(backend: Any, backend_mod: Any, fbi: Any, tracer: Any, mode: st
         q = torch.zeros(n_q, HQ * D)
         before = len(tracer.records)
         try:
-            if mode == "decode":
+            if MODES[mode] == "DECODE":
                 backend.forward_decode(q, None, None, layer, batch, save_kv_cache=False)
             else:
                 kv = torch.zeros(n_q, HKV, D)

@@ -38,15 +38,16 @@ def test_the_launch_set_is_wide_enough():
 
 def test_routes_guard_and_draft_pool_come_from_sglangs_own_backend():
     """The route and draft fields are answered by SGLang, not left empty: a hybrid aiter launch with a draft has
-    per-layer prefill, extend, decode and verify routes and a draft pool; Command R7B's sliding layers meet the
-    guard."""
+    per-layer prefill, extend, decode, verify and draft decode routes and a draft pool; Command R7B's sliding
+    layers meet the guard."""
     from differential_routes import GUARD
 
     hybrid = next(c for c in LAUNCHES if c[0] == "gpt-oss-120b" and "--attention-backend aiter" in c[2]
                   and "DRAFT" in c[2] and "--disable-hybrid-swa-memory" not in c[2])
     refused, fields = differential.sglang_answer(*hybrid)
-    assert refused is None and set(fields["routes"]) == {"prefill", "extend", "decode", "verify"}
-    assert all(len(layers) == 36 for layers in fields["routes"].values())
+    assert refused is None and set(fields["routes"]) == {"prefill", "extend", "decode", "verify", "draft_decode"}
+    assert all(len(fields["routes"][mode]) == 36 for mode in ("prefill", "extend", "decode", "verify"))
+    assert fields["routes"]["draft_decode"] == {i: ["paged_attention_ragged", None, "full", None] for i in (0, 1)}
     assert fields["routes"]["decode"][0][:3] == ["unified_attention", [126, 0], "swa"]
     assert fields["draft_pool"] == {"architecture": "LlamaForCausalLMEagle", "hybrid_swa": False}
     guarded = next(c for c in LAUNCHES if c[0] == "command-r7b" and "--attention-backend aiter" in c[2])
