@@ -1,9 +1,12 @@
 """The differential's launches, and the kit's and SGLang's answers for each, field by field.
 
 SGLang answers from the RAW launch (:func:`swa_kit.launch.sglang_oracle.ask_sglang`: its own parser, resolution,
-spec-aux resolution, pool configurator and model classes); the kit answers through ``Launch.from_inputs`` +
-``decide`` with the same words. ``python tests/differential.py --write-expected`` rewrites the list of known
-disagreements (tests/data/differential/expected.json), each with its class; review the diff before committing.
+spec-aux resolution, pool configurator and model classes; KV heads per GPU from ``get_num_kv_heads`` /
+``get_swa_num_kv_heads``; the draft's model from ``ModelConfig(..., is_draft_model=True)``; each layer's prefill,
+decode and verify route from its own aiter backend, :mod:`differential_routes`); the kit answers through
+``Launch.from_inputs`` + ``decide`` with the same words. ``python tests/differential.py --write-expected``
+rewrites the list of known disagreements (tests/data/differential/expected.json), each with its class; review the
+diff before committing.
 """
 
 from __future__ import annotations
@@ -23,20 +26,23 @@ DRAFT = ROOT / "tests" / "data" / "differential" / "draft-llama-2l.json"
 #: the draft each launch's placeholder names: DRAFT (full attention) or DRAFT_SWA (hybrid-SWA, STANDALONE only)
 DRAFTS = {"DRAFT": DRAFT, "DRAFT_SWA": ROOT / "tests" / "data" / "differential" / "draft-gpt-oss-2l.json"}
 EXPECTED = ROOT / "tests" / "data" / "differential" / "expected.json"
+#: each draft's entry among sglang_built(), by its placeholder
+DRAFT_KEYS = {"DRAFT": "draft", "DRAFT_SWA": "draft-swa"}
 PLATFORMS = ["rocm-gfx942", "rocm-gfx950", "cuda-sm90", "cuda-sm100"]
 BACKENDS = ["", "aiter", "triton", "fa3", "trtllm_mha"]
 SPECS = ["", "EAGLE draft", "EAGLE3 draft", "STANDALONE draft", "NEXTN"]
 TPS = [1, 2, 4, 8]
 FIELDS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend", "page_size",
           "hybrid_swa_memory", "pool_configurator", "budget_bytes", "full_tokens", "swa_tokens", "one_pool_tokens",
-          "swa_pool_floor", "draft_layers", "layer_windows")
+          "swa_pool_floor", "draft_layers", "layer_windows", "kv_heads_per_gpu", "routes", "draft_pool")
 
 
 def launches(n_per_model: int = 20, seed: int = 34) -> list[tuple[str, str, str]]:
-    """(model, platform, server args) drawn with a fixed seed so every run compares the same set."""
-    draw = random.Random(seed)
+    """(model, platform, server args) drawn with a fixed seed so every run compares the same set; each model draws
+    from its own stream, so adding a config leaves the other models' launches as they were."""
     out = []
     for model in CONFIGS:
+        draw = random.Random(f"{seed}-{model}")
         for i in range(n_per_model):
             words = [f"--tp {TPS[i % 4]}", f"--mem-fraction-static {draw.choice(['0.85', '0.8'])}"]
             backend = BACKENDS[(i // 4) % len(BACKENDS)] if i < 20 else draw.choice(BACKENDS)
@@ -66,6 +72,16 @@ def launches(n_per_model: int = 20, seed: int = 34) -> list[tuple[str, str, str]
     return out
 
 
+def architecture(model: str) -> str:
+    """The model class a launch's config names (``architectures[0]``, as SGLang's registry reads it)."""
+    raw = json.loads(CONFIGS[model].read_text())
+    return str(raw.get("hf_config", raw)["architectures"][0])
+
+
+def bundled(model: str) -> bool:
+    return CONFIGS[model].parent.name == "models"
+
+
 def launch_id(model: str, platform: str, args: str) -> str:
     return f"{model} {platform} {args}".strip()
 
@@ -88,7 +104,7 @@ def kit_answer(model: str, platform: str, args: str) -> tuple[str | None, dict[s
     kit_args, draft_config = _kit_args(args)
     with_draft = draft_config is not None
     try:
-        where = {"model": model} if CONFIGS[model].parent.name == "models" else {"hf_config": CONFIGS[model]}
+        where = {"model": model} if bundled(model) else {"hf_config": CONFIGS[model]}
         launch = Launch.from_inputs(**where, server_args=kit_args, platform=platform,
                                     draft_hf_config=draft_config)
         d = decide(launch)
@@ -105,9 +121,54 @@ def kit_answer(model: str, platform: str, args: str) -> tuple[str | None, dict[s
     fields["draft_layers"] = draft.layout.num_layers if with_draft and draft.layout is not None else None
     fields["layer_windows"] = {i: launch.model.layer_kind(i).sliding_window_size
                                for i in range(launch.model.num_layers)}
+    fields["kv_heads_per_gpu"] = _kit_kv_heads(launch)
+    fields["routes"] = _kit_routes(d, _route_modes(args)) if _aiter_routes(d.prefill_attention_backend.value,
+                                                                           d.decode_attention_backend.value) else None
+    owns = draft.layout is not None and draft.pool.startswith("own")
+    fields["draft_pool"] = {"architecture": draft.layout.architecture,
+                            "hybrid_swa": draft.pool.startswith("own SWA pool")} if owns else None
     if pools.refused:
         return "refused: SWA pool under its floor", fields
     return None, fields
+
+
+def _kit_kv_heads(launch: Any) -> dict[str, int]:
+    """KV heads one GPU keeps for the full-pool and the SWA-pool layers (one kind stands for both when the model
+    has only one; a model whose layers of one pool differ in KV heads answers the largest)."""
+    from swa_kit.launch.parallel import parallel_of
+
+    parallel = parallel_of(launch.server_args)
+    kinds = launch.model.kinds.values()
+    full = [k.num_kv_heads for k in kinds if not k.uses_swa_pool] or [k.num_kv_heads for k in kinds]
+    swa = [k.num_kv_heads for k in kinds if k.uses_swa_pool] or full
+    return {"full": parallel.kv_heads_per_gpu(max(full)), "swa": parallel.kv_heads_per_gpu(max(swa))}
+
+
+def _route_modes(args: str) -> tuple[str, ...]:
+    """The target's forward modes the differential drives: verify only where the launch speculates."""
+    modes: tuple[str, ...] = ("prefill", "extend", "decode")
+    if "--speculative-algorithm" in args:
+        modes += ("verify",)
+    return (*modes, "draft_decode") if "DRAFT" in args else modes
+
+
+def _aiter_routes(prefill: str, decode: str) -> bool:
+    """Routes are compared where aiter serves both prefill and decode (the backend the kit plans)."""
+    return prefill == decode == "aiter"
+
+
+def _kit_routes(d: Any, modes: tuple[str, ...]) -> dict[str, Any]:
+    """The kit's target plans per mode and layer, in the shape of ``differential_routes.routes``."""
+    from differential_routes import GUARD
+
+    out: dict[str, Any] = {}
+    for mode in modes:
+        plan = d.routes.get(("draft", mode) if mode.startswith("draft_") else ("target", mode))
+        out[mode] = None if plan is None else {
+            layer.layer: GUARD if layer.sglang_verdict is not None else
+            [layer.kernel, None if layer.window_arg is None else list(layer.window_arg), layer.page_table,
+             layer.effective_keys] for layer in plan.layers}
+    return out
 
 
 def sglang_answer(model: str, platform: str, args: str) -> tuple[str | None, dict[str, Any]]:
@@ -120,17 +181,44 @@ def sglang_answer(model: str, platform: str, args: str) -> tuple[str | None, dic
         (Path(tmp) / "m").mkdir()
         (Path(tmp) / "m" / "config.json").write_text(json.dumps(raw.get("hf_config", raw)))
         (Path(tmp) / "d").mkdir()
-        draft_config = _kit_args(args)[1]
-        (Path(tmp) / "d" / "config.json").write_text((draft_config or DRAFT).read_text())
+        placeholder = next((w for w in args.split() if w in DRAFTS), None)
+        (Path(tmp) / "d" / "config.json").write_text(DRAFTS[placeholder or "DRAFT"].read_text())
         argv = ["--model-path", str(Path(tmp) / "m"),
                 *[str(Path(tmp) / "d") if w in DRAFTS else w for w in args.split()]]
         built = sglang_built()[model]
         if isinstance(built, str):  # the oracle cannot answer without SGLang's window: say so, never guess
             raise RuntimeError(f"{model}: SGLang's model class {built}")
         answer = ask_sglang(argv, platform, memory, built=built)
+        if not answer.refused:
+            answer.fields["draft_pool"] = sglang_draft_pool(answer.server_args, platform)
     if answer.refused:
         return answer.refused, answer.fields
-    return answer.refused, {**answer.fields, "layer_windows": built.layer_windows}
+    windows = built.layer_windows
+    routes: Any = None
+    if _aiter_routes(answer.fields["prefill_attention_backend"], answer.fields["decode_attention_backend"]):
+        from differential_routes import routes as sglang_routes
+
+        draft = sglang_built()[DRAFT_KEYS[placeholder]] if placeholder else None
+        routes = sglang_routes(
+            answer.server_args, answer.model_config, answer.fields["page_size"], answer.fields["hybrid_swa_memory"],
+            windows, _route_modes(args), None if draft is None or isinstance(draft, str) else draft.layer_windows)
+    return answer.refused, {**answer.fields, "layer_windows": windows, "routes": routes}
+
+
+def sglang_draft_pool(sa: Any, platform: str) -> dict[str, Any] | None:
+    """The draft worker's model as SGLang reads it (``ModelConfig.from_server_args(..., is_draft_model=True)``,
+    as ``spec_aux_hidden_state`` and the scheduler do): its architecture, and whether its own KV pool is an SWA
+    pool (``ModelConfig.is_hybrid_swa``)."""
+    from swa_kit.launch.sglang_oracle import PLATFORM_FACTS, hidden_aiter, import_sglang
+
+    if sa.speculative_algorithm is None:
+        return None
+    model_config = import_sglang("sglang.srt.configs.model_config")
+    runtime = import_sglang("sglang.srt.runtime_context")
+    with runtime.override_platform(**PLATFORM_FACTS[platform]), hidden_aiter():
+        draft = model_config.ModelConfig.from_server_args(sa, model_path=sa.speculative_draft_model_path,
+                                                          is_draft_model=True)
+    return {"architecture": draft.hf_config.architectures[0], "hybrid_swa": bool(draft.is_hybrid_swa)}
 
 
 _SGLANG_BUILT: dict[str, Any] = {}
@@ -144,7 +232,7 @@ def sglang_built() -> dict[str, Any]:
     if not _SGLANG_BUILT:
         with tempfile.TemporaryDirectory(prefix="swa-kit-diff-") as tmp:
             dirs = {}
-            for name, path in CONFIGS.items():
+            for name, path in {**CONFIGS, **{DRAFT_KEYS[w]: p for w, p in DRAFTS.items()}}.items():
                 raw = json.loads(path.read_text())
                 (Path(tmp) / name).mkdir()
                 (Path(tmp) / name / "config.json").write_text(json.dumps(raw.get("hf_config", raw)))
@@ -164,13 +252,29 @@ def compare(model: str, platform: str, args: str) -> dict[str, tuple[Any, Any]]:
     return {name: (kit.get(name), sg.get(name)) for name in FIELDS if kit.get(name) != sg.get(name)}
 
 
-def classify(model: str, args: str, field: str) -> str:
-    """A new disagreement's class, for review: every earlier class was traced to the kit or the oracle and fixed
-    (draft layers, TP, aiter's cut, one-pool geometry, context-length refusal, the runner's window, meta builds),
-    so none is guessed from the launch's words any more."""
+def classify(model: str, args: str, field: str, differ: dict[str, Any] | None = None) -> str:
+    """A disagreement's class, for review (``differ``: the launch's other differing fields). The earlier classes
+    (draft layers, TP, aiter's cut, one-pool geometry, context-length refusal, the runner's window, meta builds) were
+    traced to the kit or the oracle and fixed, so only causes read from the launch's facts are named here."""
     if field == "refusal":
         return "UNCLASSIFIED: one side refuses the launch, the other does not"
+    if field == "routes" and isinstance(sglang_built()[model], str):
+        return "SGLang's model class did not build on the meta device here, so its routes are not compared"
+    if field in ("layer_windows", "routes") and _kv_shared_layers(model):
+        return ("Gemma-3n's KV-shared layers (num_kv_shared_layers) build no RadixAttention in SGLang's model class; "
+                "the kit plans them as layers of their own")
+    if field == "draft_pool" and "NEXTN" in args and "DRAFT" not in args:
+        return ("NEXTN without a draft path: SGLang reads the target's own config as the draft (ModelConfig, "
+                "is_draft_model); the kit assumes a one-layer EAGLE head")
+    if field == "routes" and {"prefill_attention_backend", "decode_attention_backend"} & set(differ or {}):
+        return "the routes follow the attention backend, which differs (prefill/decode_attention_backend)"
     return "UNCLASSIFIED: not yet traced to the kit or the oracle"
+
+
+def _kv_shared_layers(model: str) -> int:
+    raw = json.loads(CONFIGS[model].read_text())
+    raw = raw.get("hf_config", raw)
+    return int(raw.get("num_kv_shared_layers") or raw.get("text_config", {}).get("num_kv_shared_layers") or 0)
 
 
 def main() -> int:
@@ -181,7 +285,7 @@ def main() -> int:
     for case in launches():
         differ = compare(*case)
         if differ:
-            expected[launch_id(*case)] = {f: classify(case[0], case[2], f) for f in sorted(differ)}
+            expected[launch_id(*case)] = {f: classify(case[0], case[2], f, differ) for f in sorted(differ)}
     EXPECTED.write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
     print(f"{len(expected)} launches with known disagreements written to {EXPECTED}")
     return 0
