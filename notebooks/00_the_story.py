@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 00 · The story: what sliding windows buy, and two bugs that hid in a serving engine
 #
-# **Goal.** In about 20 minutes you will be able to say (1) what a sliding-window KV pool saves on a real
+# **Goal.** In about 22 minutes you will be able to say (1) what a sliding-window KV pool saves on a real
 # model, by default and at best; (2) which two silent failures SGLang PR #38756 fixed, on which worker,
 # with the code before and after; (3) why the PR reported *accuracy*, using one rule, and its limits, that
 # you can apply to any speculative-decoding bug. Two exercises check you on the way; the rest of the kit
@@ -196,7 +196,7 @@ story.check_triage(my_triage)
 # draft's, here it is put on the target to show what it costs where nothing re-checks it.
 # `agreement_with_plain` is the share of tokens equal to plain greedy decoding.
 
-# %% tags=["solution"]
+# %%
 from swa_kit.lessons.tiny_model import load_models
 from swa_kit.lessons.report import announce_all
 from swa_kit.lessons.speculative import DEMO_PROMPTS, greedy_decode, guard_experiment, resolver_rows
@@ -212,6 +212,8 @@ print_table([{**r, "agreement_with_plain": r["agreement_with_plain"] if r["error
               "error": (r["error"] or "").split(":")[0]} for r in rows],
             ["algorithm", "resolver", "acceptance_rate", "agreement_with_plain", "error"])
 announce_all(used for run in [plain, *runs] for used in run.computed_by)
+
+# %% tags=["solution"]
 story.check_triage({case: story.triage(worker) for case, worker in story.TRIAGE_CASES.items()})
 
 # %% [markdown]

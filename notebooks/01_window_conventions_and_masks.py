@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 01 · Window conventions and attention masks
 #
-# **Goal.** In about 45 minutes you will be able to (1) write one model's window the way each attention API
+# **Goal.** In about 40 minutes you will be able to (1) write one model's window the way each attention API
 # wants it, (2) say what happens when a value is passed without converting it, and (3) read the attention
 # mask of every forward pass a serving engine runs, speculative verify included. Three exercises check you on
 # the way (1.1-1.3); each sits *before* the cell that gives its answer away. Run the exercise version
@@ -32,9 +32,9 @@
 # 3. draws what happens when a value is passed without converting it (one key more, one key less);
 # 4. draws the attention [mask](../docs/glossary.md#mask) of every
 #    [forward mode](../docs/glossary.md#forward-modes), speculative verify included;
-# 5. looks at a 128k-token mask block by block, without ever building it;
-# 6. lets you explore masks with a widget;
-# 7. exports a mask to PyTorch's FlexAttention and checks it against plain masked attention.
+# 5. (optional, after the takeaway) looks at a 128k-token mask block by block, without ever building it;
+# 6. (optional) lets you explore masks with a widget;
+# 7. (optional) exports a mask to PyTorch's FlexAttention and checks it against plain masked attention.
 #
 # All logic lives in `swa_kit` (tested there); the notebook only calls it. Every figure quoted about a model
 # is printed by a cell, so it cannot drift from the library.
@@ -79,7 +79,8 @@ from swa_kit.window import CONVENTIONS, Window, naive_reads
 
 # %%
 print(f"SGLang's default swa_full_tokens_ratio: {story.SGLANG_SWA_FULL_TOKENS_RATIO}")
-print_table(story.memory_rows(("gemma3-27b", "gemma4-31b", "gpt-oss-120b")))
+rows = story.memory_rows(("gemma3-27b", "gemma4-31b", "gpt-oss-120b"))
+print_table(rows, [c for c in rows[0] if not c.endswith("_layers")])  # layer counts: notebook 04 asks for one
 
 # %% [markdown]
 # The default saving is far below the per-request minimum, and in SGLang Gemma-3 gets neither (its minimum is
@@ -174,6 +175,9 @@ windows.check_unconverted(my_counts, keys=gemma_keys)
 
 # %% tags=["solution"]
 print_table([{"api": api, "attends": keys} for api, keys in windows.keys_if_passed_unconverted(gemma_keys).items()])
+windows.check_unconverted(windows.keys_if_passed_unconverted(gemma_keys), keys=gemma_keys)
+
+# %%
 conventions_figure(gemma_keys, "hf")
 
 # %% [markdown]
@@ -203,8 +207,8 @@ print_table([{"api": r.convention, "wants": r.wanted, "given": r.passed,
 # converter:
 
 # %%
-sws = Window(gemma_keys).to("sglang")
-print(f"a {gemma_keys}-key layer: sliding_window_size = {sws}")
+sws = Window(gpt_keys).to("sglang")  # GPT-OSS's window; notebook 04 asks the same of Gemma's
+print(f"a {gpt_keys}-key layer: sliding_window_size = {sws}")
 print("CK prefill attends     ", Window.from_convention("aiter_ck", (sws, -1)).keys, "keys")
 print("unified paths attend   ", Window.from_convention("aiter_unified", (sws - 1, 0)).keys, "keys")
 
@@ -272,12 +276,15 @@ windows.check_tree_keys(my_columns, token=3)
 # %% [markdown]
 # The tree's mask (columns right of the black line are the draft tokens, in the order given):
 
-# %% tags=["solution"]
+# %%
 tree = forward_mask("tree", len(windows.TREE["parents"]), windows.TREE["prefix"] + len(windows.TREE["parents"]),
                     windows.TREE["window"], parents=windows.TREE["parents"])
 print("parents", tree.parents, "positions", tree.q_positions().tolist())
-print("draft token 3 attends columns", windows.tree_keys_seen(3))
 mask_figure(tree)
+
+# %% tags=["solution"]
+print("draft token 3 attends columns", windows.tree_keys_seen(3))
+windows.check_tree_keys(windows.tree_keys_seen(3), token=3)
 
 # %% [markdown]
 # **[Chunked local attention](../docs/glossary.md#chunked-local-attention)** (Llama 4), a contrast: the
@@ -293,6 +300,26 @@ mask_figure(forward_mask("chunked", 16, 16, None, chunk=6))
 #
 # The same from the command line: `swa-kit mask --mode tree --kv-len 15 --q-len 7 --window 4` prints the
 # grid, `--json` the 0/1 matrix, `--png FILE` the picture.
+
+# %% [markdown]
+# ## Takeaway
+#
+# - A hybrid pool saves what SGLang's sizing lets it save: at the default ratio far less than the
+#   per-request minimum, and nothing for a model SGLang keeps in one pool (Gemma-3). Section 1 prints both.
+# - Think in **keys attended, counting the query**; convert only at the API boundary, with a named
+#   converter (`swa_kit.window`).
+# - `W` vs `W − 1` is a one-key error that no shape check catches: the output is plausible and wrong.
+# - A mask is defined by the positions of its queries and keys; speculative verify changes the positions
+#   (a tree shares them between siblings), not the window rule.
+#
+# Next: [02 · KV pools, full vs SWA](02_kv_pools_full_vs_swa.ipynb), or the optional sections below first.
+# Exercises and the workshop plans: [docs/workshop.md](../docs/workshop.md); terms: [glossary](../docs/glossary.md).
+
+# %% [markdown]
+# ## Optional: tiles at 128k, a widget, FlexAttention
+#
+# Outside the 40 minutes: at long context, think in tiles (a sliding window reads a thin band of them), explore
+# masks with a widget, and check a mask exported to FlexAttention.
 #
 # ## 5. A 128k-token mask, block by block
 #
@@ -346,18 +373,3 @@ sdpa_out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m
 print("max |flex - sdpa| =", (flex_out - sdpa_out).abs().max().item())
 print("tiles FlexAttention reads == tiles the block view needs:",
       bool((block_mask.to_dense()[0, 0].numpy().astype(bool) == mask.block_view(16).needed).all()))
-
-# %% [markdown]
-# ## Takeaway
-#
-# - A hybrid pool saves what SGLang's sizing lets it save: at the default ratio far less than the
-#   per-request minimum, and nothing for a model SGLang keeps in one pool (Gemma-3). Section 1 prints both.
-# - Think in **keys attended, counting the query**; convert only at the API boundary, with a named
-#   converter (`swa_kit.window`).
-# - `W` vs `W − 1` is a one-key error that no shape check catches: the output is plausible and wrong.
-# - A mask is defined by the positions of its queries and keys; speculative verify changes the positions
-#   (a tree shares them between siblings), not the window rule.
-# - At long context, think in tiles: a sliding window reads a thin band of them.
-#
-# Next: [02 · KV pools, full vs SWA](02_kv_pools_full_vs_swa.ipynb). Exercises and the workshop plans:
-# [docs/workshop.md](../docs/workshop.md); terms: [glossary](../docs/glossary.md).

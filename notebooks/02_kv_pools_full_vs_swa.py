@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 02 · KV pools: one full pool vs a hybrid full + SWA pool
 #
-# **Goal.** In about 25 minutes you will be able to (1) follow one token from its position in a request to its
+# **Goal.** In about 24 minutes you will be able to (1) follow one token from its position in a request to its
 # slot in the full pool and in the SWA pool, (2) say what eviction frees and what it keeps, and (3) tell the
 # memory a hybrid pool saves under SGLang's default sizing from the per-request minimum it is often quoted at.
 # Two exercises (2.1, 2.2) check you on the way, each before the cells that give its answer away; the exercise
@@ -110,14 +110,14 @@ for snap in (snapshots[0], snapshots[-1]):
     print(f"         SWA ids  {snap.swa_ids[0].tolist()}   counts {snap.counts(0)}")
 pools.check_slots_held(snapshots[-1].counts(0)["full_live"], snapshots[-1].counts(0)["swa_live"])
 
-# %% tags=["solution"]
+# %%
 plot_pool_occupancy(snapshots)
 
 # %% [markdown]
 # Each line joins a token's full slot to its SWA slot. Evicted tokens point at the dummy slot 0: reading
 # them from a sliding layer would read padding, which is fine only because the window never asks for them.
 
-# %% tags=["solution"]
+# %%
 plot_mapping(snapshots[-1])
 
 # %% [markdown]
@@ -175,7 +175,7 @@ pools.check_hybrid_saving(100 * minimum.saved_fraction, sizing["sglang_saved_pct
 # Every bundled model: SGLang's default sizing, then the per-request minimum at 8k / 32k / 128k (labelled
 # `min_*`; for a model without a hybrid pool in SGLang it is what a hybrid pool *would* save).
 
-# %% tags=["solution"]
+# %%
 print_table(story.memory_rows(tuple(s.name for s in specs)))
 print()
 print_table([{"model": r.model, "context": r.context, "one_pool_gib": r.as_row()["one_pool_gib"],

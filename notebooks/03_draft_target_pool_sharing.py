@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 03 · Draft and target: who reads which KV pool
 #
-# **Goal.** In about 30 minutes you will be able to (1) say which KV pool each kind of draft reads, and so
+# **Goal.** In about 29 minutes you will be able to (1) say which KV pool each kind of draft reads, and so
 # which SWA mapping its sliding layers need; (2) predict which resolver breaks which draft, and reproduce
 # the failure on real pools; (3) run [the seed](../docs/glossary.md#the-seed)'s two fixes before and after on a
 # tiny model; (4) triage a speculative-decoding bug from its symptom alone. Two exercises check you on the way.
@@ -78,9 +78,9 @@ print("FROZEN_KV dummy pool size:", FROZEN_KV_DUMMY_POOL_SIZE)
 # * **legacy** (SGLang's aiter backend before PR #38756): the *active* pool if it is an SWA pool, else nothing.
 # * **naive**: always the pool the shared allocator serves. A **straw man**, built by the kit after SGLang
 #   #25103 to show that bug's mechanism. #25103 (and #26957 below) were bugs of SGLang's **trtllm_mha**
-#   backend, not of aiter's. On the aiter backend a naive rule would more likely fail loudly, when the EAGLE
-#   draft writes its KV (its own pool has no full->SWA mapping), than drop acceptance silently; the kit
-#   models the *read* through the wrong mapping, not that write.
+#   backend, not of aiter's. On the aiter backend a naive rule could as well fail loudly, when a draft that
+#   owns its pool writes its KV, as drop acceptance silently; the kit models the *read* through the wrong
+#   mapping, not that write (sections 4 and 5).
 # * **fixed** (SGLang 0.5.23's `_resolve_swa_kv_pool`): active SWA pool -> it; EAGLE-family draft -> nothing;
 #   else the allocator's pool if it is an SWA pool.
 #
@@ -97,10 +97,12 @@ drafts.check_resolver_breaks(my_breaks)
 # Every resolver for every (role, algorithm, model kind), computed on real pools. `wanted` is derived from
 # what each worker actually reads, independently of the rules.
 
-# %% tags=["solution"]
+# %%
 rows = decision_table()
 print_table([{k: v for k, v in r.items() if k != "consequence"} for r in rows if r["model"] == "hybrid_swa"])
 print()
+
+# %% tags=["solution"]
 print("wrong picks anywhere:")
 for r in rows:
     if not r["correct"]:
@@ -118,7 +120,7 @@ drafts.check_resolver_breaks({r["algorithm"]: r["resolver"] for r in rows if not
 # legacy resolver says "no SWA", and the draft's sliding layer indexes the target's SWA buffer with untranslated
 # full ids.
 
-# %% tags=["solution"]
+# %%
 frozen, ids = request_ids_past_swa_buffer(SpeculativeAlgorithm.FROZEN_KV_MTP)
 legacy = slots_read(frozen, "draft", "legacy", 0, 1, len(ids))
 fixed = slots_read(frozen, "draft", "fixed", 0, 1, len(ids))
@@ -141,7 +143,7 @@ plot_slots_read(frozen, "draft", 0, 1, len(ids))
 # resolver hands it the target's SWA pool, so the backend translates those ids and reads other rows of the
 # draft's pool: no error, just wrong keys, and acceptance drops (the mechanism of SGLang #25103).
 
-# %% tags=["solution"]
+# %%
 eagle, ids = request_ids_past_swa_buffer(SpeculativeAlgorithm.EAGLE)
 own = eagle.draft.token_to_kv_pool.get_key_buffer(0)
 own.copy_(torch.randn_like(own))  # the draft's keys, written at full ids
@@ -206,7 +208,7 @@ drafts.check_which_worker(my_workers)
 # **Predict, then run.** Which of the six runs will produce text different from plain decoding? Which will
 # lose acceptance, and which will stop?
 
-# %% tags=["solution"]
+# %%
 from swa_kit.lessons.tiny_model import load_models
 from swa_kit.lessons.report import announce_all
 from swa_kit.lessons.speculative import (
@@ -238,7 +240,7 @@ announce_all(used for run in [plain, *runs] for used in run.computed_by)
 # shorter than the window); from there on the sliding layers read only translated slots of recent tokens,
 # and older tokens' SWA slots have been freed.
 
-# %% tags=["solution"]
+# %%
 fills = sum(max(0, models.cfg.max_window - len(p)) for p in prompts) / len(prompts)
 acceptance_curve(runs, window_fills_at=fills)
 
@@ -253,13 +255,15 @@ acceptance_curve(runs, window_fills_at=fills)
 # `planned route` is the dispatch's route for the affected layer; window-honouring routes run as the float64
 # reference here. Notebook 00 shows the code before and after.
 
-# %% tags=["solution"]
+# %%
 by_key = {(r.algorithm, r.resolver): r for r in runs}
 guard = guard_experiment(models, prompts, NEW_TOKENS, plain)
 before_after = pr_before_after(models, prompts, NEW_TOKENS, plain, guard=guard,
                                runs={name: by_key[("frozen_kv_mtp", name)] for name in ("legacy", "fixed")})
 print_table([{("planned route" if k == "route" else k): v for k, v in r.items()} for r in before_after])
 announce_all(guard["computed_by"])
+
+# %% tags=["solution"]
 drafts.check_which_worker({symptom: answers[0] for symptom, answers in drafts.SYMPTOMS.items()})
 
 # %% [markdown]
@@ -271,7 +275,7 @@ drafts.check_which_worker({symptom: answers[0] for symptom, answers in drafts.SY
 #
 # Where the output of the unguarded run leaves plain decoding, against where the window fills:
 
-# %% tags=["solution"]
+# %%
 print("window full at generated token:", guard["window_fills_at"], " first divergence:", guard["first_divergence"])
 print("with the guard on:", guard["error_with_guard"][:160], "...")
 guard_divergence(guard)
@@ -284,7 +288,7 @@ guard_divergence(guard)
 # Gemma's, and the tiny model was trained on exactly 16 keys: this shows the mechanism (a target bug changes
 # the output, silently), not the size of the effect on a large model.
 
-# %% tags=["solution"]
+# %%
 short = one_key_short_experiment(models, prompts, NEW_TOKENS, plain)
 print("attended keys (intended -> SGLang's argument):",
       sorted({(a["intended_keys"], a["effective_keys"]) for a in short["attended"].values()}))

@@ -16,10 +16,11 @@
 # %% [markdown]
 # # 04 · aiter dispatch, guard rails, and what the kernels really attend
 #
-# **Goal.** In about 30 minutes you will be able to (1) read which kernel SGLang's aiter backend runs for
+# **Goal.** In about 32 minutes you will be able to (1) read which kernel SGLang's aiter backend runs for
 # each layer and forward mode, and with which window argument; (2) make the seed's guard fire, and say what
 # each way out costs; (3) measure which keys a kernel really attends, and tell a short argument from a wrong
-# kernel. Two exercises check you on the way. Terms link to the kit's [glossary](../docs/glossary.md).
+# kernel. Three exercises check you on the way, the first two before any plan is printed. Terms link to the kit's
+# [glossary](../docs/glossary.md).
 #
 # SGLang's [aiter](../docs/glossary.md#aiter) [attention backend](../docs/glossary.md#attention-backend) picks a
 # kernel per [forward mode](../docs/glossary.md#forward-modes) (prefill, extend, decode,
@@ -33,7 +34,7 @@
 # 1. prints the **plan** for Gemma-4 31B in every forward mode: kernel, window argument, page table;
 # 2. makes the **seed's guard** fire (Gemma-3 on the default paged decode) and prices each way past it;
 # 3. **measures** which keys every call site really attends (one-hot values, read the weights back), on
-#    aiter's own Triton kernel, and settles whether the unified paths attend one key short;
+#    aiter's own Triton kernel, and tells a short argument from a wrong kernel;
 # 4. checks every path that runs here against the float64 reference.
 #
 # Without an AMD GPU, aiter's Triton kernels run in **Triton's CPU interpreter**; the
@@ -68,6 +69,35 @@ aiter_runs, aiter_why = get_path("aiter_triton_unified").available()
 print(f"aiter's Triton kernels: {aiter_why}" if aiter_runs else
       f"aiter's Triton kernels cannot run here, so sections 3 and 4 skip them: {aiter_why}")
 
+
+# %% [markdown]
+# ## Predict first
+#
+# Two predictions before any plan is printed: the rest of the notebook answers them.
+#
+# **Exercise 4.1 (predict).** The seed's guard refuses a sliding layer that reaches `paged_attention_ragged`,
+# the decode kernel that takes no window (section 2). Plan Gemma-3 27B's decode with
+# `routing.plan("gemma3-27b", "decode", strict=False)`: how many layers does the guard refuse? Then take the
+# way out the message names, `env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"}`: how many keys does a sliding layer
+# now attend (its `effective_keys`), for the 1024 it means?
+
+# %%
+my_refused_layers = ...  # your answer: a number of layers
+my_keys_after = ...  # your answer: keys a sliding layer attends after the way out
+dispatch.check_guard_way_out(my_refused_layers, my_keys_after)
+
+# %% [markdown]
+# **Exercise 4.2 (predict).** A call site is a place in SGLang's aiter backend that calls an attention kernel;
+# the kit names them in `routing.SITES`, each with its kernel and the window expression SGLang passes
+# (`window_expr`; `sws` is the layer's `sliding_window_size`, W - 1). For a layer meant to attend **W = 5**
+# keys (`sws = 4`), which sites attend **4** keys (one short)? Predict from the expressions; section 3
+# measures them with `probe.probe_sglang_sites(5)` (its rows' `site` and `attended_keys`).
+
+# %%
+for name, site in routing.SITES.items():
+    print(f"{name:22s} {site.kernel:24s} window argument {site.window_expr}")
+my_short_sites = ...  # your answer: a list of site names (keys of routing.SITES)
+dispatch.check_one_key_short_sites(my_short_sites)
 
 # %% [markdown]
 # ## 1 · The plan for Gemma-4 31B
@@ -108,28 +138,22 @@ print(explain(refused))
 # takes no window. Before PR #38756 that silently attended the whole context; the seed's
 # [guard](../docs/glossary.md#guard) raises instead, and names its ways out.
 #
-# **Exercise 4.1 (predict).** Plan Gemma-3 27B's decode with `routing.plan("gemma3-27b", "decode",
-# strict=False)`: how many layers does the guard refuse? Then take the way out the message names,
-# `env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"}`: how many keys does a sliding layer now attend (its
-# `effective_keys`), for the 1024 it means?
+# Exercise 4.1 asked what the guard refuses here and what its way out attends; the guard's own message first:
 
 # %%
-my_refused_layers = ...  # your answer: a number of layers
-my_keys_after = ...  # your answer: keys a sliding layer attends after the way out
-dispatch.check_guard_way_out(my_refused_layers, my_keys_after)
-
-# %% tags=["solution"]
 try:
     routing.plan("gemma3-27b", "decode")
 except ValueError as error:  # DispatchGuardError subclasses ValueError, like SGLang's guard
     print(type(error).__name__, ":", error)
 
-# %% [markdown] tags=["solution"]
+# %% [markdown]
 # Setting the environment variable changes the plan; nothing is clamped or dropped. Read `effective_keys`:
 
-# %% tags=["solution"]
+# %%
 after = routing.plan("gemma3-27b", "decode", env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"})
 print(explain(after))
+
+# %% tags=["solution"]
 way_out = dispatch.guard_and_way_out("gemma3-27b")
 dispatch.check_guard_way_out(way_out["refused_layers"], way_out["keys_after_way_out"])
 
@@ -152,28 +176,21 @@ dispatch.check_guard_way_out(way_out["refused_layers"], way_out["keys_after_way_
 # SGLang passes for a layer meant to attend **W = 5** keys (`sliding_window_size = 4`).
 # Command: `swa-kit probe --sglang-sites --keys 5`.
 #
-# **Exercise 4.2 (predict).** The call sites are the keys of `routing.SITES`; each names the kernel and the
-# window expression SGLang passes (`routing.SITES[name].window_expr`). Which sites attend **4** keys (one
-# short) for this 5-key layer? Predict from the expressions, then measure with `probe.probe_sglang_sites(5)`
-# (its rows' `site` and `attended_keys`).
+# Exercise 4.2's measurement:
 
 # %%
-for name, site in routing.SITES.items():
-    print(f"{name:22s} {site.kernel:24s} window argument {site.window_expr}")
-my_short_sites = ...  # your answer: a list of site names (keys of routing.SITES)
-dispatch.check_one_key_short_sites(my_short_sites)
-
-# %% tags=["solution"]
 rows = probe.probe_sglang_sites(5)
 print_table([{**{k: v for k, v in r.to_json().items() if k not in ("modes", "skipped")},
               "how obtained": how_obtained(r.tier) if r.masks else "not run here (see above)"} for r in rows])
 announce_all(r for r in rows if r.attended_keys is not None)
+
+# %% tags=["solution"]
 if aiter_runs:
     display(dispatch.check_one_key_short_sites([r.site for r in rows if r.attended_keys == 4]))
 else:
     print(f"Exercise 4.2's check skipped: the unified sites were not measured ({aiter_why})")
 
-# %% [markdown] tags=["solution"]
+# %% [markdown]
 # **Finding (measured on aiter 0.1.7's Triton `unified_attention` kernel, in the CPU interpreter here):**
 # every unified call site (extend, decode, verify, draft extend) attends **W - 1 = 4** keys for a layer
 # meant to attend 5: SGLang's `(sws - 1, 0)` is **one key short**. SGLang 0.5.23 imports the kernel from the
@@ -188,7 +205,7 @@ else:
 #
 # The measured masks, beside the intended ones (red x: disagreement; each row names its tier):
 
-# %% tags=["solution"]
+# %%
 display(draw_probe_table(rows, "decode"))
 if aiter_runs:
     display(draw_probe(next(r for r in rows if r.site == "extend.unified")))
@@ -255,7 +272,7 @@ dispatch.check_one_key_short_layers(short_layers)
 # reference shows the emulation computes what it declares, nothing about the real op. (It also answers the
 # second half of exercise 4.2: given the kit's argument, aiter's kernel computes the right window.)
 
-# %% tags=["solution"]
+# %%
 table = probe.agreement(5)
 print_table([{**r, "how obtained": how_obtained(r["tier"])} for r in table])
 announce_all(r for r in table if isinstance(r["max_abs_err"], float))

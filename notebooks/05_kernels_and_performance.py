@@ -28,11 +28,8 @@
 # one that does not (a dense mask over the whole context, or [full attention](../docs/glossary.md#full-attention))
 # reads all `L`. Decode is memory-bound (a few FLOPs per byte), so its time is bytes over bandwidth.
 #
-# This notebook: (1) what the window buys Gemma-4 31B at 128k tokens, in reads and in memory; (2) the teaching
-# kernel (`swa_kit/attention/kit/teaching.py`), read and run; (3) one measured table, the benchmark's headline
-# shape against its bandwidth floor. An **optional appendix** after the takeaway holds the tuned kernel's detail
-# (its launch policy, the recorded benchmark's plots and grid); it is not part of the 20 minutes, and
-# [docs/kernel.md](../docs/kernel.md) explains it.
+# An **optional appendix** after the takeaway, outside the 20 minutes, holds the tuned kernel's detail (its launch
+# policy, the recorded benchmark's plots and grid); [docs/kernel.md](../docs/kernel.md) explains it.
 
 # %%
 # %matplotlib inline
@@ -68,16 +65,18 @@ from swa_kit.viz import bench as viz
 my_sliding_percent = ...  # your answer: a percentage
 kernels.check_sliding_share(my_sliding_percent)
 
-# %% tags=["solution"]
+# %%
 read = kernels.decode_kv_bytes("gemma4-31b", 128 * 1024)
 buys = kernels.what_the_window_buys("gemma4-31b", 128 * 1024)
 print(f"one decode step, 128k tokens: sliding layers {read['sliding_layers'] / 2**30:.2f} GiB, "
       f"full layers {read['full_layers'] / 2**30:.2f} GiB; without any window {read['without_window'] / 2**30:.0f} GiB")
 windowed = read["sliding_layers"] + read["full_layers"]
 print(f"the window cuts the step's KV reads by {100 * (1 - windowed / read['without_window']):.1f} %")
-print(f"what is left of the step, the sliding layers' share: {100 * buys['sliding_share_of_step']:.1f} %")
 print(f"KV memory the SWA pool saves: {100 * buys['memory_saved_default']:.1f} % at SGLang's default sizing, "
       f"{100 * buys['memory_saved_minimum']:.1f} % at the per-request minimum")
+
+# %% tags=["solution"]
+print(f"what is left of the step, the sliding layers' share: {100 * buys['sliding_share_of_step']:.1f} %")
 kernels.check_sliding_share(round(100 * buys["sliding_share_of_step"], 1))
 
 # %% [markdown]
@@ -177,8 +176,6 @@ else:
     print(f"no GPU here ({reason}): plotting the recorded run")
     result = recorded
 print("\n".join(bench.summary_lines(result)[:3]))  # where, with what, and the copy ceiling
-
-# %%
 print_table(bench.headline_table(result))
 
 # %% [markdown]

@@ -69,7 +69,7 @@ my_window_arg = ...  # your answer: a (left, right) pair
 my_attended_keys = ...  # your answer: a number of keys
 debugging.check_decode_window(my_window_arg, my_attended_keys)
 
-# %% tags=["solution"]
+# %%
 launch = Launch.from_inputs(model="gemma4-31b", platform="rocm-gfx942",
                             server_args="--attention-backend aiter --speculative-algorithm FROZEN_KV_MTP")
 report = audit.audit(launch)
@@ -77,7 +77,7 @@ print("attention backend:", report.decisions.attention_backend.value, "-", repor
 for finding in report.findings:
     print(f"[{finding.severity}] {finding.title} ({finding.where})")
 
-# %% [markdown] tags=["solution"]
+# %% [markdown]
 # Every sliding layer on every aiter route gets `window_size = (sws - 1, 0)`: with `sliding_window_size =
 # W - 1` that is `(W - 2, 0)`, and aiter's unified kernel attends `1 + left` keys, one fewer than the model
 # was trained with. The audit ranks it *one-short*: SGLang runs, and nothing is refused.
@@ -124,15 +124,17 @@ print("trace vs plan:", "agree" if not mismatches else [str(m) for m in mismatch
 my_first_position = ...  # your answer: a position in the prompt
 debugging.check_first_changed_position(my_first_position, window=16)
 
-# %% tags=["solution"]
+# %%
 bundled = json.loads(data_path("models", "gemma3-27b.json").read_text())["hf_config"]
 model = tiny_model_from_config(transformers.AutoConfig.for_model(**bundled), window=16, seed=0)
 prompt = torch.randint(0, model.config.vocab_size, (64,), generator=torch.Generator().manual_seed(0))
 gap = compare_window(model, prompt, new_tokens=16)
 print(gap.summary())
+
+# %% tags=["solution"]
 debugging.check_first_changed_position(gap.first_changed_position, window=16)
 
-# %% [markdown] tags=["solution"]
+# %% [markdown]
 # Positions before W-1 attend the same keys under both windows, so their logits are identical; from
 # position W-1 on, every prediction moves a little, and greedy decoding parts ways once a near-tie flips.
 # That is the report's "after about a thousand tokens" with W = 1024.

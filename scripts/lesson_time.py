@@ -36,8 +36,12 @@ def main(argv: list[str] | None = None) -> int:
             problems.append(f"{path.stem}: estimated {e.minutes:.1f} min, its header states {stated}")
     print_table(rows)
     for plan in timing.plans().values():
-        print(f"plan {plan.name}: {plan.planned_minutes} of {plan.budget_minutes} min planned "
-              f"(at most {plan.budget_minutes * (1 - timing.PLAN_SLACK):.0f} with {timing.PLAN_SLACK:.0%} slack)")
+        spare = plan.budget_minutes - plan.planned_minutes
+        margins = [b.minutes - timing.estimate(timing.notebook_path(b.notebook), b.sections).minutes
+                   for b in plan.blocks if b.notebook]
+        print(f"plan {plan.name}: {plan.planned_minutes} of {plan.budget_minutes} min planned, {spare} min "
+              f"({spare / plan.budget_minutes:.0%}) spare (at most {plan.budget_minutes * (1 - timing.PLAN_SLACK):.0f} "
+              f"with {timing.PLAN_SLACK:.0%} slack); each block at least {min(margins):.1f} min over its estimate")
         problems += timing.plan_problems(plan)
     for problem in problems:
         print("does not fit:", problem, file=sys.stderr)

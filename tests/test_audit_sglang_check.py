@@ -76,3 +76,15 @@ def test_a_config_file_under_another_name_is_copied_for_sglang(tmp_path):
     with _config_dirs(RawLaunch((), named, tmp_path / "config.json")) as (model_dir, draft_dir):
         assert (Path(model_dir) / "config.json").read_text() == named.read_text()
         assert draft_dir == str(tmp_path)  # a config.json is read where it is, beside the user's other files
+
+
+def test_a_per_layer_field_names_the_layers_and_modes_that_differ():
+    from swa_kit.measure.sglang_check import differing_items
+
+    windows = FieldCheck("layer_windows", {0: 1023, 1: -1, 2: 1023}, {0: 1022, 1: -1, 2: 1022})
+    assert differing_items(windows) == [("layer 0", 1023, 1022), ("layer 2", 1023, 1022)]
+    route = ["unified_attention", [126, 0], "swa", 127]
+    routes = FieldCheck("routes", {"decode": {0: route, 1: route}, "verify": None},
+                        {"decode": {0: route, 1: [*route[:3], 128]}, "verify": {0: route}})
+    assert differing_items(routes) == [("decode layer 1", route, [*route[:3], 128]), ("verify layer 0", None, route)]
+    assert differing_items(FieldCheck("page_size", 1, 16)) == []

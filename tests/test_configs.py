@@ -88,6 +88,15 @@ def test_gemma3n_passes_the_whole_window_and_mistral_none():
     assert "llama.py" in mistral.sources["sliding_window_size"]
 
 
+def test_command_r7b_passes_the_whole_window_on_its_sliding_layers():
+    # SGLang's commandr.py hands RadixAttention config.sliding_window itself on Cohere-2's sliding layers.
+    r7b = parse_hf_config(_config("Cohere2ForCausalLM", model_type="cohere2", sliding_window=4096,
+                                  num_hidden_layers=8))
+    assert r7b.full_attention_layer_ids == [3, 7]  # transformers' default: three sliding layers, then one full
+    assert r7b.kinds["sliding"].window.keys == 4096 and r7b.kinds["sliding"].sliding_window_size == 4096
+    assert not r7b.sglang_hybrid_swa_pool and "commandr.py" in r7b.sources["sliding_window_size"]
+
+
 def test_sources_name_transformers_and_sglang():
     g4 = load_model("gemma4-31b")
     assert "Gemma4Config" in g4.sources["config"] and "per_layer_config" in g4.sources["heads and head dims"]
@@ -132,7 +141,8 @@ def _raw(name="gpt-oss-20b"):
 
 
 @pytest.mark.parametrize("key,value,message", [
-    ("architectures", ["FalconForCausalLM"], "unknown architecture 'FalconForCausalLM'; the kit models: Gemma2"),
+    ("architectures", ["FalconForCausalLM"],
+     "unknown architecture 'FalconForCausalLM'; the kit models: Cohere2ForCausalLM, Exaone4"),
     ("architectures", "GptOssForCausalLM", "architectures must list"),
     ("num_key_value_heads", 7, "not a multiple"),
     ("head_dim", -64, "whole number in 1..2,147,483,647"),

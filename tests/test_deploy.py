@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -107,6 +108,18 @@ def test_bad_launch_inputs(tmp_path):
 def test_backend_choice_per_architecture_and_platform(model, platform, args, expected):
     choice = choose_backend(launch(model, args, platform=platform))
     assert (choice.attention_backend, choice.prefill_attention_backend, choice.decode_attention_backend) == expected
+
+
+EXAONE4 = Path(__file__).parent / "data" / "differential" / "exaone4-32b.json"
+
+
+@pytest.mark.parametrize("platform, args, expected", [
+    ("rocm-gfx942", None, "triton"), ("cuda-sm90", None, "fa3"), ("cuda-sm100", None, "trtllm_mha"),
+    ("rocm-gfx942", "--attention-backend aiter", "aiter")])
+def test_exaone4_backend_override(platform, args, expected):
+    # arg_groups/model_overrides/exaone.py: with sliding_window_pattern, a backend is picked when none is given.
+    choice = choose_backend(Launch.from_inputs(hf_config=EXAONE4, server_args=args, platform=platform))
+    assert choice.attention_backend == expected and "exaone.py" in f"{choice.why} {choice.hybrid_why}"
 
 
 def test_hybrid_pool_on_off_and_why():

@@ -27,7 +27,11 @@ LAUNCHES = differential.launches()
 
 def test_the_launch_set_is_wide_enough():
     assert len(LAUNCHES) >= 200
-    assert len(differential.CONFIGS) >= 10
+    launched = {model for model, _, _ in LAUNCHES}
+    architectures = {differential.architecture(m) for m in launched}
+    bundled = {differential.architecture(m) for m in launched if differential.bundled(m)}
+    assert len(architectures) >= 12, sorted(architectures)
+    assert len(architectures - bundled) >= 4, sorted(architectures - bundled)
     assert {args.split("--tp ")[1].split()[0] for _, _, args in LAUNCHES if "--tp " in args} == {"1", "2", "4", "8"}
     assert set(differential.PLATFORMS) == {p for _, p, _ in LAUNCHES}
     assert all(f"--attention-backend {b}" in " ".join(a for *_, a in LAUNCHES) for b in differential.BACKENDS if b)
@@ -42,6 +46,25 @@ def test_the_set_holds_a_hybrid_swa_draft_and_a_float32_checkpoint():
     drafts = {w for *_, args in LAUNCHES for w in args.split() if w in differential.DRAFTS}
     assert "GptOssForCausalLM" in {field(differential.DRAFTS[w], "architectures")[0] for w in drafts}
     assert "float32" in {field(differential.CONFIGS[model], "dtype") for model, *_ in LAUNCHES}
+
+
+def test_routes_guard_and_draft_pool_come_from_sglangs_own_backend():
+    """The route and draft fields are answered by SGLang, not left empty: a hybrid aiter launch with a draft has
+    per-layer prefill, extend, decode, verify and draft decode routes and a draft pool; Command R7B's sliding
+    layers meet the guard."""
+    from swa_kit.measure.sglang_routes import GUARD
+
+    hybrid = next(c for c in LAUNCHES if c[0] == "gpt-oss-120b" and "--attention-backend aiter" in c[2]
+                  and "DRAFT" in c[2] and "--disable-hybrid-swa-memory" not in c[2])
+    refused, fields = differential.sglang_answer(*hybrid)
+    assert refused is None and set(fields["routes"]) == {"prefill", "extend", "decode", "verify", "draft_decode"}
+    assert all(len(fields["routes"][mode]) == 36 for mode in ("prefill", "extend", "decode", "verify"))
+    assert fields["routes"]["draft_decode"] == {i: ["paged_attention_ragged", None, "full", None] for i in (0, 1)}
+    assert fields["routes"]["decode"][0][:3] == ["unified_attention", [126, 0], "swa"]
+    assert fields["draft_pool"] == {"architecture": "LlamaForCausalLMEagle", "hybrid_swa": False}
+    guarded = next(c for c in LAUNCHES if c[0] == "command-r7b" and "--attention-backend aiter" in c[2])
+    routes = differential.sglang_answer(*guarded)[1]["routes"]
+    assert routes["decode"][0] == GUARD and routes["decode"][3][0] == "paged_attention_ragged"
 
 
 def test_every_listed_disagreement_names_a_launch_of_the_set():

@@ -25,6 +25,7 @@ FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: Commands not run here, each with why.
 SKIPPED: dict[str, str] = {
     "swa-kit lab": "starts a JupyterLab server",
+    "swa-kit lab --exercises": "starts a JupyterLab server (tests/test_exercises.py writes the exercise versions)",
     "swa-kit tour": "executes every notebook (tests/test_tour.py runs it)",
     "swa-kit spec-demo": "decodes the tiny model under every resolver for minutes (tests/test_speculative.py)",
     "swa-kit COMMAND": "a placeholder for any command",

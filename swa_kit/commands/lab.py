@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from swa_kit.commands._extras import NOTEBOOK_MODULES, require
-from swa_kit.lessons.tour import find_notebooks_dir
+from swa_kit.lessons.tour import find_notebooks_dir, list_notebooks
 
 if TYPE_CHECKING:
     import psutil
@@ -31,6 +31,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: Seconds JupyterLab gets to stop after a signal: its kernel manager waits up to 5 s
 #: (``shutdown_wait_time``) for a kernel to stop before killing it, plus the server's own cleanup.
 STOP_GRACE_S = 10.0
+#: Where ``--exercises`` writes the exercise versions, inside the notebooks folder (git-ignored in the kit's tree).
+EXERCISES_DIR = "exercises"
 
 
 def kernel_data_dir() -> Path:
@@ -74,6 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="folder to open (default: the notebooks shipped with the kit)")
     parser.add_argument("--port", type=_port, default=None, help="server port (default: JupyterLab's choice)")
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    parser.add_argument("--exercises", action="store_true",
+                        help="write the exercise versions (answers stripped) into NOTEBOOKS/exercises and open those")
     parser.add_argument("--dry-run", action="store_true", help="print the command and its environment, start nothing")
 
 
@@ -81,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
     if (stopped := require(NAME, NOTEBOOK_MODULES)) is not None:
         return stopped
     notebooks = find_notebooks_dir(args.notebooks)
+    if args.exercises:
+        notebooks = open_exercises(notebooks, dry_run=args.dry_run)
     data_dir = kernel_data_dir()
     command = lab_command(notebooks, args.port, browser=not args.no_browser)
     jupyter_path = os.pathsep.join(p for p in (str(data_dir), os.environ.get("JUPYTER_PATH", "")) if p)
@@ -90,6 +96,26 @@ def run(args: argparse.Namespace) -> int:
         return 0
     write_kernel_spec(data_dir)
     return serve(command, cwd=notebooks, env={**os.environ, "JUPYTER_PATH": jupyter_path})
+
+
+def open_exercises(notebooks: Path, dry_run: bool) -> Path:
+    """``notebooks/exercises``, where the exercise version of every notebook that tags ``solution`` cells (read
+    from its py:percent twin when there is one) is written afresh; a dry run only says where."""
+    from swa_kit.errors import UsageError
+    from swa_kit.lessons.exercises import has_exercises, write_exercise_notebook
+
+    target = notebooks / EXERCISES_DIR
+    if dry_run:
+        print(f"(would write the exercise versions into {target})")
+        return target
+    sources = [nb.with_suffix(".py") if nb.with_suffix(".py").is_file() else nb for nb in list_notebooks(notebooks)]
+    try:
+        written = [write_exercise_notebook(source, target) for source in sources if has_exercises(source)]
+    except PermissionError as error:
+        raise UsageError(f"cannot write the exercise versions into {str(target)!r} ({error.strerror}): copy the "
+                         "notebooks somewhere writable and pass --notebooks DIR") from None
+    print(f"wrote {len(written)} exercise versions into {target}")
+    return target
 
 
 class _StopRequested(Exception):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from swa_kit.launch.inputs import Launch
+from swa_kit.models.configs import text_fields
 
 _OVERRIDES = "sglang 0.5.23 arg_groups/model_overrides/"
 _DEFAULT = "sglang 0.5.23 arg_groups/model_override_base.py get_default_attn_backend"
@@ -61,6 +62,12 @@ def _model_override(launch: Launch) -> tuple[dict, str]:
         return {"attention_backend": "fa4"}, f"{_OVERRIDES}mimo_v2.py: MiMo-V2 on SM100 -> fa4"
     if arch.startswith(("Gemma2", "Gemma3")):
         return {"disable_hybrid_swa_memory": True}, f"{_OVERRIDES}gemma2_gemma3.py: hybrid SWA memory disabled"
+    if arch == "Exaone4ForCausalLM" and text_fields(launch.model).get("sliding_window_pattern") is not None:
+        overrides: dict = {"disable_hybrid_swa_memory": True}
+        if args.attention_backend is None:  # fa3 needs SM80+; ROCm and the rest get triton
+            overrides["attention_backend"] = _platform_pick(platform, "trtllm_mha", "fa3", "triton", "triton")
+        return overrides, (f"{_OVERRIDES}exaone.py: EXAONE-4 with sliding_window_pattern -> "
+                           f"{overrides.get('attention_backend', 'attention_backend given, kept')}")
     return {}, ""
 
 

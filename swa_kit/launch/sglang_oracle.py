@@ -62,11 +62,15 @@ INSTALL_HINT = (f"install SGLang's CPU-importable part: pip install --no-deps sg
 _OFF = {fact: False for fact in ("is_cuda", "is_hip", "is_npu", "is_xpu", "is_musa", "is_mps", "is_sm90", "is_sm100",
                                   "is_sm100_or_sm110", "is_sm110", "is_sm120", "is_blackwell",
                                   "is_hopper_with_cuda_12_3", "has_amx", "has_flashinfer")}
-PLATFORM_FACTS: dict[str, dict[str, bool]] = {
+#: The CUDA entries also set the compute capability (``get_device_sm``), which per-architecture overrides read
+#: (e.g. EXAONE-4's ``device_sm >= 80`` -> fa3 in ``arg_groups/model_overrides/exaone.py``).
+PLATFORM_FACTS: dict[str, dict[str, Any]] = {
     "rocm-gfx942": {**_OFF, "is_hip": True},
     "rocm-gfx950": {**_OFF, "is_hip": True},
-    "cuda-sm90": {**_OFF, "is_cuda": True, "is_sm90": True, "is_hopper_with_cuda_12_3": True},
-    "cuda-sm100": {**_OFF, "is_cuda": True, "is_sm100": True, "is_sm100_or_sm110": True, "is_blackwell": True},
+    "cuda-sm90": {**_OFF, "is_cuda": True, "is_sm90": True, "is_hopper_with_cuda_12_3": True, "device_sm": 90,
+                  "device_capability": (9, 0)},
+    "cuda-sm100": {**_OFF, "is_cuda": True, "is_sm100": True, "is_sm100_or_sm110": True, "is_blackwell": True,
+                   "device_sm": 100, "device_capability": (10, 0)},
     "cpu": dict(_OFF),
 }
 
@@ -331,7 +335,8 @@ def decide_with_sglang(launch: Launch) -> Decisions:
 #: The text model SGLang's multimodal wrapper builds for its language layers (the wrapper also builds a vision
 #: tower, which needs a vision config the kit's text-only configs do not hold).
 TEXT_CLASS = {"Gemma4ForConditionalGeneration": "Gemma4ForCausalLM", "Gemma3ForConditionalGeneration":
-              "Gemma3ForCausalLM", "Llama4ForConditionalGeneration": "Llama4ForCausalLM"}
+              "Gemma3ForCausalLM", "Llama4ForConditionalGeneration": "Llama4ForCausalLM",
+              "Gemma3nForConditionalGeneration": "Gemma3nForCausalLM"}
 
 
 @dataclass(frozen=True)
@@ -340,6 +345,8 @@ class Answer:
 
     refused: str | None  # "ExceptionType at file:line": SGLang's start-up refusal
     fields: dict[str, Any]
+    server_args: Any = None  # SGLang's resolved ServerArgs and ModelConfig, for callers that drive its backends
+    model_config: Any = None
 
 
 def _refusal(error: BaseException) -> str:
@@ -581,7 +588,8 @@ def ask_sglang(argv: list[str], platform: str, gpu_memory_bytes: int | None, wei
             "decode_attention_backend": decode, "page_size": view.page_size, "hybrid_swa_memory": hybrid,
             "mem_fraction_static": round(fraction, 6), "budget_bytes": budget,
             "draft_layers": spec_aux.eagle_draft_num_layers,
-            "kv_heads_per_gpu": mc.get_num_kv_heads(view.tp_size)}
+            "kv_heads_per_gpu": {"full": mc.get_num_kv_heads(view.tp_size),
+                                 "swa": mc.get_swa_num_kv_heads(view.tp_size)}}
         try:
             sws = built.sliding_window_size
             fields.update(_sizes(sa, view, mc, algorithm, spec_aux, budget, hybrid, sws))
@@ -589,4 +597,4 @@ def ask_sglang(argv: list[str], platform: str, gpu_memory_bytes: int | None, wei
                 fields["one_pool_tokens"] = _sizes(sa, view, mc, algorithm, spec_aux, budget, False, sws)["full_tokens"]
         except Exception as error:  # the configurator's own refusal (a pool under its floor, a negative pool)
             return Answer(_refusal(error), fields)
-    return Answer(None, fields)
+    return Answer(None, fields, sa, mc)

@@ -72,7 +72,6 @@ def write_exercise_notebook(source: Path | str, out_dir: Path | str) -> Path:
     """
     import nbformat
 
-
     nb = exercise_notebook(source)
     target = exercise_path(source, out_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -103,3 +102,4 @@ def has_exercises(source: Path | str) -> bool:
     import jupytext
 
     return bool(solution_cells(jupytext.read(Path(source))))
+

@@ -194,14 +194,14 @@ def plans() -> dict[str, Plan]:
     """The workshop's two plans; a self-paced block reads its notebook's header, a presenter-led one names the
     sections shown and is held to their estimate by :func:`plan_problems`."""
     presenter = Plan("A", 90, (
-        Block("The story: the two bugs, the reported result, the triage rule (sections 2-3)", 15, "00", (2, 3),
+        Block("The story: the two bugs, the reported result, the triage rule (sections 2-3)", 17, "00", (2, 3),
               "**0.2** (triage)"),
-        Block("The off-by-one trap (section 3)", 13, "01", (3,)),
-        Block("Pools: the full->SWA mapping, a request stepped through decode (sections 2-3)", 13, "02", (2, 3)),
+        Block("The off-by-one trap (section 3)", 14, "01", (3,)),
+        Block("Pools: the full->SWA mapping, the dummy slot and the sentinel (section 2)", 5, "02", (2,)),
         Block("Draft and target: three resolvers, failure 1 reproduced (sections 2 and 4)", 10, "03", (2, 4),
               "**3.1** (resolver)"),
-        Block("aiter dispatch: the guard, the probe, SGLang's own lines (sections 2-3)", 25, "04", (2, 3),
-              "**4.1** (guard)"),
+        Block("aiter dispatch: predict first, the guard, the probe, SGLang's own lines (sections 2-3)", 28, "04",
+              (2, 3), "**4.1** (guard), 4.2 (call sites)"),
         Block("Wrap-up: the four silent failures (below); notebooks 05 and 06 left as reading", 3),
     ))
     hands_on = Plan("B", 180, (

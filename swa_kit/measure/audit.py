@@ -22,7 +22,7 @@ from swa_kit.engine.routing import LayerPlan
 from swa_kit.engine.spec_algorithms import PLANNED, decode_evicts_swa
 from swa_kit.exit_codes import ExitCode
 from swa_kit.measure import trace
-from swa_kit.measure.sglang_check import FieldCheck, RawLaunch, SGLangCheck, check_launch, differing_keys
+from swa_kit.measure.sglang_check import FieldCheck, RawLaunch, SGLangCheck, check_launch, differing_items
 from swa_kit.launch.decide import Decisions, decide
 from swa_kit.launch.inputs import GIB, Launch, ServerArgsView
 from swa_kit.launch.pool_sizing import PoolSizes
@@ -304,20 +304,24 @@ _TRACE_WAYS_OUT = {
 
 
 def _check_cell(value: Any) -> str:
-    """A compared value in a few words: per-layer windows as each window's count of layers."""
+    """A compared value in a few words: per-layer windows as each window's count of layers, routes as each mode's
+    count of layers."""
     if isinstance(value, dict) and value and all(isinstance(k, int) for k in value):
         counts: dict[Any, int] = {}
         for window in value.values():
             counts[window] = counts.get(window, 0) + 1
         return f"{len(value)} layers: " + ", ".join(f"{w} ({n})" for w, n in counts.items())
+    if isinstance(value, dict) and value and all(isinstance(v, dict) or v is None for v in value.values()):
+        return ", ".join(f"{mode}: {'none' if layers is None else f'{len(layers)} layers'}"
+                         for mode, layers in value.items())
     return _fmt(value)
 
 
 def _row_differences(row: FieldCheck, shown: int = 6) -> str:
-    """Where a per-layer field differs: ``layer 5: kit 1023, SGLang 1022; ...`` (the first ``shown`` layers)."""
-    keys = differing_keys(row)
-    parts = [f"layer {k}: kit {_fmt(row.kit.get(k))}, SGLang {_fmt(row.sglang.get(k))}" for k in keys[:shown]]
-    more = f"; and {len(keys) - shown} more layers" if len(keys) > shown else ""
+    """Where a per-layer field differs: ``layer 5: kit 1023, SGLang 1022; ...`` (the first ``shown`` items)."""
+    items = differing_items(row)
+    parts = [f"{item}: kit {_fmt(kit)}, SGLang {_fmt(sglang)}" for item, kit, sglang in items[:shown]]
+    more = f"; and {len(items) - shown} more" if len(items) > shown else ""
     return "; ".join(parts) + more
 
 

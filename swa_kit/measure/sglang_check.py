@@ -25,7 +25,7 @@ from swa_kit.launch.inputs import Launch
 #: The fields both sides answer, in the order the report lists them.
 FIELDS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend", "page_size",
           "hybrid_swa_memory", "pool_configurator", "budget_bytes", "full_tokens", "swa_tokens", "one_pool_tokens",
-          "swa_pool_floor", "draft_layers", "layer_windows")
+          "swa_pool_floor", "draft_layers", "layer_windows", "kv_heads_per_gpu", "routes", "draft_pool")
 #: Decisions read as they are (the first fields above).
 _DECIDED = FIELDS[:6]
 #: The spellings SGLang's parser takes for the paths the check replaces (``arg_groups/fields/model.py`` and
@@ -85,6 +85,46 @@ class RawLaunch:
     draft_config: Path | None = None
 
 
+def route_modes(speculating: bool, with_draft: bool) -> tuple[str, ...]:
+    """The forward modes whose routes are compared: verify where the launch speculates, the draft worker's decode
+    where it names a draft."""
+    modes: tuple[str, ...] = ("prefill", "extend", "decode")
+    if speculating:
+        modes += ("verify",)
+    return (*modes, "draft_decode") if with_draft else modes
+
+
+def aiter_routes(prefill: str, decode: str) -> bool:
+    """Routes are compared where aiter serves both prefill and decode (the backend the kit plans)."""
+    return prefill == decode == "aiter"
+
+
+def _kit_routes(decisions: Decisions, modes: tuple[str, ...]) -> dict[str, Any]:
+    """The kit's plans per mode and layer, in the shape of :func:`swa_kit.measure.sglang_routes.routes`."""
+    from swa_kit.measure.sglang_routes import GUARD
+
+    out: dict[str, Any] = {}
+    for mode in modes:
+        plan = decisions.routes.get(("draft", mode) if mode.startswith("draft_") else ("target", mode))
+        out[mode] = None if plan is None else {
+            layer.layer: GUARD if layer.sglang_verdict is not None else
+            [layer.kernel, None if layer.window_arg is None else list(layer.window_arg), layer.page_table,
+             layer.effective_keys] for layer in plan.layers}
+    return out
+
+
+def _kit_kv_heads(launch: Launch) -> dict[str, int]:
+    """KV heads one GPU keeps for the full-pool and the SWA-pool layers (one kind stands for both when the model
+    has only one; a model whose layers of one pool differ in KV heads answers the largest)."""
+    from swa_kit.launch.parallel import parallel_of
+
+    parallel = parallel_of(launch.server_args)
+    kinds = launch.model.kinds.values()
+    full = [k.num_kv_heads for k in kinds if not k.uses_swa_pool] or [k.num_kv_heads for k in kinds]
+    swa = [k.num_kv_heads for k in kinds if k.uses_swa_pool] or full
+    return {"full": parallel.kv_heads_per_gpu(max(full)), "swa": parallel.kv_heads_per_gpu(max(swa))}
+
+
 def kit_side(launch: Launch, decisions: Decisions) -> Side:
     """The kit's answer: ``decisions`` read field by field (the draft's layers only where a draft config is read)."""
     pools = decisions.pools
@@ -99,19 +139,53 @@ def kit_side(launch: Launch, decisions: Decisions) -> Side:
     fields["draft_layers"] = draft.layout.num_layers if with_draft else None
     fields["layer_windows"] = {i: launch.model.layer_kind(i).sliding_window_size
                                for i in range(launch.model.num_layers)}
+    fields["kv_heads_per_gpu"] = _kit_kv_heads(launch)
+    modes = route_modes(launch.server_args.speculative_algorithm is not None, launch.draft_model is not None)
+    fields["routes"] = _kit_routes(decisions, modes) if aiter_routes(decisions.prefill_attention_backend.value,
+                                                                     decisions.decode_attention_backend.value) else None
+    owns = draft.layout is not None and draft.pool.startswith("own")
+    fields["draft_pool"] = {"architecture": draft.layout.architecture,
+                            "hybrid_swa": draft.pool.startswith("own SWA pool")} if owns and draft.layout else None
     return Side("refused: SWA pool under its floor" if pools.refused else None, fields)
 
 
 def sglang_side(argv: list[str], platform: str, gpu_memory_bytes: int | None, built: Any,
-                weights_bytes: int = 0) -> Side:
+                weights_bytes: int = 0, draft: Any = None) -> Side:
     """SGLang's answer for the raw command line ``argv`` (``--model-path`` and any draft path as SGLang reads
-    them); ``built``: the target's model class built on the meta device (``sglang_oracle.built_models_apart``)."""
+    them, the draft's config still in place); ``built``: the target's model class built on the meta device
+    (``sglang_oracle.built_models_apart``); ``draft``: the draft's, where ``argv`` names a draft (or why it did not
+    build: its decode routes are then left out)."""
     from swa_kit.launch.sglang_oracle import ask_sglang
+    from swa_kit.measure.sglang_routes import routes
 
     answer = ask_sglang(argv, platform, gpu_memory_bytes, weights_bytes, built=built)
     if answer.refused:
         return Side(answer.refused, answer.fields)
-    return Side(None, {**answer.fields, "layer_windows": built.layer_windows})
+    sa, fields = answer.server_args, answer.fields
+    fields["draft_pool"] = sglang_draft_pool(sa, platform)
+    route_fields: Any = None
+    if aiter_routes(fields["prefill_attention_backend"], fields["decode_attention_backend"]):
+        modes = route_modes(sa.speculative_algorithm is not None, draft is not None)
+        route_fields = routes(sa, answer.model_config, fields["page_size"], fields["hybrid_swa_memory"],
+                              built.layer_windows, modes, None if draft is None or isinstance(draft, str)
+                              else draft.layer_windows)
+    return Side(None, {**fields, "layer_windows": built.layer_windows, "routes": route_fields})
+
+
+def sglang_draft_pool(sa: Any, platform: str) -> dict[str, Any] | None:
+    """The draft worker's model as SGLang reads it (``ModelConfig.from_server_args(..., is_draft_model=True)``,
+    as ``spec_aux_hidden_state`` and the scheduler do): its architecture, and whether its own KV pool is an SWA
+    pool (``ModelConfig.is_hybrid_swa``)."""
+    from swa_kit.launch.sglang_oracle import PLATFORM_FACTS, hidden_aiter, import_sglang
+
+    if sa.speculative_algorithm is None:
+        return None
+    model_config = import_sglang("sglang.srt.configs.model_config")
+    runtime = import_sglang("sglang.srt.runtime_context")
+    with runtime.override_platform(**PLATFORM_FACTS[platform]), hidden_aiter():
+        draft = model_config.ModelConfig.from_server_args(sa, model_path=sa.speculative_draft_model_path,
+                                                          is_draft_model=True)
+    return {"architecture": draft.hf_config.architectures[0], "hybrid_swa": bool(draft.is_hybrid_swa)}
 
 
 def compare_sides(kit: Side, sglang: Side, names: tuple[str, ...] = FIELDS) -> tuple[FieldCheck, ...]:
@@ -127,11 +201,29 @@ def differences(kit: Side, sglang: Side, names: tuple[str, ...] = FIELDS) -> dic
     return {row.name: (row.kit, row.sglang) for row in compare_sides(kit, sglang, names) if not row.agree}
 
 
-def differing_keys(row: FieldCheck) -> list[Any]:
-    """The keys (layers) at which a per-layer field differs; [] for a field of one value."""
-    if not (isinstance(row.kit, dict) and isinstance(row.sglang, dict)):
+def per_item(value: Any) -> dict[str, Any] | None:
+    """A per-layer field as ``{"layer 3": value}``, a per-mode per-layer one (routes) as ``{"decode layer 3":
+    value}``; None for a field of one value."""
+    if not isinstance(value, dict) or not value:
+        return None
+    if all(isinstance(k, int) for k in value):
+        return {f"layer {k}": v for k, v in value.items()}
+    if all(isinstance(v, dict) or v is None for v in value.values()):
+        flat: dict[str, Any] = {}
+        for mode, layers in value.items():
+            flat.update({f"{mode}: none": None} if layers is None else
+                        {f"{mode} layer {k}": v for k, v in layers.items()})
+        return flat
+    return None
+
+
+def differing_items(row: FieldCheck) -> list[tuple[str, Any, Any]]:
+    """``(item, kit, SGLang)`` for each layer (or mode and layer) where a per-layer field differs; [] for a field
+    of one value."""
+    kit, sglang = per_item(row.kit), per_item(row.sglang)
+    if kit is None or sglang is None:
         return []
-    return sorted((k for k in row.kit.keys() | row.sglang.keys() if row.kit.get(k) != row.sglang.get(k)), key=str)
+    return [(k, kit.get(k), sglang.get(k)) for k in dict.fromkeys([*kit, *sglang]) if kit.get(k) != sglang.get(k)]
 
 
 # -- the audit's launch, as SGLang reads it ---------------------------------------------------------------
@@ -173,6 +265,10 @@ def _config_dirs(raw: RawLaunch) -> Iterator[tuple[str, str | None]]:
         yield _config_dir(raw.config, Path(tmp), "model"), draft
 
 
+def _names_draft(raw: RawLaunch) -> bool:
+    return any(word.partition("=")[0] in DRAFT_FLAGS for word in raw.words)
+
+
 def installed_sglang() -> str:
     """The installed SGLang's version; without SGLang, one line naming how to install it."""
     from swa_kit.launch.sglang_oracle import INSTALL_HINT, sglang_version
@@ -187,14 +283,15 @@ def check_launch(launch: Launch, decisions: Decisions, raw: RawLaunch) -> SGLang
     """The kit's ``decisions`` for ``launch`` against SGLang's answer for the same launch given raw."""
     from swa_kit.launch.sglang_oracle import built_models_apart, environment
 
-    if raw.draft_config is None and any(w.partition("=")[0] in DRAFT_FLAGS for w in raw.words):
+    if raw.draft_config is None and _names_draft(raw):
         raise UsageError("--check-with-sglang: SGLang reads the draft's config from --speculative-draft-model-path, "
                          "which is not on this machine: pass --draft-hf-config with the draft's config.json")
     version = installed_sglang()
     with environment(dict(launch.env)), _config_dirs(raw) as (model_dir, draft_dir):
-        built = built_models_apart([model_dir])[model_dir]
-        if isinstance(built, str):  # each layer's window comes from SGLang's model class: never guessed
-            raise SGLangUnavailableError(f"--check-with-sglang: SGLang {version}'s model class {built}")
-        sglang = sglang_side(sglang_argv(raw.words, model_dir, draft_dir), launch.platform.name,
-                             launch.platform.gpu_memory_bytes, built, launch.weights_bytes or 0)
+        built = built_models_apart([model_dir] + ([draft_dir] if draft_dir else []))
+        if isinstance(built[model_dir], str):  # each layer's window comes from SGLang's model class: never guessed
+            raise SGLangUnavailableError(f"--check-with-sglang: SGLang {version}'s model class {built[model_dir]}")
+        argv = sglang_argv(raw.words, model_dir, draft_dir)
+        sglang = sglang_side(argv, launch.platform.name, launch.platform.gpu_memory_bytes, built[model_dir],
+                             launch.weights_bytes or 0, built[draft_dir] if draft_dir and _names_draft(raw) else None)
     return SGLangCheck(version, compare_sides(kit_side(launch, decisions), sglang))

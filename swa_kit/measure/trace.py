@@ -83,6 +83,8 @@ def _table(kernel: str, args: tuple, kwargs: dict) -> Any:
         return kwargs.get("kv_page_indices", args[7] if len(args) > 7 else None)
     if kernel == "mha_batch_prefill_func":
         return kwargs.get("kv_page_indices", args[5] if len(args) > 5 else None)
+    if kernel == "extend_attention_fwd":  # the legacy verify passes its kv_indices ninth, by position
+        return kwargs.get("kv_indices", args[8] if len(args) > 8 else None)
     return kwargs.get("block_tables", kwargs.get("kv_indices"))
 
 

@@ -12,9 +12,9 @@ transformers does not know is read through a plain ``PretrainedConfig`` with the
 (``layer_types``, ``sliding_window``, heads, head dims), and the layout says so in its sources.
 
 What SGLang does with the config comes from :data:`ARCHITECTURES`, one row per architecture the kit
-models: the ``sliding_window_size`` its model file hands ``RadixAttention`` (Gemma-3/4 and GPT-OSS
-pass ``sliding_window - 1``, Gemma-3n the whole window, SGLang's Llama file, which serves Mistral,
-none) and whether ``is_hybrid_swa_model`` gives it a hybrid pool. Every derived figure names its
+models: the ``sliding_window_size`` its model file hands ``RadixAttention`` (Gemma-3/4, GPT-OSS and EXAONE-4
+pass ``sliding_window - 1``, Gemma-3n and Cohere-2 (Command R7B) the whole window, SGLang's Llama file,
+which serves Mistral, none) and whether ``is_hybrid_swa_model`` gives it a hybrid pool. Every derived figure names its
 origin in :attr:`ModelLayout.sources`.
 """
 
@@ -158,6 +158,8 @@ def _arch(sws: str, model_file: str, hybrid: bool, mtp_draft: str | None = None)
 
 
 ARCHITECTURES: dict[str, Architecture] = {
+    "Cohere2ForCausalLM": _arch("keys", "commandr.py", False),
+    "Exaone4ForCausalLM": _arch("keys - 1", "exaone4.py", False),
     "Gemma2ForCausalLM": _arch("keys - 1", "gemma2.py", False),
     "Gemma3ForCausalLM": _arch("keys - 1", "gemma3_causal.py", False),
     "Gemma3ForConditionalGeneration": _arch("keys - 1", "gemma3_causal.py", False),
