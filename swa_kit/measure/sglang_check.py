@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -287,7 +288,9 @@ def check_launch(launch: Launch, decisions: Decisions, raw: RawLaunch) -> SGLang
         raise UsageError("--check-with-sglang: SGLang reads the draft's config from --speculative-draft-model-path, "
                          "which is not on this machine: pass --draft-hf-config with the draft's config.json")
     version = installed_sglang()
-    with environment(dict(launch.env)), _config_dirs(raw) as (model_dir, draft_dir):
+    # SGLang prints on import (aiter_backend's "aiter is AMD specific ..."): stdout stays the report's
+    with environment(dict(launch.env)), _config_dirs(raw) as (model_dir, draft_dir), \
+            contextlib.redirect_stdout(sys.stderr):
         built = built_models_apart([model_dir] + ([draft_dir] if draft_dir else []))
         if isinstance(built[model_dir], str):  # each layer's window comes from SGLang's model class: never guessed
             raise SGLangUnavailableError(f"--check-with-sglang: SGLang {version}'s model class {built[model_dir]}")
