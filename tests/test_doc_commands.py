@@ -31,6 +31,8 @@ SKIPPED: dict[str, str] = {
     "swa-kit COMMAND": "a placeholder for any command",
     "swa-kit audit ...": "the elided arguments are the reader's own launch",
     "swa-kit audit ... --sglang-version before-38756": "the elided arguments are the reader's own launch",
+    "swa-kit audit ... --check-with-sglang": "the reader's own launch, and SGLang installed "
+                                             "(tests/test_audit_sglang_check_sglang.py runs it)",
     "swa-kit key-gap --model DIR --prompt-file F": "needs a local checkpoint",
     "swa-kit key-gap --model DIR --prompt-file prompt.txt --new-tokens 64": "needs a local checkpoint",
     "swa-kit key-gap --model /models/gemma-4-31b-it --prompt-file long_prompt.txt": "needs Gemma-4's checkpoint",

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -261,6 +260,8 @@ def _config_dir(config: Path | dict[str, Any], tmp: Path, name: str) -> str:
 
 @contextlib.contextmanager
 def _config_dirs(raw: RawLaunch) -> Iterator[tuple[str, str | None]]:
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="swa-kit-check-") as tmp:
         draft = None if raw.draft_config is None else _config_dir(raw.draft_config, Path(tmp), "draft")
         yield _config_dir(raw.config, Path(tmp), "model"), draft
