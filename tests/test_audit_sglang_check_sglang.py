@@ -119,3 +119,21 @@ def test_only_the_flag_imports_sglang():
     assert not loaded_after(code.format(argv), ("sglang",))
     # the check can fail: the flag does import it
     assert "sglang" in loaded_after(code.format([*argv, "--check-with-sglang"]), ("sglang",))
+
+
+def test_a_kit_refusal_carries_sglangs_own_answer(capsys, monkeypatch):
+    assert main(["audit", "--model", "gemma4-31b", "--server-args", "--attention-backend fa3",
+                 "--check-with-sglang"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "Gemma-4 runs only on" in err and "own code refuses it too: AssertionError at model_hook.py" in err
+    # the check can fail: a refusal the kit plants where SGLang starts is named as a disagreement
+    from swa_kit.errors import LaunchRefusedError
+    from swa_kit.measure import audit as audit_module
+
+    def refuse(launch):
+        raise LaunchRefusedError("planted refusal")
+
+    monkeypatch.setattr(audit_module, "check_surface", refuse)
+    assert main(["audit", "--model", "gemma4-31b", "--check-with-sglang"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "planted refusal; but SGLang" in err and "accepts this launch: the kit and SGLang disagree" in err

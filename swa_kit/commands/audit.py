@@ -81,7 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check-with-sglang", action="store_true",
                         help="also ask the SGLang installed here (its own parser, resolution, pool configurator and "
                              "model classes) the same launch, given raw, and report each field where the kit and "
-                             "SGLang disagree as a finding (needs SGLang; slower: SGLang imports)")
+                             "SGLang disagree as a finding; a launch the kit refuses is refused with SGLang's own "
+                             "answer (needs SGLang; slower: SGLang imports)")
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print one JSON object (its shape: above)")
     out.add_argument("--markdown", action="store_true", help="print Markdown ready to paste into a bug report")

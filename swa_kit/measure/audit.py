@@ -22,7 +22,9 @@ from swa_kit.engine.routing import LayerPlan
 from swa_kit.engine.spec_algorithms import PLANNED, decode_evicts_swa
 from swa_kit.exit_codes import ExitCode
 from swa_kit.measure import trace
-from swa_kit.measure.sglang_check import FieldCheck, RawLaunch, SGLangCheck, check_launch, differing_items
+from swa_kit.errors import LaunchRefusedError
+from swa_kit.measure.sglang_check import (FieldCheck, RawLaunch, SGLangCheck, check_launch, differing_items,
+                                          on_kit_refusal)
 from swa_kit.launch.decide import Decisions, decide
 from swa_kit.launch.inputs import GIB, Launch, ServerArgsView
 from swa_kit.launch.pool_sizing import PoolSizes
@@ -347,8 +349,13 @@ def audit(launch: Launch, records: Sequence[trace.TraceRecord] | None = None,
     ``check_with``: the launch as given, asked of the installed SGLang's own code too; each field where the two
     disagree is a finding.
     """
-    surface = check_surface(launch)  # raises LaunchRefusedError where SGLang refuses the launch at start-up
-    decisions = decide(launch)
+    try:
+        surface = check_surface(launch)  # raises LaunchRefusedError where SGLang refuses the launch at start-up
+        decisions = decide(launch)
+    except LaunchRefusedError as error:
+        if check_with is None:
+            raise
+        raise LaunchRefusedError(on_kit_refusal(launch, check_with, str(error))) from error
     findings = _route_findings(decisions) + _memory_findings(launch, decisions) + _input_findings(launch, decisions)
     findings += [Finding(n.severity, n.title, n.detail, n.ways_out, n.where) for n in surface]
     if records is not None:

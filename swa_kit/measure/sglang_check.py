@@ -281,8 +281,9 @@ def installed_sglang() -> str:
     return version
 
 
-def check_launch(launch: Launch, decisions: Decisions, raw: RawLaunch) -> SGLangCheck:
-    """The kit's ``decisions`` for ``launch`` against SGLang's answer for the same launch given raw."""
+def ask_raw(launch: Launch, raw: RawLaunch) -> tuple[str, Side]:
+    """The installed SGLang's version and its answer for ``launch`` given raw (its environment set while SGLang
+    runs)."""
     from swa_kit.launch.sglang_oracle import built_models_apart, environment
 
     if raw.draft_config is None and _names_draft(raw):
@@ -296,6 +297,22 @@ def check_launch(launch: Launch, decisions: Decisions, raw: RawLaunch) -> SGLang
         if isinstance(built[model_dir], str):  # each layer's window comes from SGLang's model class: never guessed
             raise SGLangUnavailableError(f"--check-with-sglang: SGLang {version}'s model class {built[model_dir]}")
         argv = sglang_argv(raw.words, model_dir, draft_dir)
-        sglang = sglang_side(argv, launch.platform.name, launch.platform.gpu_memory_bytes, built[model_dir],
-                             launch.weights_bytes or 0, built[draft_dir] if draft_dir and _names_draft(raw) else None)
+        return version, sglang_side(argv, launch.platform.name, launch.platform.gpu_memory_bytes, built[model_dir],
+                                    launch.weights_bytes or 0,
+                                    built[draft_dir] if draft_dir and _names_draft(raw) else None)
+
+
+def check_launch(launch: Launch, decisions: Decisions, raw: RawLaunch) -> SGLangCheck:
+    """The kit's ``decisions`` for ``launch`` against SGLang's answer for the same launch given raw."""
+    version, sglang = ask_raw(launch, raw)
     return SGLangCheck(version, compare_sides(kit_side(launch, decisions), sglang))
+
+
+def on_kit_refusal(launch: Launch, raw: RawLaunch, refusal: str) -> str:
+    """The kit's start-up refusal of ``launch`` with SGLang's own answer on the raw launch after it: a refusal
+    too, or the disagreement named."""
+    version, sglang = ask_raw(launch, raw)
+    if sglang.refused:
+        return f"{refusal} (SGLang {version}'s own code refuses it too: {sglang.refused})"
+    return (f"{refusal}; but SGLang {version}'s own code accepts this launch: the kit and SGLang disagree, report it "
+            "to swa_kit with this command line")
