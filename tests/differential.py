@@ -149,7 +149,8 @@ def _route_modes(args: str) -> tuple[str, ...]:
     modes: tuple[str, ...] = ("prefill", "extend", "decode")
     if "--speculative-algorithm" in args:
         modes += ("verify",)
-    return (*modes, "draft_decode") if "DRAFT" in args else modes
+    # the draft's decode is driven for a draft with a full pool of its own only (differential_routes' limit)
+    return (*modes, "draft_decode") if "DRAFT" in args.split() else modes
 
 
 def _aiter_routes(prefill: str, decode: str) -> bool:
@@ -165,7 +166,9 @@ def _kit_routes(d: Any, modes: tuple[str, ...]) -> dict[str, Any]:
     for mode in modes:
         plan = d.routes.get(("draft", mode) if mode.startswith("draft_") else ("target", mode))
         out[mode] = None if plan is None else {
-            layer.layer: GUARD if layer.sglang_verdict is not None else
+            # SGLang's guard refuses before any kernel; a kernel's own refusal (CK's head-dim cap) happens inside the
+            # kernel, which SGLang's side records as called
+            layer.layer: GUARD if layer.sglang_verdict is not None and layer.site == "decode.paged" else
             [layer.kernel, None if layer.window_arg is None else list(layer.window_arg), layer.page_table,
              layer.effective_keys] for layer in plan.layers}
     return out
@@ -186,13 +189,14 @@ def sglang_answer(model: str, platform: str, args: str) -> tuple[str | None, dic
         argv = ["--model-path", str(Path(tmp) / "m"),
                 *[str(Path(tmp) / "d") if w in DRAFTS else w for w in args.split()]]
         built = sglang_built()[model]
-        if isinstance(built, str):  # the oracle cannot answer without SGLang's window: say so, never guess
-            raise RuntimeError(f"{model}: SGLang's model class {built}")
-        answer = ask_sglang(argv, platform, memory, built=built)
+        # a class that does not build here: SGLang may still refuse the launch at start-up, before any model is
+        # built (Gemma-4 text-only); past start-up, ask_sglang says the class does not build, never guesses
+        answer = ask_sglang(argv, platform, memory, built=None if isinstance(built, str) else built)
         if not answer.refused:
             answer.fields["draft_pool"] = sglang_draft_pool(answer.server_args, platform)
     if answer.refused:
         return answer.refused, answer.fields
+    assert not isinstance(built, str)  # ask_sglang raised past start-up
     windows = built.layer_windows
     routes: Any = None
     if _aiter_routes(answer.fields["prefill_attention_backend"], answer.fields["decode_attention_backend"]):

@@ -166,7 +166,7 @@ def worker_layers(model: ModelLayout, worker: str, spec: str,
     Target: every layer. FROZEN_KV MTP draft: SGLang's drafter borrows the target's last sliding
     and last full layer caches. EAGLE / EAGLE3 / standalone / MTP draft: the layers of the draft's
     own config (``draft_model``); without one, :func:`swa_kit.models.drafts.default_draft_layout`
-    (the MTP rewrite SGLang makes, else an assumed one-layer EAGLE head, labelled as such).
+    (the MTP rewrite SGLang makes, else the target's own config, as SGLang reads it without a draft path).
     """
     if worker == "target":
         return [WorkerLayer(i, i) for i in range(model.num_layers)]
@@ -550,14 +550,14 @@ def plan(
     resolver = resolver or resolver_for(backend, sglang_version)
     check_plan_args(mode, spec, topk, worker, resolver, backend, sglang_version)
     env = check_env(env)
+    algorithm = SpeculativeAlgorithm.from_string(spec)
+    own = worker == "draft" and algorithm.traits.owns_kv_pool
+    if own and draft_model is None:  # before the pool view: a hybrid-SWA draft owns an SWA pool
+        draft_model, _ = default_draft_layout(target, algorithm.traits.mtp_draft_from_target)
     pool = _pool_view(target, worker, spec, topk, env, resolver, backend, model_runner, draft_model, hybrid_disabled)
     site = _choose_site(pool, mode, sglang_version)
     path = site_path(site) if site.paths else None
     result = Plan(target.name, mode, spec, topk, env, pool, sglang_version=sglang_version)
-    algorithm = SpeculativeAlgorithm.from_string(spec)
-    own = worker == "draft" and algorithm.traits.owns_kv_pool
-    if own and draft_model is None:
-        draft_model, _ = default_draft_layout(target, algorithm.traits.mtp_draft_from_target)
     layout = draft_model if own and draft_model is not None else target  # own: draft_model is set just above
     for entry in worker_layers(target, worker, spec, draft_model if own else None):
         kind = layout.layer_kind(entry.source_layer)

@@ -26,6 +26,7 @@ from swa_kit.launch.decide import Decisions, decide
 from swa_kit.launch.inputs import GIB, Launch, ServerArgsView
 from swa_kit.launch.pool_sizing import PoolSizes
 from swa_kit.launch.surface import SURFACE, check_surface
+from swa_kit.models.drafts import NO_DRAFT_CONFIG
 from swa_kit.sglang_versions import REVERTIBLE_FIXES, SGLANG_VERSION, reverted_fix
 from swa_kit.tables import format_table
 
@@ -245,8 +246,8 @@ def _input_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
                            (f"none in the kit: it plans SGLang's {', '.join(BACKENDS)} backends, without "
                             f"speculation or with {algorithms}",), "routes"))
     drafts = decisions.draft_pool.value
-    if drafts.layout_from.startswith("ASSUMED"):
-        out.append(Finding("info", "the draft's layout is assumed", drafts.layout_from,
+    if drafts.layout_from.startswith(NO_DRAFT_CONFIG):
+        out.append(Finding("info", "no draft config: the draft is read as the target itself", drafts.layout_from,
                            ("pass --draft-hf-config with the draft model's config.json",), "draft"))
     undone = reverted_fix(launch.sglang_version)
     if undone is not None:
