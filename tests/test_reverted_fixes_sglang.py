@@ -16,7 +16,7 @@ import pytest
 
 from sglang_support import REQUIRE_SGLANG
 from swa_kit.engine.call_sites import DECLARED_SITES
-from swa_kit.launch.refusals import GEMMA4_BACKENDS
+from swa_kit.launch.refusals import GEMMA4_BACKENDS, LLAMA4_ARCHITECTURES, LLAMA4_BACKENDS
 from swa_kit.models.configs import load_model
 
 pytestmark = pytest.mark.sglang
@@ -56,6 +56,24 @@ def test_gemma4_file_passes_w_minus_1_and_lists_aiter():
     hook = _source("srt/arg_groups/model_hook.py")
     listed = re.search(r"accepted_backends = \(([^)]*)\)", hook)
     assert listed and tuple(re.findall(r'"(\w+)"', listed.group(1))) == GEMMA4_BACKENDS
+
+
+def test_llama4_allow_list_is_sglangs_and_checks_the_base_backend_off_the_cpu():
+    """model_hook.py handle_model_specific_adjustments: Llama-4's assert, its set, what it reads, where it runs."""
+    body = _function(_source("srt/arg_groups/model_hook.py"), "handle_model_specific_adjustments")
+    tree = ast.parse(body)
+    asserts = [n for n in ast.walk(tree) if isinstance(n, ast.Assert) and n.msg is not None
+               and "Llama4" in (ast.get_source_segment(body, n.msg) or "")]
+    assert len(asserts) == 1 and isinstance(asserts[0].test, ast.Compare)
+    test = asserts[0].test
+    listed = test.comparators[0]
+    assert isinstance(listed, ast.Set) and isinstance(test.left, ast.Name)
+    assert {e.value for e in listed.elts if isinstance(e, ast.Constant)} == set(LLAMA4_BACKENDS)
+    # the name it tests is the resolved base attention_backend (not the prefill / decode split)
+    assert f"{test.left.id} = resolved_view(server_args).attention_backend" in body
+    branch = next(n for n in ast.walk(tree) if isinstance(n, ast.If) and asserts[0] in n.body)
+    guard = ast.get_source_segment(body, branch.test) or ""
+    assert all(f'"{arch}"' in guard for arch in LLAMA4_ARCHITECTURES) and 'cfg.device != "cpu"' in guard
 
 
 def test_aiter_extend_takes_unified_before_ck():
