@@ -5,7 +5,8 @@
 * trtllm_mha needs SM90, SM100 or SM120 (``arg_groups/attention_hook.py``): refused on ROCm.
 * Gemma-4's allow-list (``arg_groups/model_hook.py``): trtllm_mha, triton, fa4, ascend, intel_xpu, intel_amx,
   aiter; so fa3 or flashinfer is refused. SGLang PR #38758 added aiter to it: at ``before-38758`` aiter is refused
-  too.
+  too; at ``before-25547`` (the PR that added the list) there is none, and Gemma-4's default backend replaces the
+  user's instead.
 * Llama-4's allow-list (``arg_groups/model_hook.py``, off the CPU device): fa3, aiter, triton, ascend, trtllm_mha,
   intel_xpu, checked on ``attention_backend`` alone (not the prefill / decode split); so flashinfer is refused. SGLang
   PR #12003 added trtllm_mha to it: at ``before-12003`` trtllm_mha is refused too.
@@ -60,7 +61,8 @@ def check_startup(launch: Launch, choice: BackendChoice) -> None:
             "(sglang 0.5.23 arg_groups/attention_hook.py); use --attention-backend "
             f"{'aiter' if launch.platform.is_hip else 'triton'}")
     allowed = gemma4_backends(launch.sglang_version)
-    if launch.model.architecture in GEMMA4_ARCHITECTURES and any(b not in allowed for b in used):
+    if launch.model.architecture in GEMMA4_ARCHITECTURES and has_fix(launch.sglang_version, 25547) and \
+            any(b not in allowed for b in used):
         raise LaunchRefusedError(
             f"SGLang refuses this launch: Gemma-4 runs only on {', '.join(allowed)}, got prefill "
             f"{used[0]}, decode {used[1]} (sglang 0.5.23 arg_groups/model_hook.py"

@@ -225,7 +225,7 @@ def _draft_pool_findings(launch: Launch, pools: PoolSizes | None) -> list[Findin
 
 
 def _input_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
-    out = []
+    out, args = [], launch.server_args
     if launch.model.sources.get("architecture", "").startswith("INFERRED"):
         out.append(Finding("info", "the architecture is inferred", launch.model.sources["architecture"],
                            ("none needed if it is the model you serve; else add \"architectures\" to the config",),
@@ -248,6 +248,15 @@ def _input_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
     if drafts.layout_from.startswith("ASSUMED"):
         out.append(Finding("info", "the draft's layout is assumed", drafts.layout_from,
                            ("pass --draft-hf-config with the draft model's config.json",), "draft"))
+    asked = (args.prefill_attention_backend or args.attention_backend,
+             args.decode_attention_backend or args.attention_backend)
+    runs = (decisions.prefill_attention_backend.value, decisions.decode_attention_backend.value)
+    if any(a is not None and a != r for a, r in zip(asked, runs)):
+        out.append(Finding("info", "SGLang replaces the attention backend given",
+                           f"the flags ask for prefill {asked[0]}, decode {asked[1]}; SGLang runs prefill {runs[0]}, "
+                           f"decode {runs[1]} ({decisions.attention_backend.source})",
+                           (f"drop the backend flags: {runs[0]} is what runs (the routes are planned on it)",),
+                           "inputs"))
     undone = reverted_fix(launch.sglang_version)
     if undone is not None:
         detail = (f"no _resolve_swa_kv_pool and no paged-decode guard: routes {SGLANG_VERSION} refuses run silently "

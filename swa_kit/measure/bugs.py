@@ -112,6 +112,8 @@ FINDING_CLASSES: dict[str, FindingClass] = {c.name: c for c in (
                  ("supports a head dimension of at most",)),
     FindingClass("startup-refusal", "SGLang refuses the launch at start-up (a model's backend allow-list)",
                  "raises", (REFUSAL_TITLE,)),
+    FindingClass("backend-replaced", "SGLang runs another attention backend than the one the flags give, and "
+                 "refuses nothing", "info", ("SGLang replaces the attention backend given",)),
     FindingClass("ck-window-dispatch", "aiter's batch prefill loads a masked module where its kernel computes "
                  "no mask, and fails", "raises", ("invalid argument for batch_prefill",)),
 )}
