@@ -7,8 +7,8 @@ import pytest
 from swa_kit.errors import LaunchRefusedError
 from swa_kit.launch.decide import decide
 from swa_kit.launch.inputs import Launch
-from swa_kit.measure.audit import audit
 from swa_kit.launch.refusals import GEMMA4_BACKENDS, LLAMA4_BACKENDS, gemma4_backends, llama4_backends
+from swa_kit.measure.audit import audit
 from swa_kit.sglang_versions import REVERTIBLE_FIXES, SGLANG_VERSION, SGLANG_VERSIONS, before, has_fix, reverted_fix
 
 

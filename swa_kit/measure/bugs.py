@@ -379,7 +379,7 @@ class Replay:
     detail: str
 
 
-def _findings(launch: Launch) -> list[Finding]:
+def launch_findings(launch: Launch) -> list[Finding]:
     """The audit's findings; a launch SGLang refuses at start-up (the audit's one-line answer) is one finding."""
     try:
         return audit(launch).findings
@@ -388,7 +388,7 @@ def _findings(launch: Launch) -> list[Finding]:
 
 
 def _raised(launch: Launch, name: str) -> Finding | None:
-    return next((f for f in _findings(launch) if name in finding_classes(f)), None)
+    return next((f for f in launch_findings(launch) if name in finding_classes(f)), None)
 
 
 def replay(entry: BugEntry) -> Replay:
