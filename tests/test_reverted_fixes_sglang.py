@@ -1,7 +1,7 @@
 """The 0.5.23 side of each fix the kit undoes, read in SGLang's installed source (``sglang``-marked).
 
 ``before-<N>`` changes one rule; these check that the kit's 0.5.23 rule is the one the source has, so that only
-the undone side is the kit's model of the thread.
+the undone side is the kit's model of the thread. Rules a corpus thread replays at 0.5.23 itself are read here too.
 """
 
 from __future__ import annotations
@@ -81,3 +81,17 @@ def test_aiter_extend_takes_unified_before_ck():
     unified = body.index("if self.use_triton_unified_attention:")
     assert unified < body.index("o = mha_batch_prefill_func(")
     assert body.index("if self.kv_cache_is_vectorized_5d:") < unified  # the 5D extend comes first, CK inside it
+
+
+def test_triton_extend_bounds_the_window_by_draft_row():
+    """kernels/ops/attention/extend_attention.py _fwd_kernel: the prefix window mask takes q = prefix + row, with no
+    tree depth or position read (SGLang PR #39287, open), and the kit's Triton extend site says so for trees."""
+    body = _function(_source("kernels/ops/attention/extend_attention.py"), "_fwd_kernel")
+    flat = " ".join(body.split())
+    assert "window_mask = ( cur_seq_len_prefix + cur_block_m * BLOCK_M + offs_m[:, None] ) <= " \
+           "(start_n + offs_n_prefix[None, :] + SLIDING_WINDOW_SIZE)" in flat
+    assert not re.search(r"\b(depth|positions?)\b", body)
+    extend = _function(_source("srt/layers/attention/triton_backend.py"), "forward_extend")
+    assert "sliding_window_size=sliding_window_size" in extend and "self.forward_metadata.custom_mask" in extend
+    site = DECLARED_SITES["triton.extend"]
+    assert "tree" in site.modes and "not its depth" in site.tree_rows

@@ -20,6 +20,7 @@ from typing import Any
 from swa_kit.engine.plan_args import BACKENDS
 from swa_kit.engine.routing import LayerPlan
 from swa_kit.engine.spec_algorithms import PLANNED, decode_evicts_swa
+from swa_kit.engine.ways_out import TRITON_BACKEND
 from swa_kit.exit_codes import ExitCode
 from swa_kit.measure import trace
 from swa_kit.launch.decide import Decisions, decide
@@ -140,7 +141,12 @@ def _route_findings(decisions: Decisions) -> list[Finding]:
             if f"{worker} {mode}" not in where:
                 where.append(f"{worker} {mode}")
     backend = {plan.pool.backend for plan in decisions.routes.values()}
-    return [replace(f, where=f"{', '.join(where)} ({'/'.join(sorted(backend))})") for f, where in found.values()]
+    # Triton's verify bounds an EAGLE tree's window by draft row (call_sites triton.extend tree_rows): on a tree
+    # launch, switching to it trades one wrong route for another, so it is no way out there.
+    tree = any(plan.topk > 1 for (_, mode), plan in decisions.routes.items() if mode == "verify")
+    return [replace(f, where=f"{', '.join(where)} ({'/'.join(sorted(backend))})",
+                    ways_out=tuple(w for w in f.ways_out if not (tree and w == TRITON_BACKEND.text)))
+            for f, where in found.values()]
 
 
 def _memory_findings(launch: Launch, decisions: Decisions) -> list[Finding]:

@@ -112,6 +112,8 @@ FINDING_CLASSES: dict[str, FindingClass] = {c.name: c for c in (
                  ("supports a head dimension of at most",)),
     FindingClass("startup-refusal", "SGLang refuses the launch at start-up (a model's backend allow-list)",
                  "raises", (REFUSAL_TITLE,)),
+    FindingClass("tree-window-by-row", "an EAGLE tree's drafts get their window bound by flattened row, not "
+                 "depth: a draft past a sibling's branch attends fewer keys than meant", "wrong", ("not its depth",)),
     FindingClass("backend-replaced", "SGLang runs another attention backend than the one the flags give, and "
                  "refuses nothing", "info", ("SGLang replaces the attention backend given",)),
     FindingClass("ck-window-dispatch", "aiter's batch prefill loads a masked module where its kernel computes "
