@@ -47,7 +47,8 @@ runs. The kit judges:
   RadixAttention stores as -1), or an argument the path reads as "no window";
 * a page table that does not match the buffer (full-pool slots into an SWA buffer, or SWA slots into a full
   buffer: the EAGLE draft bug, SGLang #25103);
-* chunked local attention, which aiter cannot express (inferred: Llama-4's layers keep ``sliding_window_size = -1``).
+* chunked local attention, which aiter cannot express (inferred: Llama-4's layers keep ``sliding_window_size = -1``);
+* an EAGLE tree (topk > 1) whose window the site bounds by flattened draft row, not depth (Triton's extend).
 
 Attending fewer keys than meant (the unified paths' ``(sws - 1, 0)``, Triton's decode) is *not* a refusal: it is
 SGLang's behaviour, reported in ``effective_keys`` and ``note`` and measured by :mod:`swa_kit.measure.probe`.
@@ -446,6 +447,8 @@ def _window_problems(route: _Route, effective: int | None) -> tuple[list[str], l
         return _verdict(f"{kernel} gets window_size={route.window_arg} = {route.site.window_expr}, which its "
                         "convention reads as 'no window': the layer attends the whole context",
                         "a path whose convention can express this window, e.g. CK prefill's (sws, -1)")
+    if mode == "tree" and route.site.tree_rows:
+        return _verdict(f"{kernel} {route.site.tree_rows}", "--speculative-eagle-topk 1 (a chain: each row is a depth)")
     return [], []
 
 
@@ -507,22 +510,10 @@ def _pool_view(model: ModelLayout, worker: str, spec: str, topk: int, env: dict[
     )
 
 
-def plan(
-    model: ModelLayout | str,
-    mode: str,
-    *,
-    spec: str | None = None,
-    topk: int = 1,
-    env: Mapping[str, str] | None = None,
-    worker: str | None = None,
-    resolver: str | None = None,
-    strict: bool = True,
-    model_runner: Any = None,
-    backend: str = "aiter",
-    draft_model: ModelLayout | None = None,
-    sglang_version: str = SGLANG_VERSION,
-    hybrid_swa_memory: bool = True,
-) -> Plan:
+def plan(model: ModelLayout | str, mode: str, *, spec: str | None = None, topk: int = 1,
+         env: Mapping[str, str] | None = None, worker: str | None = None, resolver: str | None = None,
+         strict: bool = True, model_runner: Any = None, backend: str = "aiter", draft_model: ModelLayout | None = None,
+         sglang_version: str = SGLANG_VERSION, hybrid_swa_memory: bool = True) -> Plan:
     """Route every layer of ``model`` the way SGLang's attention ``backend`` does in forward ``mode``.
 
     ``env`` holds the launch's variables (:data:`ENV_DEFAULTS`; unset ones take SGLang's default). ``spec`` is the
