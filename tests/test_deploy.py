@@ -314,3 +314,16 @@ def test_the_workshop_story_uses_sglangs_sizing():
     assert story.story_memory("gemma3-27b")["default_saved_fraction"] == 0  # SGLang builds no hybrid pool
     half = story.story_memory("gemma4-31b", ratio=0.5)["default_bytes_per_token"]
     assert half == default_sizing("gemma4-31b", ratio=0.5)["sglang_bytes_per_token"] == 81_920 + 0.5 * 819_200
+
+
+def test_exaone4_allow_list_and_text_only_gemma4_are_refused_as_sglang_does():
+    # held against SGLang's own start-up by the differential (tests/differential.py: exaone4-32b, gemma4-31b-text)
+    data = Path(__file__).parent / "data" / "differential"
+    exaone = data / "exaone4-32b.json"
+    with pytest.raises(LaunchRefusedError, match="EXAONE-4 with sliding layers runs only on fa3, triton, trtllm_mha"):
+        decide(Launch.from_inputs(hf_config=exaone, server_args="--attention-backend aiter", platform="rocm-gfx942"))
+    assert decide(Launch.from_inputs(hf_config=exaone, server_args="--attention-backend triton",
+                                     platform="rocm-gfx942")).attention_backend.value == "triton"
+    with pytest.raises(LaunchRefusedError, match="text-only Gemma-4 config"):
+        decide(Launch.from_inputs(hf_config=data / "gemma4-31b-text.json", platform="rocm-gfx942"))
+    assert decide(Launch.from_inputs(model="gemma4-31b", platform="rocm-gfx942")).attention_backend.value == "triton"
