@@ -150,6 +150,8 @@ def parse_vllm_flags(text: str) -> VllmArgs:
             values[name] = reader(flag, inline)
         elif word.startswith("-"):
             unknown.append(flag)
+            if not eq and i + 1 < len(words) and not words[i + 1].startswith("-"):
+                i += 1  # its value, if it takes one: the flag is refused below either way
         else:
             raise UsageError(f"vLLM flags: stray word {quote(word)} (a value without its flag?)")
         i += 1

@@ -20,21 +20,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from swa_kit.engine.spec_algorithms import VLLM_SPEC_METHODS
 from swa_kit.errors import UsageError
 from swa_kit.launch.vllm_backends import CAPS
-
-SPEC_NAMES = ("FullAttentionSpec", "SlidingWindowSpec", "ChunkedLocalAttentionSpec")
-#: ``--speculative-config`` methods, and whether their drafter reads the target's hidden states
-#: (``SpeculatorConfig.uses_target_hidden_states``, vllm/v1/worker/gpu/spec_decode/*/config.py).
-SPEC_METHODS = {"eagle": True, "eagle3": True, "mtp": True, "dflash": True, "dspark": True,
-                "ngram": False, "ngram_gpu": False, "suffix": False, "draft_model": False}
 
 
 @dataclass(frozen=True)
 class LayerSpec:
     """One layer's ``KVCacheSpec`` as vLLM builds it (the fields that size and group it)."""
 
-    kind: str  # one of SPEC_NAMES
+    kind: str  # FullAttentionSpec, SlidingWindowSpec or ChunkedLocalAttentionSpec
     block_size: int
     num_kv_heads: int
     head_size: int
@@ -101,7 +96,7 @@ def hybrid_manager_disabled(flag: bool | None, chunked: bool, spec_method: str |
                             allow_chunked_env: bool) -> tuple[bool, str]:
     """The switch and the rule that set it (``VllmConfig.__post_init__``, ROCm: ``support_hybrid_kv_cache``)."""
     need, why = False, "no rule turns it off (ROCm supports it: RocmPlatform.support_hybrid_kv_cache)"
-    if chunked and spec_method is not None and SPEC_METHODS[spec_method]:
+    if chunked and spec_method is not None and VLLM_SPEC_METHODS[spec_method]:
         need, why = True, f"chunked local attention with a drafter on target hidden states ({spec_method})"
     elif chunked and not allow_chunked_env:
         need, why = True, "chunked local attention and VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=0"

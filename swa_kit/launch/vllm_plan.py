@@ -13,7 +13,8 @@ from swa_kit.errors import UsageError
 from swa_kit.launch.inputs import GIB, PLATFORMS
 from swa_kit.launch.vllm_args import VLLM_VERSION, VllmArgs, vllm_env
 from swa_kit.launch.vllm_backends import DEFAULT_BLOCK_SIZE, LayerQuery, Selection, block_size, select
-from swa_kit.launch.vllm_kv_cache import (SPEC_METHODS, KvCachePlan, LayerSpec, group_layers,
+from swa_kit.engine.spec_algorithms import VLLM_SPEC_METHODS
+from swa_kit.launch.vllm_kv_cache import (KvCachePlan, LayerSpec, group_layers,
                                           hybrid_manager_disabled, sliding_block_size)
 from swa_kit.launch.vllm_routes import MODES, VllmRoute, route
 from swa_kit.models.configs import LayerKind, ModelLayout
@@ -88,8 +89,8 @@ def _check_supported(model: ModelLayout, args: VllmArgs, platform: str) -> None:
                              "model file then picks a DiffKV backend itself (e.g. mimo_v2.py), which the kit does "
                              "not model yet")
     method = (args.speculative_config or {}).get("method")
-    if args.speculative_config is not None and method not in SPEC_METHODS:
-        raise UsageError(f"--speculative-config method {method!r}: the kit models {', '.join(SPEC_METHODS)}")
+    if args.speculative_config is not None and method not in VLLM_SPEC_METHODS:
+        raise UsageError(f"--speculative-config method {method!r}: the kit models {', '.join(VLLM_SPEC_METHODS)}")
 
 
 def layer_specs(model: ModelLayout, args: VllmArgs, selections: dict[str, Selection], block: int) -> list[LayerSpec]:
