@@ -29,7 +29,7 @@ from swa_kit.models.configs import load_model  # noqa: E402
 
 MODELS = ("gpt-oss-20b", "llama4-scout")
 FLAGS = ("", "--disable-hybrid-kv-cache-manager", "--no-disable-hybrid-kv-cache-manager")
-CHUNKED_ENV = ("1", "0")
+CHUNKED_ENV = (None, "1", "0")  # None: unset, vLLM's default
 ENV = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
 
 
@@ -50,10 +50,17 @@ def model_configs(tmp_path_factory):
     answers.undo()
 
 
+def _set(monkeypatch, env: str | None) -> None:
+    if env is None:
+        monkeypatch.delenv(ENV, raising=False)
+    else:
+        monkeypatch.setenv(ENV, env)
+
+
 def _vllm_switch(model_config, flag: bool | None) -> bool | str:
     try:
-        scheduler = config.SchedulerConfig(disable_hybrid_kv_cache_manager=flag, max_model_len=model_config.max_model_len,
-                                           is_encoder_decoder=False)
+        scheduler = config.SchedulerConfig(disable_hybrid_kv_cache_manager=flag, is_encoder_decoder=False,
+                                           max_model_len=model_config.max_model_len)
         built = config.VllmConfig(model_config=model_config, scheduler_config=scheduler)
     except ValueError as error:  # pydantic's ValidationError is a ValueError
         return f"refused: {error}"
@@ -64,11 +71,11 @@ def _vllm_switch(model_config, flag: bool | None) -> bool | str:
 @pytest.mark.parametrize("flags", FLAGS)
 @pytest.mark.parametrize("name", MODELS)
 def test_switch_agrees_with_vllm(model_configs, name, flags, env, monkeypatch):
-    monkeypatch.setenv(ENV, env)
+    _set(monkeypatch, env)
     args = parse_vllm_flags(flags)
     theirs = _vllm_switch(model_configs[name], args.disable_hybrid_kv_cache_manager)
     try:
-        kit: bool | str = plan(load_model(name), args, {ENV: env}).kv.hybrid_disabled
+        kit: bool | str = plan(load_model(name), args, {} if env is None else {ENV: env}).kv.hybrid_disabled
     except UsageError as error:
         kit = f"refused: {error}"
     if isinstance(theirs, str) or isinstance(kit, str):
@@ -76,14 +83,15 @@ def test_switch_agrees_with_vllm(model_configs, name, flags, env, monkeypatch):
         assert "explicitly enabled" in theirs and "explicitly enabled" in kit
     else:
         assert kit == theirs
-    assert os.environ[ENV] == env
+    assert os.environ.get(ENV) == env
 
 
 def test_the_cases_reach_both_answers_and_the_refusal(model_configs, monkeypatch):
     seen = set()
     for env in CHUNKED_ENV:
-        monkeypatch.setenv(ENV, env)
+        _set(monkeypatch, env)
         for flags in FLAGS:
-            answer = _vllm_switch(model_configs["llama4-scout"], parse_vllm_flags(flags).disable_hybrid_kv_cache_manager)
+            flag = parse_vllm_flags(flags).disable_hybrid_kv_cache_manager
+            answer = _vllm_switch(model_configs["llama4-scout"], flag)
             seen.add(answer if isinstance(answer, bool) else "refused")
     assert seen == {True, False, "refused"}
