@@ -101,6 +101,23 @@ def test_manager_off_prices_sliding_layers_as_full():
     assert len(memory) == 1 and "#39254" in memory[0].detail
 
 
+def test_tensor_parallel_heads_split_or_replicate_evenly():
+    gemma4 = load_model("gemma4-31b")  # 16 KV heads on sliding layers, 4 on full ones
+    specs = plan(gemma4, parse_vllm_flags("-tp 8"), {}).kv.specs
+    assert {gemma4.layer_types[i]: s.num_kv_heads for i, s in enumerate(specs)} == {"sliding": 2, "full": 1}
+    with pytest.raises(UsageError, match="-tp 3"):
+        plan(gemma4, parse_vllm_flags("-tp 3"), {})
+
+
+def test_tokens_per_gpu_from_the_pool():
+    launch = plan(load_model("gpt-oss-20b"), parse_vllm_flags("--gpu-memory-utilization 0.5"), {},
+                  gpu_memory_gib=64, weights_gib=12)
+    rows = {d.decision: d.value for d in launch.decisions}
+    available = int(64 * (1 << 30) * 0.5) - 12 * (1 << 30)
+    assert rows["blocks in the pool"] == available // launch.kv.bytes_per_block
+    assert rows["tokens per GPU"] == rows["blocks in the pool"] * launch.block_size
+
+
 def test_refusals_outside_the_model():
     with pytest.raises(UsageError, match="ROCm only"):
         plan(load_model("gemma3-27b"), parse_vllm_flags(""), {}, platform="cuda-sm90")

@@ -14,7 +14,7 @@ from swa_kit.launch.inputs import GIB, PLATFORMS
 from swa_kit.launch.vllm_args import VLLM_VERSION, VllmArgs, vllm_env
 from swa_kit.launch.vllm_backends import DEFAULT_BLOCK_SIZE, LayerQuery, Selection, block_size, select
 from swa_kit.engine.spec_algorithms import VLLM_SPEC_METHODS
-from swa_kit.launch.vllm_kv_cache import (KvCachePlan, LayerSpec, group_layers,
+from swa_kit.launch.vllm_kv_cache import (Group, KvCachePlan, LayerSpec, group_layers,
                                           hybrid_manager_disabled, sliding_block_size)
 from swa_kit.launch.vllm_routes import MODES, VllmRoute, route
 from swa_kit.models.configs import LayerKind, ModelLayout
@@ -96,6 +96,12 @@ def _check_supported(model: ModelLayout, args: VllmArgs, platform: str) -> None:
 def layer_specs(model: ModelLayout, args: VllmArgs, selections: dict[str, Selection], block: int) -> list[LayerSpec]:
     """``Attention.get_kv_cache_spec`` for every layer, at ``block`` tokens per block."""
     dtype_bytes, tp = _kv_dtype_bytes(model, args.kv_cache_dtype), args.tensor_parallel_size
+    for kind in model.kinds.values():  # QKVParallelLinear: heads split evenly, or replicated evenly
+        heads = kind.num_kv_heads
+        if (heads >= tp and heads % tp) or (heads < tp and tp % heads):
+            raise UsageError(f"-tp {tp}: {model.name}'s {kind.name} layers have {heads} KV heads, which vLLM splits "
+                             "evenly over the ranks or replicates evenly (an assertion at start-up); way out: a "
+                             f"tensor-parallel size that divides {heads} or that {heads} divides")
     specs = []
     for layer_id in range(model.num_layers):
         kind = model.layer_kind(layer_id)
@@ -132,6 +138,11 @@ def _available(args: VllmArgs, platform: str, gpu_memory_gib: float | None,
     ]
 
 
+def _full_group(groups: list[Group]) -> Group:
+    """The first group of full-attention layers (a model without one: its first group)."""
+    return next((g for g in groups if g.kind == "FullAttentionSpec"), groups[0])
+
+
 def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str = "rocm-gfx942",
          gpu_memory_gib: float | None = None, weights_gib: float | None = None) -> VllmPlan:
     """The whole launch as vLLM 0.34 decides it."""
@@ -165,8 +176,16 @@ def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str 
                  "Platform.update_block_size_for_backend (backends' get_preferred_block_size)"),
         Decision("hybrid KV-cache manager", "off" if disabled else "on", f"VllmConfig.__post_init__: {rule}"),
         Decision("KV-cache groups", f"{len(groups)} ({how})", "vllm/v1/core/kv_cache_planning.py get_kv_cache_groups"),
+        *(Decision(f"KV heads per GPU, {name} layers", max(1, kind.num_kv_heads // args.tensor_parallel_size),
+                   "ModelConfig.get_num_kv_heads: max(1, heads // tp)") for name, kind in model.kinds.items()),
+        Decision("KV bytes per token, all layers", sum(s.bytes_per_token for s in specs),
+                 "AttentionSpec page size / block size, summed over layers (what a token costs where every layer "
+                 "keeps it)"),
         Decision("pool bytes per block", kv.bytes_per_block, "get_kv_cache_config_from_groups (largest group's pages)"),
         *memory,
         Decision("blocks in the pool", available // kv.bytes_per_block, "available memory // bytes per block"),
+        Decision("tokens per GPU", (available // kv.bytes_per_block) * _full_group(groups).specs[0].block_size,
+                 "blocks x the full-attention group's block size: the tokens its block table can address when it "
+                 "has the pool (every group draws block ids from the one pool)"),
     )
     return VllmPlan(model, args, dict(env), platform, kinds, kv, block, decisions, available)
