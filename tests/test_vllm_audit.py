@@ -141,3 +141,19 @@ def test_cli_engine_vllm_json_and_exit_codes():
 def test_default_engine_is_sglang():
     done = _cli("--model", "gpt-oss-20b")
     assert "SGLang" in done.stdout.splitlines()[0] and "vLLM" not in done.stdout.splitlines()[0]
+
+
+def test_cli_reads_a_launch_file_and_a_saved_config(tmp_path):
+    """A file holding the `vllm serve` line, and a config.json as transformers saves it (not a bundled name)."""
+    launch = tmp_path / "serve.sh"
+    launch.write_text("VLLM_ROCM_USE_AITER=1 vllm serve openai/gpt-oss-20b \\\n"
+                      "  --disable-hybrid-kv-cache-manager -tp 2\n")
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(load_model("gpt-oss-20b").hf_config))
+    done = _cli("--engine", "vllm", "--hf-config", str(config), "--server-args", str(launch), "--markdown")
+    assert done.returncode == 1, done.stderr  # the memory finding of the disabled manager
+    assert "**[memory]**" in done.stdout and "tensor_parallel_size=2" in done.stdout
+    assert "ROCM_AITER_FA" in done.stdout  # the line's VLLM_ROCM_USE_AITER=1 is read, not dropped
+    launch.write_text("VLLM_USE_V1=1 vllm serve openai/gpt-oss-20b")
+    unknown = _cli("--engine", "vllm", "--hf-config", str(config), "--server-args", str(launch))
+    assert unknown.returncode == 2 and "VLLM_USE_V1" in unknown.stderr

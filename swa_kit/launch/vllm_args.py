@@ -51,10 +51,12 @@ class VllmArgs:
     speculative_config: dict[str, Any] | None = None
     kv_cache_dtype: str = "auto"
     block_size: int | None = None
+    line_env: tuple[tuple[str, str], ...] = ()  # NAME=VALUE words before `vllm serve`, read as the environment
 
     def given(self) -> dict[str, Any]:
         """The fields set away from their defaults."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name != "line_env" and getattr(self, f.name) != f.default}
 
 
 def _human_int(flag: str, text: str) -> int:
@@ -117,7 +119,11 @@ _SWITCHES = {"--disable-hybrid-kv-cache-manager": True, "--no-disable-hybrid-kv-
 ACCEPTED_FLAGS = tuple(_VALUED) + tuple(_SWITCHES)
 
 
-def _words(text: str) -> list[str]:
+_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+
+
+def _words(text: str) -> tuple[list[str], tuple[tuple[str, str], ...]]:
+    """The flags after the launcher words, and the NAME=VALUE assignments among those words."""
     try:
         words = shlex.split(text.replace("\\\n", " "))
     except ValueError as error:
@@ -125,15 +131,16 @@ def _words(text: str) -> list[str]:
     start = 0
     while start < len(words) and _LAUNCHER.match(words[start]):
         start += 1
+    env = tuple((m.group(1), m.group(2)) for m in map(_ASSIGNMENT.match, words[:start]) if m)
     # `vllm serve MODEL`: the model is the first positional word after the launcher
     if start < len(words) and not words[start].startswith("-") and start > 0 and words[start - 1] == "serve":
-        return ["--model", *words[start:]]
-    return words[start:]
+        return ["--model", *words[start:]], env
+    return words[start:], env
 
 
 def parse_vllm_flags(text: str) -> VllmArgs:
     """The flags of ``vllm serve MODEL ...`` (or the flags alone); an unknown flag is refused by name."""
-    words, unknown = _words(text), []
+    (words, line_env), unknown = _words(text), []
     values: dict[str, Any] = {}
     i = 0
     while i < len(words):
@@ -158,7 +165,7 @@ def parse_vllm_flags(text: str) -> VllmArgs:
     if unknown:
         raise UsageError(f"vLLM flags the kit does not model: {', '.join(unknown)}; accepted: "
                          f"{', '.join(ACCEPTED_FLAGS)} (remove them, or audit without them)")
-    return VllmArgs(**values)
+    return VllmArgs(**values, line_env=line_env)
 
 
 def _env_bool(name: str, text: str) -> bool:
@@ -170,6 +177,16 @@ def _env_bool(name: str, text: str) -> bool:
             raise UsageError(f"{name}={quote(text)}: vLLM reads it with int() (0 or 1), so this value would "
                              "stop it at start-up") from None
     return text.lower() in ("true", "1")
+
+
+def merged_env(args: VllmArgs, env: dict[str, str]) -> dict[str, str]:
+    """``--env`` pairs and the launch line's own assignments; one name with two values is refused."""
+    merged = dict(env)
+    for name, value in args.line_env:
+        if merged.setdefault(name, value) != value:
+            raise UsageError(f"{name} is {quote(merged[name])} in --env and {quote(value)} in the launch line: keep "
+                             "the one the server ran with")
+    return merged
 
 
 def vllm_env(env: dict[str, str]) -> dict[str, bool]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from swa_kit.errors import UsageError
 from swa_kit.launch.inputs import GIB, PLATFORMS
-from swa_kit.launch.vllm_args import VLLM_VERSION, VllmArgs, vllm_env
+from swa_kit.launch.vllm_args import VLLM_VERSION, VllmArgs, merged_env, vllm_env
 from swa_kit.launch.vllm_backends import DEFAULT_BLOCK_SIZE, LayerQuery, Selection, block_size, select
 from swa_kit.engine.spec_algorithms import VLLM_SPEC_METHODS
 from swa_kit.launch.vllm_kv_cache import (Group, KvCachePlan, LayerSpec, group_layers,
@@ -147,6 +147,7 @@ def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str 
          gpu_memory_gib: float | None = None, weights_gib: float | None = None) -> VllmPlan:
     """The whole launch as vLLM 0.34 decides it."""
     _check_supported(model, args, platform)
+    env = merged_env(args, env)
     flags = vllm_env(env)
     query_block = args.block_size if args.block_size is not None else DEFAULT_BLOCK_SIZE
     selections = {name: select(_query(model, kind, query_block), flags, args.attention_backend)

@@ -139,8 +139,11 @@ def render_vllm(report: VllmAudit, markdown: bool = False) -> str:
                           markdown=markdown).splitlines()
     lines += ["", f"{h}Findings (worst first)", ""]
     for i, f in enumerate(report.findings, 1):
-        ways = f"   way out: {'; or '.join(f.ways_out)}" if f.ways_out else "   way out: see the detail"
-        lines += [f"{i}. [{f.severity}] {f.title} ({f.where})", f"   {f.detail}", ways]
+        ways = f"way out: {'; or '.join(f.ways_out)}" if f.ways_out else "way out: see the detail"
+        if markdown:
+            lines += [f"{i}. **[{f.severity}]** {f.title} ({f.where})", f"   - {f.detail}", f"   - {ways}"]
+        else:
+            lines += [f"{i}. [{f.severity}] {f.title} ({f.where})", f"   {f.detail}", f"   {ways}"]
     if not report.findings:
         lines.append("none")
     code = report.exit_code
