@@ -4,9 +4,9 @@ vLLM's side, per launch, on this CPU:
 
 * the flags, parsed by vLLM's own parser (``EngineArgs.add_cli_args`` on a ``FlexibleArgumentParser``);
 * the backend of each layer kind: every backend class's own ``validate_configuration`` (its rejection reasons), taken
-  in the order of ``_get_backend_priorities`` with the aiter switches read by vLLM's ``rocm_aiter_ops``. That order
-  is transcribed here, because ``vllm/platforms/rocm.py`` asks the GPU at import and cannot be read on a CPU; the
-  machine facts the backends ask it (CDNA 3, not gfx1250) are given by a stand-in module, as on an MI300X;
+  in the order of ``_get_backend_priorities`` with the aiter switches answered by vLLM's ``rocm_aiter_ops``. That
+  order is transcribed here, because ``vllm/platforms/rocm.py`` asks the GPU at import and cannot be read on a CPU;
+  the machine facts vLLM asks (CDNA 3, not gfx1250, aiter installed) are answered as on an MI300X;
 * the block size from the backends' own ``get_preferred_block_size`` / ``supports_block_size``;
 * each layer's spec built as ``Attention.get_kv_cache_spec`` builds it, with vLLM's ``SlidingWindowSpec``,
   ``FullAttentionSpec``, ``ChunkedLocalAttentionSpec``, ``_largest_kernel_block_within``, the backend's
@@ -49,6 +49,10 @@ sys.modules.setdefault("vllm.platforms.rocm", _rocm)
     "vllm.v1.attention.backends.rocm_aiter_unified_attn", "vllm.v1.attention.backends.triton_attn",
     "vllm.transformers_utils.model_arch_config_convertor")
 
+# The machine's third answer on an MI300X: aiter is installed and supported (the ROCm images ship it), so the
+# switches gated by @if_aiter_supported (is_mha_enabled, is_shuffle_kv_cache_enabled) answer from the environment.
+aiter_ops.is_aiter_found_and_supported = lambda: True
+
 from swa_kit.errors import UsageError  # noqa: E402
 from swa_kit.launch.vllm_args import parse_vllm_flags  # noqa: E402
 from swa_kit.launch.vllm_plan import plan  # noqa: E402
@@ -63,7 +67,7 @@ FLAGS = ("", "--disable-hybrid-kv-cache-manager", "-tp 2", "--tensor-parallel-si
          "--attention-backend ROCM_AITER_UNIFIED_ATTN", "--attention-backend ROCM_ATTN",
          "--no-disable-hybrid-kv-cache-manager -tp 4",
          "--max-model-len 32k --gpu-memory-utilization 0.8 --kv-cache-dtype fp8_e4m3")
-ENVS = ({}, {"VLLM_ROCM_USE_AITER": "1"})
+ENVS = ({}, {"VLLM_ROCM_USE_AITER": "1"}, {"VLLM_ROCM_USE_AITER": "1", "VLLM_ROCM_SHUFFLE_KV_CACHE_LAYOUT": "1"})
 LAUNCHES = [(m, f, e) for m in MODELS for f in FLAGS for e in ENVS]
 GIB = 1 << 30
 
@@ -94,10 +98,9 @@ def _environment(env: dict[str, str]):
 
 
 def _priorities() -> list[str]:
-    """``_get_backend_priorities`` (non-MLA, no KV connector, CDNA with aiter), switches as vLLM reads them."""
-    ops = aiter_ops.rocm_aiter_ops
-    mha = ops._AITER_ENABLED and ops._MHA_ENABLED  # is_mha_enabled, without the GPU probe of @if_aiter_supported
-    return ["ROCM_ATTN"] + (["ROCM_AITER_FA"] if mha else []) + ["ROCM_AITER_UNIFIED_ATTN", "TRITON_ATTN"]
+    """``_get_backend_priorities`` (non-MLA, no KV connector, CDNA, not RDNA), with vLLM's own switches."""
+    return (["ROCM_ATTN"] + (["ROCM_AITER_FA"] if aiter_ops.rocm_aiter_ops.is_mha_enabled() else [])
+            + (["ROCM_AITER_UNIFIED_ATTN"] if aiter_ops.is_aiter_found_and_supported() else []) + ["TRITON_ATTN"])
 
 
 def _mm_prefix(model) -> bool:
@@ -178,9 +181,13 @@ def _specs(model, args, selected, block: int) -> dict:
 
 
 def _vllm_answer(model, flags: str, env: dict[str, str], hybrid_disabled: bool | None) -> dict | str:
+    with _environment(env):  # the backends' customize_spec reads the shuffle switch at call time
+        return _vllm_answer_here(model, flags, hybrid_disabled)
+
+
+def _vllm_answer_here(model, flags: str, hybrid_disabled: bool | None) -> dict | str:
     args = PARSER.parse_args(["--model", model.name, *shlex.split(flags)])
-    with _environment(env):
-        selected = _select(model, args)
+    selected = _select(model, args)
     if isinstance(selected, str):
         return selected
     block = _block_size(args, [b for b, _ in selected.values()])
