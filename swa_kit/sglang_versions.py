@@ -21,6 +21,7 @@ SGLANG_VERSION = "0.5.23"
 #: ``before-<N>`` changes in the kit's model of SGLang :data:`SGLANG_VERSION`.
 REVERTIBLE_FIXES: dict[int, str] = {
     38756: "no SWA-pool resolver, no paged-decode guard",
+    33974: "--enable-unified-memory refuses DSPARK (its linear chain on the unified pool)",
     29622: "the hybrid-SWA pool configurators leave an EAGLE / STANDALONE draft's layers out of the KV budget",
     17630: "an EAGLE-family draft's pool takes the token count before the hybrid-SWA adjustment",
     25103: "trtllm_mha resolves the target's SWA pool (the allocator's) for an EAGLE draft too",
@@ -29,8 +30,10 @@ REVERTIBLE_FIXES: dict[int, str] = {
     34924: "DFLASH-family decode frees no out-of-window SWA slot (0.5.23 has the change this PR proposed)",
     38757: "aiter prefill and extend run CK mha_batch_prefill_func even with unified_attention on",
     38758: "Gemma-4's backend allow-list lacks aiter",
+    25547: "Gemma-4's default backend replaces any --attention-backend given, and no allow-list refuses one",
     26147: "Gemma-4's model file passes its whole window W as sliding_window_size, not W - 1",
     18970: "trtllm_mha passes no window_left and no SWA page table",
+    12003: "Llama-4's backend allow-list lacks trtllm_mha",
     2170: "ROCm/aiter PR #2170 (in the aiter SGLang 0.5.23 installs): CK batch prefill picks its masked module "
           "where its kernel computes no mask",
 }

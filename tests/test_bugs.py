@@ -54,8 +54,8 @@ def test_an_entry_with_a_fix_the_kit_models_loses_its_finding_after_it():
     with_fix = [e for e in CORPUS if e.after_fix]
     assert with_fix
     for entry in with_fix:
-        after = audit(bugs.build_launch(entry, entry.after_fix))
-        assert not any(entry.finding_class in bugs.finding_classes(f) for f in after.findings), entry.id
+        after = bugs.launch_findings(bugs.build_launch(entry, entry.after_fix))  # a refusal is one finding
+        assert not any(entry.finding_class in bugs.finding_classes(f) for f in after), entry.id
 
 
 def test_replay_says_when_the_corpus_and_the_audit_disagree():
@@ -120,8 +120,18 @@ def test_an_entrys_own_launch_matches_it(entry):
     matches = bugs.match(audit(bugs.build_launch(entry)), CORPUS)
     hits = [m for m in matches if entry in m.entries]
     assert hits and all(entry.finding_class in bugs.finding_classes(m.finding) for m in hits)
-    line = f"matches {entry.label}, " + ("no fix known" if entry.fixed_by == "open" else f"fixed in #{entry.fixed_by}")
-    assert line in hits[0].lines()
+    assert f"matches {entry.label}, {entry.fix_text}" in hits[0].lines()
+
+
+def test_a_fix_sglang_lost_again_is_never_called_fixed():
+    """sglang-7988: the PR's fa3 check is gone from 0.5.23, so its failure is live and the audit says so."""
+    lost = BY_ID["sglang-7988"]
+    assert lost.fixed_by == "regressed" and lost.after_fix is None
+    lines = [line for m in bugs.match(audit(bugs.build_launch(lost)), CORPUS) for line in m.lines()
+             if lost.label in line]
+    assert lines and set(lines) == {"matches SGLang #7988, fixed in #7988, but SGLang 0.5.23 no longer has that fix"}
+    assert lost.fixed_label == "#7988, not in 0.5.23"
+    assert all(e.fix_text.startswith(("fixed in #", "no fix known")) for e in CORPUS)
 
 
 def test_the_mechanism_matches_across_models_but_not_across_backends_or_versions():
@@ -189,6 +199,9 @@ def test_every_launch_field_missing_or_mistyped_is_named(tmp_path, key):
     (lambda r: r.update(number=38755), "id"),
     (lambda r: r.update(kind="issue"), "state"),  # an issue is never merged
     (lambda r: r.update(fixed_by="open"), "fixed_by"),  # a merged PR fixes itself
+    (lambda r: r.update(fixed_by="regressed"), "fixed_by"),  # a lost fix has no version where it is back
+    (lambda r: r.pop("after_fix") and r.update(fixed_by="regressed", state="closed"), "fixed_by"),  # merged only
+    (lambda r: r.update(fixed_by="fixed"), "fixed_by"),
     (lambda r: r.update(finding_class="off-by-two"), "finding_class"),
     (lambda r: r.update(title=""), "title"),
     (lambda r: r.update(symptom="x" * (bugs.MAX_TEXT + 1)), "symptom"),

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from swa_kit.models.configs import MODELS_DIR
+from swa_kit.models.drafts import NO_DRAFT_CONFIG
 from swa_kit.launch.backend import choose_backend
 from swa_kit.launch.decide import MINIMUM_CONTEXT, decide
 from swa_kit.launch.pool_sizing import swa_request_cap
@@ -221,9 +222,16 @@ def test_draft_pools_per_algorithm(tmp_path):
     assert frozen.pool.startswith("dummy") and frozen.layout is None
     mimo = decide(launch("mimo-v2-flash", "--speculative-algorithm EAGLE")).draft_pool.value
     assert mimo.pool.startswith("own SWA pool") and mimo.layout.architecture == "MiMoV2MTP"
-    assumed = decide(launch("gpt-oss-20b", "--speculative-algorithm EAGLE3")).draft_pool.value
-    assert assumed.layout_from.startswith("ASSUMED") and assumed.pool == "own full pool"
-    windowed = decide(launch("gpt-oss-20b", "--speculative-algorithm EAGLE3 --speculative-draft-window-size 64"))
+    # no draft config: SGLang's draft worker reads the target's own config, a hybrid-SWA one here
+    itself = decide(launch("gpt-oss-20b", "--speculative-algorithm EAGLE3")).draft_pool.value
+    assert itself.layout_from.startswith(NO_DRAFT_CONFIG) and itself.pool == "own SWA pool (hybrid-SWA draft)"
+    assert itself.layout.architecture == "GptOssForCausalLM"
+    head = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "num_hidden_layers": 1,
+            "hidden_size": 2880, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64}
+    (tmp_path / "head").mkdir()
+    (tmp_path / "head" / "config.json").write_text(json.dumps(head))
+    windowed = decide(launch("gpt-oss-20b", "--speculative-algorithm EAGLE3 --speculative-draft-window-size 64",
+                             draft_hf_config=tmp_path / "head"))
     layer = windowed.draft_pool.value.layout.kinds["full"]
     assert (layer.attention, layer.sliding_window_size, layer.window.keys) == ("sliding", 64, 65)
     # A Gemma-4 standalone draft from its own config: hybrid-SWA, so it owns an SWA pool.
@@ -306,3 +314,16 @@ def test_the_workshop_story_uses_sglangs_sizing():
     assert story.story_memory("gemma3-27b")["default_saved_fraction"] == 0  # SGLang builds no hybrid pool
     half = story.story_memory("gemma4-31b", ratio=0.5)["default_bytes_per_token"]
     assert half == default_sizing("gemma4-31b", ratio=0.5)["sglang_bytes_per_token"] == 81_920 + 0.5 * 819_200
+
+
+def test_exaone4_allow_list_and_text_only_gemma4_are_refused_as_sglang_does():
+    # held against SGLang's own start-up by the differential (tests/differential.py: exaone4-32b, gemma4-31b-text)
+    data = Path(__file__).parent / "data" / "differential"
+    exaone = data / "exaone4-32b.json"
+    with pytest.raises(LaunchRefusedError, match="EXAONE-4 with sliding layers runs only on fa3, triton, trtllm_mha"):
+        decide(Launch.from_inputs(hf_config=exaone, server_args="--attention-backend aiter", platform="rocm-gfx942"))
+    assert decide(Launch.from_inputs(hf_config=exaone, server_args="--attention-backend triton",
+                                     platform="rocm-gfx942")).attention_backend.value == "triton"
+    with pytest.raises(LaunchRefusedError, match="text-only Gemma-4 config"):
+        decide(Launch.from_inputs(hf_config=data / "gemma4-31b-text.json", platform="rocm-gfx942"))
+    assert decide(Launch.from_inputs(model="gemma4-31b", platform="rocm-gfx942")).attention_backend.value == "triton"

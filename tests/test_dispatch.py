@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from dataclasses import replace
 from types import SimpleNamespace
@@ -14,7 +16,8 @@ from swa_kit.measure.explain import explain, layer_ranges
 from swa_kit.attention.batch import random_paged_batch
 from swa_kit.cli import main
 from swa_kit.models.configs import MODELS_DIR, load_model, parse_hf_config
-from swa_kit.models.drafts import assumed_eagle_head, default_draft_layout, with_window
+from swa_kit.models.configs import LayerKind
+from swa_kit.models.drafts import default_draft_layout, with_window
 from swa_kit.errors import DispatchGuardError, UsageError
 from swa_kit.window import to_keys
 from swa_kit.engine.workers import build_workers
@@ -93,7 +96,12 @@ def test_frozen_kv_draft_resolvers():
 
 def test_eagle_draft_naive_resolver_is_the_25103_bug():
     # An EAGLE-3 head with --speculative-draft-window-size 1023: one sliding layer in the draft's own full pool.
-    head = with_window(assumed_eagle_head(GEMMA4), 1023)
+    full = GEMMA4.kinds["full"]
+    one_layer = dataclasses.replace(GEMMA4, name="gemma4-eagle-head", architecture="LlamaForCausalLMEagle",
+                                    kinds={"full": LayerKind("full", "full", full.num_q_heads, full.num_kv_heads,
+                                                             full.head_dim, full.v_head_dim)},
+                                    layer_types=("full",), sglang_hybrid_swa_pool=False)
+    head = with_window(one_layer, 1023)
     naive = routing.plan(GEMMA4, "draft_decode", spec="eagle", resolver="naive", strict=False, draft_model=head)
     assert "#25103" in naive.layer(0).guard and naive.layer(0).buffer == "full"
     fixed = routing.plan(GEMMA4, "draft_decode", spec="eagle", strict=False, draft_model=head)
@@ -101,9 +109,11 @@ def test_eagle_draft_naive_resolver_is_the_25103_bug():
     ok = routing.plan(GEMMA4, "draft_decode", spec="eagle", env={"SGLANG_USE_AITER_UNIFIED_ATTN": "1"},
                        draft_model=head)
     assert ok.layer(0).page_table == "full" == ok.layer(0).buffer
-    # Without a draft config the kit assumes a one-layer EAGLE head without a window, and says so.
+    # Without a draft config SGLang's draft worker reads the target's own config: every target layer, in the
+    # draft's own SWA pool (Gemma-4 is hybrid-SWA), which the fixed resolver returns.
     plain = routing.plan(GEMMA4, "draft_decode", spec="eagle")
-    assert [(e.kind, e.guard) for e in plain.layers] == [("full", None)]
+    assert len(plain.layers) == GEMMA4.num_layers and all(e.sglang_guard is None for e in plain.layers)
+    assert {e.page_table for e in plain.layers if e.kind == "sliding"} == {"swa"}
 
 
 def test_draft_extend_site_and_env():

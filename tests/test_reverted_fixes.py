@@ -7,7 +7,8 @@ import pytest
 from swa_kit.errors import LaunchRefusedError
 from swa_kit.launch.decide import decide
 from swa_kit.launch.inputs import Launch
-from swa_kit.launch.refusals import GEMMA4_BACKENDS, gemma4_backends
+from swa_kit.launch.refusals import GEMMA4_BACKENDS, LLAMA4_BACKENDS, gemma4_backends, llama4_backends
+from swa_kit.measure.audit import audit
 from swa_kit.sglang_versions import REVERTIBLE_FIXES, SGLANG_VERSION, SGLANG_VERSIONS, before, has_fix, reverted_fix
 
 
@@ -35,6 +36,62 @@ def test_gemma4_allow_list_gains_aiter_with_pr_38758():
     # triton stays allowed, and a model without the allow-list is not touched
     decide(_launch("gemma4-31b", "--attention-backend triton", before(38758)))
     decide(_launch("gpt-oss-20b", "--attention-backend aiter", before(38758)))
+
+
+def test_llama4_allow_list_gains_trtllm_mha_with_pr_12003():
+    """model_hook.py handle_model_specific_adjustments: Llama-4's set holds trtllm_mha since PR #12003; it tests the
+    resolved attention_backend only, and not on the CPU device."""
+    assert llama4_backends(SGLANG_VERSION) == LLAMA4_BACKENDS
+    assert set(LLAMA4_BACKENDS) - set(llama4_backends(before(12003))) == {"trtllm_mha"}
+    blackwell = "--attention-backend trtllm_mha"
+    decide(_launch("llama4-scout", blackwell, platform="cuda-sm100"))
+    with pytest.raises(LaunchRefusedError, match="Llama-4 runs only on fa3, aiter, triton, ascend, intel_xpu, got "
+                                                 "attention_backend trtllm_mha.*without PR #12003.*triton$"):
+        decide(_launch("llama4-scout", blackwell, before(12003), platform="cuda-sm100"))
+    for platform, way in (("cuda-sm100", "trtllm_mha"), ("cuda-sm90", "fa3"), ("rocm-gfx942", "aiter")):
+        with pytest.raises(LaunchRefusedError, match=f"Llama-4 runs only on .*got attention_backend flashinfer.*"
+                                                     f"use --attention-backend {way}$"):
+            decide(_launch("llama4-scout", "--attention-backend flashinfer", platform=platform))
+    decide(_launch("llama4-scout", "--attention-backend flashinfer", platform="cpu"))  # SGLang skips it on CPU
+    # the split is not checked: only attention_backend is
+    split = "--attention-backend fa3 --decode-attention-backend flashinfer"
+    decide(_launch("llama4-scout", split, platform="cuda-sm90"))
+    decide(_launch("gpt-oss-20b", "--attention-backend flashinfer", platform="cuda-sm90"))  # no list for GPT-OSS
+
+
+def test_gemma4_default_replaces_the_given_backend_before_pr_25547():
+    """gemma4.py _gemma4_overrides sets the default only when no backend is set, and model_hook.py refuses one off
+    the list (PR #25547); before it the default replaced the given backend and nothing was refused."""
+    def backends(args: str, version: str) -> tuple[str, str]:
+        decisions = decide(_launch("gemma4-31b", args, version, platform="cuda-sm100"))
+        return decisions.prefill_attention_backend.value, decisions.decode_attention_backend.value
+
+    assert backends("--attention-backend triton", SGLANG_VERSION) == ("triton", "triton")
+    assert backends("--attention-backend triton", before(25547)) == ("trtllm_mha", "trtllm_mha")
+    assert backends("--attention-backend flashinfer", before(25547)) == ("trtllm_mha", "trtllm_mha")
+    with pytest.raises(LaunchRefusedError, match="Gemma-4 runs only on"):
+        decide(_launch("gemma4-31b", "--attention-backend flashinfer", platform="cuda-sm100"))
+    replaced = "SGLang replaces the attention backend given"
+    before_fix = audit(_launch("gemma4-31b", "--attention-backend flashinfer", before(25547), "cuda-sm100"))
+    assert [f.detail.split(";")[0] for f in before_fix.findings if f.title == replaced] == \
+        ["the flags ask for prefill flashinfer, decode flashinfer"]
+    # a backend SGLang keeps, or a split whose sides agree (attention_backend takes them), is no finding
+    for args in ("--attention-backend triton", "--prefill-attention-backend triton --decode-attention-backend triton",
+                 ""):
+        kept = audit(_launch("gemma4-31b", args, platform="cuda-sm100"))
+        assert all(f.title != replaced for f in kept.findings), args
+
+
+def test_unified_memory_admits_dspark_with_pr_33974():
+    """kv_cache_hook.py handle_unified_memory_pool lists DSPARK among its algorithms since PR #33974."""
+    args = "--enable-unified-memory --attention-backend triton --speculative-algorithm DSPARK"
+    decide(_launch("gpt-oss-20b", args, platform="cuda-sm100"))
+    audit(_launch("gpt-oss-20b", args, platform="cuda-sm100"))  # the surface check lets it through on 0.5.23
+    with pytest.raises(LaunchRefusedError, match="takes --speculative-algorithm EAGLE, EAGLE3, DFLASH only, got "
+                                                 "DSPARK .without PR #33974"):
+        audit(_launch("gpt-oss-20b", args, before(33974), "cuda-sm100"))
+    eagle = "--enable-unified-memory --attention-backend triton --speculative-algorithm EAGLE"
+    audit(_launch("gpt-oss-20b", eagle, before(33974), "cuda-sm100"))  # only DSPARK is taken back
 
 
 def _rows(version: str, args: str = "--attention-backend aiter", env: dict | None = None) -> dict:

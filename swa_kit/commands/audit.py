@@ -4,17 +4,21 @@ findings."""
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING
 
 from swa_kit.models.configs import list_models
 from swa_kit.engine.environment import ENV_VARS
 from swa_kit.exit_codes import ExitCode
 from swa_kit.launch.inputs import PLATFORMS
+from swa_kit.launch.vllm_args import VLLM_VERSION
 from swa_kit.sglang_versions import SGLANG_VERSION, SGLANG_VERSIONS, versions_help
 
 if TYPE_CHECKING:
     from swa_kit.launch.inputs import Launch
     from swa_kit.measure.sglang_check import RawLaunch
+
+ENGINES = ("sglang", "vllm")
 
 NAME = "audit"
 HELP = "audit an SGLang launch: the backend, pools and routes SGLang picks, then findings ranked by severity"
@@ -60,6 +64,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = f"{HELP}. {STATUS_HELP}. {JSON_SHAPE}"
     _unknown_flags_are_values(parser)
     add_model_arguments(parser)
+    parser.add_argument("--engine", choices=ENGINES, default="sglang",
+                        help=f"the engine audited: sglang (SGLang {SGLANG_VERSION}, the default) or vllm (vLLM "
+                             f"{VLLM_VERSION} on ROCm; --server-args then holds `vllm serve` flags, and --env "
+                             "vLLM's variables)")
     parser.add_argument("--server-args", metavar="ARGS_OR_FILE", default=None,
                         help="SGLang's flags in quotes (\"--attention-backend aiter --page-size 16\"), or a file "
                              "holding the launch command or the logged server_args=ServerArgs(...) line")
@@ -107,7 +115,7 @@ def command_line(args: argparse.Namespace) -> str:
     """The audit's command line, rebuilt from what was parsed (each value quoted for a shell)."""
     import shlex
 
-    words = ["swa-kit", NAME]
+    words = ["swa-kit", NAME] + (["--engine", args.engine] if args.engine != "sglang" else [])
     for option, value in (("--hf-config", args.hf_config), ("--model", args.model), ("--server-args", args.server_args),
                           ("--platform", args.platform), ("--gpu-memory-gib", args.gpu_memory_gib),
                           ("--weights-gib", args.weights_gib), ("--sglang-version", args.sglang_version),
@@ -141,7 +149,36 @@ def _raw_launch(args: argparse.Namespace, launch: Launch) -> RawLaunch:
     return RawLaunch(tuple(flag_words(text)), config, draft)
 
 
+def run_vllm(args: argparse.Namespace) -> int:
+    """``--engine vllm``: the vLLM launch's plan and findings; SGLang-only options are refused by name."""
+    from swa_kit.errors import UsageError
+    from swa_kit.files import read_text
+    from swa_kit.launch.inputs import MAX_ARGS_BYTES, env_pairs
+    from swa_kit.launch.vllm_args import parse_vllm_flags
+    from swa_kit.launch.vllm_plan import plan
+    from swa_kit.measure.vllm_audit import audit_vllm, render_vllm, render_vllm_json
+    from swa_kit.models.configs import load_hf_config, load_model
+
+    sglang_only = [name for name, value, default in (("--sglang-version", args.sglang_version, SGLANG_VERSION),
+                                                     ("--draft-hf-config", args.draft_hf_config, None),
+                                                     ("--trace", args.trace, None),
+                                                     ("--check-with-sglang", args.check_with_sglang, False))
+                   if value != default]
+    if sglang_only:
+        raise UsageError(f"{', '.join(sglang_only)}: SGLang's audit only; the vLLM audit does not read them yet")
+    text = args.server_args or ""
+    if os.path.isfile(text):  # a file holding the launch command
+        text = read_text(text, "--server-args file", MAX_ARGS_BYTES)
+    model = load_model(args.model) if args.model else load_hf_config(args.hf_config)
+    report = audit_vllm(plan(model, parse_vllm_flags(text), env_pairs(args.env), args.platform,
+                             args.gpu_memory_gib, args.weights_gib))
+    print(render_vllm_json(report) if args.json else render_vllm(report, markdown=args.markdown))
+    return report.exit_code
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.engine == "vllm":
+        return run_vllm(args)
     # builds pools and reads transformers: import when asked
     from swa_kit.measure.audit import ReportContext, audit, render, render_json
     from swa_kit.measure.bugs import match

@@ -51,8 +51,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         for result in results:
             entry = result.entry
-            fix = "no fix known" if entry.fixed_by == "open" else f"fixed by {entry.fixed_label}"
-            print(f"{entry.id}: {entry.label} ({entry.kind}, {entry.state}, {fix}): {entry.title}")
+            print(f"{entry.id}: {entry.label} ({entry.kind}, {entry.state}, {entry.fix_text}): {entry.title}")
             print(f"   expects {entry.finding_class}: {result.verdict}{'' if result.ok else '  <- NOT AS EXPECTED'}")
             print(f"   {result.detail}")
     return ExitCode.OK if all(r.ok for r in results) else ExitCode.DISAGREES

@@ -52,6 +52,7 @@ class CallSite:
     source: str = "sglang 0.5.23 layers/attention/aiter_backend.py"
     max_head_dim: int | None = None  # the kernel asserts head_dim <= this (None: no cap the kit knows)
     honours_window: bool = True  # a declared site that passes the kernel no window (a fix undone) says so
+    tree_rows: str = ""  # how an EAGLE tree's window goes wrong here ("": each draft attends its own window)
 
 
 SITES: dict[str, CallSite] = {
@@ -122,7 +123,11 @@ DECLARED_SITES: dict[str, CallSite] = {
                  f"{_TRITON} update_sliding_window_buffer (seq_len counts the query)"),
         CallSite("triton.extend", "forward_extend", "extend_attention_fwd", (), ("prefill", "extend", "verify", "tree"),
                  lambda sws: sws, "sliding_window_size=sws (mask q <= k + sws)", True, _plus_one,
-                 f"{_TRITON} forward_extend; sglang/kernels/ops/attention/extend_attention.py"),
+                 f"{_TRITON} forward_extend; sglang/kernels/ops/attention/extend_attention.py",
+                 tree_rows="bounds the window by each draft's row in the flattened tree, not its depth "
+                           "(extend_attention.py _fwd_kernel: q = prefix + row): once the context fills the window, a "
+                           "draft k rows past its depth (one after a sibling's branch) loses its k oldest in-window "
+                           "keys, and verify scores it on fewer keys than the model attends"),
         # FlashInfer's TRT-LLM kernels read window_left in FlashInfer's convention (keys left of the query); target
         # verify and draft extend (v2) run the decode kernel from forward_extend (uses_decode_kernel).
         CallSite("trtllm_mha.decode", "forward_decode", "trtllm_batch_decode_with_kv_cache", (),

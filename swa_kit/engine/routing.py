@@ -47,7 +47,8 @@ runs. The kit judges:
   RadixAttention stores as -1), or an argument the path reads as "no window";
 * a page table that does not match the buffer (full-pool slots into an SWA buffer, or SWA slots into a full
   buffer: the EAGLE draft bug, SGLang #25103);
-* chunked local attention, which aiter cannot express (inferred: Llama-4's layers keep ``sliding_window_size = -1``).
+* chunked local attention, which aiter cannot express (inferred: Llama-4's layers keep ``sliding_window_size = -1``);
+* an EAGLE tree (topk > 1) whose window the site bounds by flattened draft row, not depth (Triton's extend).
 
 Attending fewer keys than meant (the unified paths' ``(sws - 1, 0)``, Triton's decode) is *not* a refusal: it is
 SGLang's behaviour, reported in ``effective_keys`` and ``note`` and measured by :mod:`swa_kit.measure.probe`.
@@ -166,7 +167,7 @@ def worker_layers(model: ModelLayout, worker: str, spec: str,
     Target: every layer. FROZEN_KV MTP draft: SGLang's drafter borrows the target's last sliding
     and last full layer caches. EAGLE / EAGLE3 / standalone / MTP draft: the layers of the draft's
     own config (``draft_model``); without one, :func:`swa_kit.models.drafts.default_draft_layout`
-    (the MTP rewrite SGLang makes, else an assumed one-layer EAGLE head, labelled as such).
+    (the MTP rewrite SGLang makes, else the target's own config, as SGLang reads it without a draft path).
     """
     if worker == "target":
         return [WorkerLayer(i, i) for i in range(model.num_layers)]
@@ -446,6 +447,8 @@ def _window_problems(route: _Route, effective: int | None) -> tuple[list[str], l
         return _verdict(f"{kernel} gets window_size={route.window_arg} = {route.site.window_expr}, which its "
                         "convention reads as 'no window': the layer attends the whole context",
                         "a path whose convention can express this window, e.g. CK prefill's (sws, -1)")
+    if mode == "tree" and route.site.tree_rows:
+        return _verdict(f"{kernel} {route.site.tree_rows}", "--speculative-eagle-topk 1 (a chain: each row is a depth)")
     return [], []
 
 
@@ -507,22 +510,10 @@ def _pool_view(model: ModelLayout, worker: str, spec: str, topk: int, env: dict[
     )
 
 
-def plan(
-    model: ModelLayout | str,
-    mode: str,
-    *,
-    spec: str | None = None,
-    topk: int = 1,
-    env: Mapping[str, str] | None = None,
-    worker: str | None = None,
-    resolver: str | None = None,
-    strict: bool = True,
-    model_runner: Any = None,
-    backend: str = "aiter",
-    draft_model: ModelLayout | None = None,
-    sglang_version: str = SGLANG_VERSION,
-    hybrid_swa_memory: bool = True,
-) -> Plan:
+def plan(model: ModelLayout | str, mode: str, *, spec: str | None = None, topk: int = 1,
+         env: Mapping[str, str] | None = None, worker: str | None = None, resolver: str | None = None,
+         strict: bool = True, model_runner: Any = None, backend: str = "aiter", draft_model: ModelLayout | None = None,
+         sglang_version: str = SGLANG_VERSION, hybrid_swa_memory: bool = True) -> Plan:
     """Route every layer of ``model`` the way SGLang's attention ``backend`` does in forward ``mode``.
 
     ``env`` holds the launch's variables (:data:`ENV_DEFAULTS`; unset ones take SGLang's default). ``spec`` is the
@@ -550,14 +541,14 @@ def plan(
     resolver = resolver or resolver_for(backend, sglang_version)
     check_plan_args(mode, spec, topk, worker, resolver, backend, sglang_version)
     env = check_env(env)
+    algorithm = SpeculativeAlgorithm.from_string(spec)
+    own = worker == "draft" and algorithm.traits.owns_kv_pool
+    if own and draft_model is None:  # before the pool view: a hybrid-SWA draft owns an SWA pool
+        draft_model, _ = default_draft_layout(target, algorithm.traits.mtp_draft_from_target)
     pool = _pool_view(target, worker, spec, topk, env, resolver, backend, model_runner, draft_model, hybrid_disabled)
     site = _choose_site(pool, mode, sglang_version)
     path = site_path(site) if site.paths else None
     result = Plan(target.name, mode, spec, topk, env, pool, sglang_version=sglang_version)
-    algorithm = SpeculativeAlgorithm.from_string(spec)
-    own = worker == "draft" and algorithm.traits.owns_kv_pool
-    if own and draft_model is None:
-        draft_model, _ = default_draft_layout(target, algorithm.traits.mtp_draft_from_target)
     layout = draft_model if own and draft_model is not None else target  # own: draft_model is set just above
     for entry in worker_layers(target, worker, spec, draft_model if own else None):
         kind = layout.layer_kind(entry.source_layer)

@@ -169,3 +169,10 @@ def planned(algorithm: SpeculativeAlgorithm | str | None) -> SpeculativeAlgorith
         raise ModelConfigError(f"the kit does not mirror {algorithm.name}'s workers or plan its routes; it does for "
                                f"{', '.join(PLANNED)}")
     return algorithm
+
+
+#: vLLM 0.34's ``--speculative-config`` methods, and whether the drafter reads the target's hidden states
+#: (``SpeculatorConfig.uses_target_hidden_states``, vllm/v1/worker/gpu/spec_decode/*/config.py). vLLM's own list:
+#: its names and grouping differ from SGLang's algorithms above.
+VLLM_SPEC_METHODS: dict[str, bool] = {"eagle": True, "eagle3": True, "mtp": True, "dflash": True, "dspark": True,
+                                      "ngram": False, "ngram_gpu": False, "suffix": False, "draft_model": False}

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from swa_kit.launch.inputs import Launch
 from swa_kit.models.configs import text_fields
+from swa_kit.sglang_versions import has_fix
 
 _OVERRIDES = "sglang 0.5.23 arg_groups/model_overrides/"
 _DEFAULT = "sglang 0.5.23 arg_groups/model_override_base.py get_default_attn_backend"
@@ -49,6 +50,9 @@ def _model_override(launch: Launch) -> tuple[dict, str]:
         and args.decode_attention_backend is None
     if arch.startswith("Gemma4"):
         default = "trtllm_mha" if platform == "cuda-sm100" else "triton"
+        if not has_fix(launch.sglang_version, 25547):  # the block before PR #25547 set it whatever was given
+            return {"attention_backend": default}, (f"{_OVERRIDES}gemma4.py without PR #25547: Gemma-4's default "
+                                                    f"{default} replaces any attention_backend given")
         if unset or args.attention_backend is None:
             return {"attention_backend": default}, f"{_OVERRIDES}gemma4.py: Gemma-4 defaults to {default}"
         return {}, f"{_OVERRIDES}gemma4.py: attention_backend given, kept"

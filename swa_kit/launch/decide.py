@@ -20,7 +20,8 @@ from swa_kit.launch.backend import choose_backend, choose_page_size
 from swa_kit.launch.drafts import DraftPool, draft_pool
 from swa_kit.launch.inputs import Launch, Platform, parse_server_args
 from swa_kit.launch.pool_sizing import PoolSizes, kv_dtype_bytes, size_pools
-from swa_kit.launch.refusals import check_backend_names, check_context_length, check_quantization, check_startup
+from swa_kit.launch.refusals import (check_backend_names, check_config_reading, check_context_length,
+                                     check_quantization, check_startup)
 from swa_kit.launch.speculation import settle
 from swa_kit.models.memory import request_bytes
 from swa_kit.engine.resolver import resolver_for
@@ -122,6 +123,7 @@ def decide(launch: Launch) -> Decisions:
     model = launch.model
     check_backend_names(launch)
     choice = choose_backend(launch)
+    check_config_reading(launch)
     check_startup(launch, choice)
     check_quantization(launch)
     check_context_length(launch)

@@ -381,7 +381,12 @@ _ENV_PAIR = re.compile(r"^([A-Z0-9_]+)=(.*)$")
 
 
 def parse_env_pairs(pairs: list[str]) -> dict[str, str]:
-    """``["NAME=VALUE", ...]`` (repeated ``--env``) as a dict; a malformed pair is refused."""
+    """``["NAME=VALUE", ...]`` (repeated ``--env``) as a dict of SGLang's variables; a malformed pair is refused."""
+    return check_env(env_pairs(pairs))
+
+
+def env_pairs(pairs: list[str]) -> dict[str, str]:
+    """``["NAME=VALUE", ...]`` as a dict, names unchecked (each engine checks its own); a malformed pair is refused."""
     env: dict[str, str] = {}
     for pair in pairs:
         match = _ENV_PAIR.match(pair)
@@ -392,4 +397,4 @@ def parse_env_pairs(pairs: list[str]) -> dict[str, str]:
             raise UsageError(f"--env {name} is given twice ({quote(env[name])} and {quote(value)}): keep the one "
                              "the server ran with")
         env[name] = value
-    return check_env(env)
+    return env

@@ -5,7 +5,17 @@
 * trtllm_mha needs SM90, SM100 or SM120 (``arg_groups/attention_hook.py``): refused on ROCm.
 * Gemma-4's allow-list (``arg_groups/model_hook.py``): trtllm_mha, triton, fa4, ascend, intel_xpu, intel_amx,
   aiter; so fa3 or flashinfer is refused. SGLang PR #38758 added aiter to it: at ``before-38758`` aiter is refused
-  too.
+  too; at ``before-25547`` (the PR that added the list) there is none, and Gemma-4's default backend replaces the
+  user's instead.
+* Llama-4's allow-list (``arg_groups/model_hook.py``, off the CPU device): fa3, aiter, triton, ascend, trtllm_mha,
+  intel_xpu, checked on ``attention_backend`` alone (not the prefill / decode split); so flashinfer is refused. SGLang
+  PR #12003 added trtllm_mha to it: at ``before-12003`` trtllm_mha is refused too.
+* EXAONE-4's allow-list (``arg_groups/model_hook.py``, when the config sets ``sliding_window_pattern``; the kit: when
+  the model has sliding layers): fa3, triton, trtllm_mha, checked on ``attention_backend``; so aiter is refused.
+* A text-only Gemma-4 config (``Gemma4ForCausalLM`` at the top) whose layers differ in KV heads or head size:
+  ``utils/hf_transformers/config.py get_config`` asks ``hasattr`` of each text-config field on the config itself,
+  and transformers 5.19 (the version SGLang 0.5.23 pins) raises ``AmbiguousGlobalPerLayerAttributeError`` for
+  such a per-layer field, so the launch fails before any backend is chosen.
 * MXFP4 on ROCm needs gfx95 (``layers/quantization/mxfp4.py Mxfp4Config.from_config`` raises ValueError on any
   other HIP GPU, e.g. gfx942): the quantization is ``--quantization`` or the config's ``quantization_config``.
 * ``--context-length`` above the model's own length (``configs/model_config.py ModelConfig._derive_context_length``
@@ -28,6 +38,10 @@ ATTENTION_BACKEND_CHOICES = (
 DRAFT_ATTENTION_BACKEND_CHOICES = ("flashinfer", "fa3", "fa4", "triton", "ascend", "trtllm_mha", "intel_xpu")
 GEMMA4_BACKENDS = ("trtllm_mha", "triton", "fa4", "ascend", "intel_xpu", "intel_amx", "aiter")
 GEMMA4_ARCHITECTURES = ("Gemma4ForConditionalGeneration", "Gemma4ForCausalLM", "Gemma4UnifiedForConditionalGeneration")
+LLAMA4_BACKENDS = ("fa3", "aiter", "triton", "ascend", "trtllm_mha", "intel_xpu")
+EXAONE_BACKENDS = ("fa3", "triton", "trtllm_mha")
+EXAONE_ARCHITECTURES = ("Exaone4ForCausalLM", "ExaoneMoEForCausalLM", "ExaoneMoeForCausalLM")
+LLAMA4_ARCHITECTURES = ("Llama4ForConditionalGeneration", "Llama4ForCausalLM")
 TRTLLM_MHA_PLATFORMS = ("cuda-sm90", "cuda-sm100")
 
 
@@ -55,12 +69,53 @@ def check_startup(launch: Launch, choice: BackendChoice) -> None:
             "(sglang 0.5.23 arg_groups/attention_hook.py); use --attention-backend "
             f"{'aiter' if launch.platform.is_hip else 'triton'}")
     allowed = gemma4_backends(launch.sglang_version)
-    if launch.model.architecture in GEMMA4_ARCHITECTURES and any(b not in allowed for b in used):
+    if launch.model.architecture in GEMMA4_ARCHITECTURES and has_fix(launch.sglang_version, 25547) and \
+            any(b not in allowed for b in used):
         raise LaunchRefusedError(
             f"SGLang refuses this launch: Gemma-4 runs only on {', '.join(allowed)}, got prefill "
             f"{used[0]}, decode {used[1]} (sglang 0.5.23 arg_groups/model_hook.py"
             f"{'' if allowed == GEMMA4_BACKENDS else ' without PR #38758, which adds aiter'}); use "
             "--attention-backend triton")
+    sliding = any(k.attention == "sliding" for k in launch.model.kinds.values())
+    exaone = launch.model.architecture in EXAONE_ARCHITECTURES
+    if exaone and sliding and choice.attention_backend not in EXAONE_BACKENDS:
+        raise LaunchRefusedError(
+            f"SGLang refuses this launch: EXAONE-4 with sliding layers runs only on {', '.join(EXAONE_BACKENDS)}, got "
+            f"attention_backend {choice.attention_backend} (sglang 0.5.23 arg_groups/model_hook.py); use "
+            f"--attention-backend {'fa3' if launch.platform.name == 'cuda-sm90' else 'triton'}")
+    allowed = llama4_backends(launch.sglang_version)
+    if launch.model.architecture in LLAMA4_ARCHITECTURES and launch.platform.name != "cpu" and \
+            choice.attention_backend not in allowed:
+        raise LaunchRefusedError(
+            f"SGLang refuses this launch: Llama-4 runs only on {', '.join(allowed)}, got attention_backend "
+            f"{choice.attention_backend} (sglang 0.5.23 arg_groups/model_hook.py"
+            f"{'' if allowed == LLAMA4_BACKENDS else ' without PR #12003, which adds trtllm_mha'}); use "
+            f"--attention-backend {llama4_way_out(launch.platform.name, allowed)}")
+
+
+def check_config_reading(launch: Launch) -> None:
+    """Raise :class:`LaunchRefusedError` where SGLang cannot read the config at all (a text-only Gemma-4 config
+    whose layers differ in shape, read with the transformers SGLang pins)."""
+    model = launch.model
+    shapes = {(k.num_kv_heads, k.head_dim) for k in model.kinds.values()}
+    if model.architecture == "Gemma4ForCausalLM" and len(shapes) > 1:
+        raise LaunchRefusedError(
+            "SGLang refuses this launch: it cannot read a text-only Gemma-4 config whose layers differ in KV heads "
+            "or head size (sglang 0.5.23 utils/hf_transformers/config.py get_config asks hasattr of per-layer "
+            "fields, which transformers 5.19 refuses); serve the multimodal checkpoint "
+            "(Gemma4ForConditionalGeneration), as Google publishes it")
+
+
+def llama4_backends(sglang_version: str) -> tuple[str, ...]:
+    """Llama-4's backend allow-list at ``sglang_version``: trtllm_mha joined it in SGLang PR #12003."""
+    return LLAMA4_BACKENDS if has_fix(sglang_version, 12003) else tuple(b for b in LLAMA4_BACKENDS if b != "trtllm_mha")
+
+
+def llama4_way_out(platform: str, allowed: tuple[str, ...]) -> str:
+    """The allowed backend that runs on ``platform``: fa3 on Hopper, aiter on ROCm, trtllm_mha on Blackwell."""
+    pick = {"cuda-sm90": "fa3", "cuda-sm100": "trtllm_mha"}.get(platform, "aiter" if platform.startswith("rocm")
+                                                                 else "triton")
+    return pick if pick in allowed else "triton"
 
 
 def gemma4_backends(sglang_version: str) -> tuple[str, ...]:

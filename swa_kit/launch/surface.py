@@ -21,7 +21,7 @@ from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
 from swa_kit.errors import LaunchRefusedError, UsageError
 from swa_kit.launch.backend import choose_backend
 from swa_kit.launch.inputs import Launch
-from swa_kit.sglang_versions import SGLANG_VERSION
+from swa_kit.sglang_versions import SGLANG_VERSION, has_fix
 
 KINDS = ("server_arg", "swa_pool", "attention_backend", "spec_algorithm")
 STATUSES = ("modelled", "refused", "irrelevant")
@@ -210,14 +210,23 @@ def _int(name: str, value: Any) -> int:
         raise UsageError(f"--{name.replace('_', '-')} {str(value)[:200]!r}: SGLang reads an integer") from None
 
 
+def unified_memory_backends(algorithm: SpeculativeAlgorithm, sglang_version: str) -> tuple[str, ...] | None:
+    """The backends ``--enable-unified-memory`` runs ``algorithm`` on (None: it refuses the algorithm); SGLang PR
+    #33974 admitted DSPARK, so ``before-33974`` refuses it."""
+    if algorithm is SpeculativeAlgorithm.DSPARK and not has_fix(sglang_version, 33974):
+        return None
+    return algorithm.traits.unified_memory_backends
+
+
 def _unified_refusals(launch: Launch) -> None:
-    args, algorithm = launch.server_args, launch.spec_algorithm
+    args, algorithm, version = launch.server_args, launch.spec_algorithm, launch.sglang_version
     source = f"{_HOOK}/kv_cache_hook.py handle_unified_memory_pool"
-    allowed = algorithm.traits.unified_memory_backends
+    allowed = unified_memory_backends(algorithm, version)
     if allowed is None:
-        takes = ", ".join(a.name for a in SpeculativeAlgorithm if a.is_some() and a.traits.unified_memory_backends)
+        takes = ", ".join(a.name for a in SpeculativeAlgorithm if a.is_some() and unified_memory_backends(a, version))
+        undone = "" if has_fix(version, 33974) else " (without PR #33974, which admits DSPARK)"
         raise _refuse(f"--enable-unified-memory takes --speculative-algorithm {takes} only, got "
-                      f"{algorithm.name}", source, "drop --enable-unified-memory or the algorithm")
+                      f"{algorithm.name}{undone}", source, "drop --enable-unified-memory or the algorithm")
     if args.speculative_eagle_topk not in (None, 1):
         raise _refuse(f"--enable-unified-memory drafts a linear chain only, got --speculative-eagle-topk "
                       f"{args.speculative_eagle_topk}", source, "use --speculative-eagle-topk 1")

@@ -20,6 +20,7 @@ from typing import Any
 from swa_kit.engine.plan_args import BACKENDS
 from swa_kit.engine.routing import LayerPlan
 from swa_kit.engine.spec_algorithms import PLANNED, decode_evicts_swa
+from swa_kit.engine.ways_out import TRITON_BACKEND
 from swa_kit.exit_codes import ExitCode
 from swa_kit.measure import trace
 from swa_kit.errors import LaunchRefusedError
@@ -29,6 +30,7 @@ from swa_kit.launch.decide import Decisions, decide
 from swa_kit.launch.inputs import GIB, Launch, ServerArgsView
 from swa_kit.launch.pool_sizing import PoolSizes
 from swa_kit.launch.surface import SURFACE, check_surface
+from swa_kit.models.drafts import NO_DRAFT_CONFIG
 from swa_kit.sglang_versions import REVERTIBLE_FIXES, SGLANG_VERSION, reverted_fix
 from swa_kit.tables import format_table
 
@@ -144,7 +146,12 @@ def _route_findings(decisions: Decisions) -> list[Finding]:
             if f"{worker} {mode}" not in where:
                 where.append(f"{worker} {mode}")
     backend = {plan.pool.backend for plan in decisions.routes.values()}
-    return [replace(f, where=f"{', '.join(where)} ({'/'.join(sorted(backend))})") for f, where in found.values()]
+    # Triton's verify bounds an EAGLE tree's window by draft row (call_sites triton.extend tree_rows): on a tree
+    # launch, switching to it trades one wrong route for another, so it is no way out there.
+    tree = any(plan.topk > 1 for (_, mode), plan in decisions.routes.items() if mode == "verify")
+    return [replace(f, where=f"{', '.join(where)} ({'/'.join(sorted(backend))})",
+                    ways_out=tuple(w for w in f.ways_out if not (tree and w == TRITON_BACKEND.text)))
+            for f, where in found.values()]
 
 
 def _memory_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
@@ -229,7 +236,7 @@ def _draft_pool_findings(launch: Launch, pools: PoolSizes | None) -> list[Findin
 
 
 def _input_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
-    out = []
+    out, args = [], launch.server_args
     if launch.model.sources.get("architecture", "").startswith("INFERRED"):
         out.append(Finding("info", "the architecture is inferred", launch.model.sources["architecture"],
                            ("none needed if it is the model you serve; else add \"architectures\" to the config",),
@@ -249,9 +256,18 @@ def _input_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
                            (f"none in the kit: it plans SGLang's {', '.join(BACKENDS)} backends, without "
                             f"speculation or with {algorithms}",), "routes"))
     drafts = decisions.draft_pool.value
-    if drafts.layout_from.startswith("ASSUMED"):
-        out.append(Finding("info", "the draft's layout is assumed", drafts.layout_from,
+    if drafts.layout_from.startswith(NO_DRAFT_CONFIG):
+        out.append(Finding("info", "no draft config: the draft is read as the target itself", drafts.layout_from,
                            ("pass --draft-hf-config with the draft model's config.json",), "draft"))
+    asked = (args.prefill_attention_backend or args.attention_backend,
+             args.decode_attention_backend or args.attention_backend)
+    runs = (decisions.prefill_attention_backend.value, decisions.decode_attention_backend.value)
+    if any(a is not None and a != r for a, r in zip(asked, runs)):
+        out.append(Finding("info", "SGLang replaces the attention backend given",
+                           f"the flags ask for prefill {asked[0]}, decode {asked[1]}; SGLang runs prefill {runs[0]}, "
+                           f"decode {runs[1]} ({decisions.attention_backend.source})",
+                           (f"drop the backend flags: {runs[0]} is what runs (the routes are planned on it)",),
+                           "inputs"))
     undone = reverted_fix(launch.sglang_version)
     if undone is not None:
         detail = (f"no _resolve_swa_kv_pool and no paged-decode guard: routes {SGLANG_VERSION} refuses run silently "

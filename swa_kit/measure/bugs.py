@@ -15,7 +15,10 @@ An entry (every key required unless marked optional; no other key is accepted):
 ``title``
     the thread in the kit's words (never the thread's own prose).
 ``fixed_by``
-    the number of the PR in the same repository that fixed it, or ``"open"`` when no fix is known.
+    the number of the PR in the same repository that fixed it, ``"open"`` when no fix is known, or
+    ``"regressed"`` (a merged PR only): the PR fixed it, but SGLang :data:`~swa_kit.sglang_versions.SGLANG_VERSION`
+    no longer has that change, so the failure is live again there (the audit says so, never "fixed in"); such an
+    entry has no ``after_fix``.
 ``confirmed_by``
     ``search``: the thread itself was read in a search of public threads; ``notes``: the thread was not found in
     that search and is known from the maintainers' notes on the threads around it.
@@ -57,6 +60,7 @@ from swa_kit.engine.environment import check_env
 from swa_kit.measure.audit import Audit, Finding, audit
 from swa_kit.models.configs import list_models, load_model, parse_hf_config
 from swa_kit.resources import data_path
+from swa_kit.sglang_versions import SGLANG_VERSION
 
 BUGS_DIR = data_path("bugs")
 REPOSITORIES = {"sgl-project/sglang": ("sglang", "SGLang"), "ROCm/aiter": ("aiter", "aiter")}
@@ -108,6 +112,10 @@ FINDING_CLASSES: dict[str, FindingClass] = {c.name: c for c in (
                  ("supports a head dimension of at most",)),
     FindingClass("startup-refusal", "SGLang refuses the launch at start-up (a model's backend allow-list)",
                  "raises", (REFUSAL_TITLE,)),
+    FindingClass("tree-window-by-row", "an EAGLE tree's drafts get their window bound by flattened row, not "
+                 "depth: a draft past a sibling's branch attends fewer keys than meant", "wrong", ("not its depth",)),
+    FindingClass("backend-replaced", "SGLang runs another attention backend than the one the flags give, and "
+                 "refuses nothing", "info", ("SGLang replaces the attention backend given",)),
     FindingClass("ck-window-dispatch", "aiter's batch prefill loads a masked module where its kernel computes "
                  "no mask, and fails", "raises", ("invalid argument for batch_prefill",)),
 )}
@@ -163,7 +171,17 @@ class BugEntry:
 
     @property
     def fixed_label(self) -> str:
+        """The fix column: ``open``, ``#N``, or ``#N, not in 0.5.23`` for a regressed fix."""
+        if self.fixed_by == "regressed":
+            return f"#{self.number}, not in {SGLANG_VERSION}"
         return "open" if self.fixed_by == "open" else f"#{self.fixed_by}"
+
+    @property
+    def fix_text(self) -> str:
+        """What the audit and the listing say of the fix: ``no fix known``, ``fixed in #N``, or the regression."""
+        if self.fixed_by == "regressed":
+            return f"fixed in #{self.number}, but SGLang {SGLANG_VERSION} no longer has that fix"
+        return "no fix known" if self.fixed_by == "open" else f"fixed in #{self.fixed_by}"
 
 
 # -- reading and checking ---------------------------------------------------------------------------------------
@@ -266,10 +284,13 @@ def parse_entry(raw: Any, where: str, stem: str | None = None) -> BugEntry:
     kind = _choice(raw, "kind", where, ("issue", "pr"))
     state = _choice(raw, "state", where, ("open", "closed", "merged") if kind == "pr" else ("open", "closed"))
     fixed_by = raw["fixed_by"]
-    if fixed_by != "open":
+    if fixed_by not in ("open", "regressed"):
         _count(fixed_by, where, "fixed_by")
     if state == "merged" and fixed_by == "open":
-        raise _fail(where, "fixed_by", "a merged PR is its own fix: give its number")
+        raise _fail(where, "fixed_by", "a merged PR is its own fix: give its number (or \"regressed\")")
+    if fixed_by == "regressed" and (state != "merged" or "after_fix" in raw):
+        raise _fail(where, "fixed_by", f"\"regressed\" is a merged PR's fix that SGLang {SGLANG_VERSION} lacks: "
+                                       "the entry must be a merged PR, with no after_fix")
     cls = FINDING_CLASSES.get(raw["finding_class"]) if isinstance(raw["finding_class"], str) else None
     if cls is None:
         raise _fail(where, "finding_class", f"{str(raw['finding_class'])[:80]!r} is not one of "
@@ -360,7 +381,7 @@ class Replay:
     detail: str
 
 
-def _findings(launch: Launch) -> list[Finding]:
+def launch_findings(launch: Launch) -> list[Finding]:
     """The audit's findings; a launch SGLang refuses at start-up (the audit's one-line answer) is one finding."""
     try:
         return audit(launch).findings
@@ -369,7 +390,7 @@ def _findings(launch: Launch) -> list[Finding]:
 
 
 def _raised(launch: Launch, name: str) -> Finding | None:
-    return next((f for f in _findings(launch) if name in finding_classes(f)), None)
+    return next((f for f in launch_findings(launch) if name in finding_classes(f)), None)
 
 
 def replay(entry: BugEntry) -> Replay:
@@ -433,8 +454,7 @@ class Match:
 
     def lines(self) -> list[str]:
         """What the audit prints under the finding: ``matches SGLang #38756, fixed in #38756``."""
-        return [f"matches {e.label}, {'no fix known' if e.fixed_by == 'open' else 'fixed in ' + e.fixed_label}"
-                for e in self.entries]
+        return [f"matches {e.label}, {e.fix_text}" for e in self.entries]
 
 
 def match(report: Audit, corpus: Sequence[BugEntry] | None = None) -> list[Match]:

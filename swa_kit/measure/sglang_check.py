@@ -87,7 +87,8 @@ class RawLaunch:
 
 def route_modes(speculating: bool, with_draft: bool) -> tuple[str, ...]:
     """The forward modes whose routes are compared: verify where the launch speculates, the draft worker's decode
-    where it names a draft."""
+    where it names a draft with a full pool of its own (a draft's own SWA pool is not driven yet:
+    :mod:`swa_kit.measure.sglang_routes`)."""
     modes: tuple[str, ...] = ("prefill", "extend", "decode")
     if speculating:
         modes += ("verify",)
@@ -107,7 +108,9 @@ def _kit_routes(decisions: Decisions, modes: tuple[str, ...]) -> dict[str, Any]:
     for mode in modes:
         plan = decisions.routes.get(("draft", mode) if mode.startswith("draft_") else ("target", mode))
         out[mode] = None if plan is None else {
-            layer.layer: GUARD if layer.sglang_verdict is not None else
+            # SGLang's guard refuses before any kernel; a kernel's own refusal (CK's head-dim cap) happens inside the
+            # kernel, which SGLang's side records as called
+            layer.layer: GUARD if layer.sglang_verdict is not None and layer.site == "decode.paged" else
             [layer.kernel, None if layer.window_arg is None else list(layer.window_arg), layer.page_table,
              layer.effective_keys] for layer in plan.layers}
     return out
@@ -140,7 +143,8 @@ def kit_side(launch: Launch, decisions: Decisions) -> Side:
     fields["layer_windows"] = {i: launch.model.layer_kind(i).sliding_window_size
                                for i in range(launch.model.num_layers)}
     fields["kv_heads_per_gpu"] = _kit_kv_heads(launch)
-    modes = route_modes(launch.server_args.speculative_algorithm is not None, launch.draft_model is not None)
+    full_draft = launch.draft_model is not None and not launch.draft_model.has_window
+    modes = route_modes(launch.server_args.speculative_algorithm is not None, full_draft)
     fields["routes"] = _kit_routes(decisions, modes) if aiter_routes(decisions.prefill_attention_backend.value,
                                                                      decisions.decode_attention_backend.value) else None
     owns = draft.layout is not None and draft.pool.startswith("own")
@@ -158,14 +162,20 @@ def sglang_side(argv: list[str], platform: str, gpu_memory_bytes: int | None, bu
     from swa_kit.launch.sglang_oracle import ask_sglang
     from swa_kit.measure.sglang_routes import routes
 
-    answer = ask_sglang(argv, platform, gpu_memory_bytes, weights_bytes, built=built)
+    # a class that does not build here: SGLang may still refuse the launch at start-up, before any model is built
+    # (Gemma-4 text-only); past start-up, ask_sglang says the class does not build, never guesses
+    built_here = None if isinstance(built, str) else built
+    answer = ask_sglang(argv, platform, gpu_memory_bytes, weights_bytes, built=built_here)
     if answer.refused:
         return Side(answer.refused, answer.fields)
+    if isinstance(built, str):
+        raise SGLangUnavailableError(f"SGLang's model class {built}")
     sa, fields = answer.server_args, answer.fields
     fields["draft_pool"] = sglang_draft_pool(sa, platform)
     route_fields: Any = None
     if aiter_routes(fields["prefill_attention_backend"], fields["decode_attention_backend"]):
-        modes = route_modes(sa.speculative_algorithm is not None, draft is not None)
+        full_draft = draft is not None and (isinstance(draft, str) or all(w <= 0 for w in draft.layer_windows.values()))
+        modes = route_modes(sa.speculative_algorithm is not None, full_draft)
         route_fields = routes(sa, answer.model_config, fields["page_size"], fields["hybrid_swa_memory"],
                               built.layer_windows, modes, None if draft is None or isinstance(draft, str)
                               else draft.layer_windows)
@@ -294,8 +304,6 @@ def ask_raw(launch: Launch, raw: RawLaunch) -> tuple[str, Side]:
     with environment(dict(launch.env)), _config_dirs(raw) as (model_dir, draft_dir), \
             contextlib.redirect_stdout(sys.stderr):
         built = built_models_apart([model_dir] + ([draft_dir] if draft_dir else []))
-        if isinstance(built[model_dir], str):  # each layer's window comes from SGLang's model class: never guessed
-            raise SGLangUnavailableError(f"--check-with-sglang: SGLang {version}'s model class {built[model_dir]}")
         argv = sglang_argv(raw.words, model_dir, draft_dir)
         return version, sglang_side(argv, launch.platform.name, launch.platform.gpu_memory_bytes, built[model_dir],
                                     launch.weights_bytes or 0,

@@ -11,7 +11,8 @@ SGLang 0.5.23, per algorithm (``speculative/``, ``model_executor/pool_configurat
   SWA pool (``eagle_draft_swa_num_layers``), and the fixed resolver returns it.
 * The draft's layout comes from its config: ``--speculative-draft-model-path`` (here
   ``--draft-hf-config``), or for MTP / NextN the target's config rewritten to the draft architecture
-  (``ModelConfig`` for ``is_draft_model``: MiMoV2FlashForCausalLM -> MiMoV2MTP, one sliding layer).
+  (``ModelConfig`` for ``is_draft_model``: MiMoV2FlashForCausalLM -> MiMoV2MTP, one sliding layer). Without a
+  draft path SGLang reads the target's own config as the draft's (``ModelConfig.from_server_args``).
 * ``--speculative-draft-window-size N``: Llama EAGLE-3 drafts set ``sliding_window_size = N`` on every
   draft layer (``models/llama_eagle3.py``); the Triton / FlashInfer draft-decode path honours it too.
 """
@@ -21,8 +22,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from swa_kit.models.configs import ARCHITECTURES, LayerKind, ModelLayout
+from swa_kit.models.configs import ARCHITECTURES, ModelLayout
 from swa_kit.window import Window
+
+#: How a draft layout read from no draft config is labelled (the audit says so in an info finding).
+NO_DRAFT_CONFIG = "NO DRAFT CONFIG"
+
 
 @dataclass(frozen=True)
 class DraftPool:
@@ -56,22 +61,14 @@ def with_window(layout: ModelLayout, window: int) -> ModelLayout:
     return dataclasses.replace(layout, kinds=kinds, sglang_hybrid_swa_pool=False)
 
 
-def assumed_eagle_head(target: ModelLayout) -> ModelLayout:
-    """No draft config given: a one-layer EAGLE head without a window, shaped like the target's full layer."""
-    full = next((k for k in target.kinds.values() if k.attention == "full"), next(iter(target.kinds.values())))
-    kind = LayerKind("full", "full", full.num_q_heads, full.num_kv_heads, full.head_dim, full.v_head_dim)
-    return dataclasses.replace(target, name=f"{target.name}-eagle-head", architecture="LlamaForCausalLMEagle",
-                               kinds={"full": kind}, layer_types=("full",), sglang_hybrid_swa_pool=False)
-
-
 def default_draft_layout(target: ModelLayout, mtp_from_target: bool, window: int | None = None,
                          draft: ModelLayout | None = None) -> tuple[ModelLayout, str]:
     """The layout of an EAGLE-family draft, and where it came from.
 
     ``draft`` (the draft's own config) wins; then, where the algorithm takes its draft from the target
     (``mtp_from_target``: EAGLE and its aliases, the algorithm registry's ``mtp_draft_from_target``), the MTP
-    rewrite of the target's architecture; else an assumed one-layer EAGLE head, labelled as assumed. ``window`` is
-    ``--speculative-draft-window-size``.
+    rewrite of the target's architecture; else the target's own config, as SGLang reads it without a draft path
+    (labelled :data:`NO_DRAFT_CONFIG`). ``window`` is ``--speculative-draft-window-size``.
     """
     if draft is not None:
         layout, origin = draft, f"--draft-hf-config ({draft.architecture})"
@@ -79,10 +76,11 @@ def default_draft_layout(target: ModelLayout, mtp_from_target: bool, window: int
         layout = mtp
         origin = (f"the target's config rewritten to {layout.architecture} (sglang 0.5.23 configs/model_config.py, "
                   "is_draft_model)")
-    else:
-        layout = assumed_eagle_head(target)
-        origin = ("ASSUMED: a one-layer EAGLE head without a window, shaped like the target's full layer; give "
-                  "--draft-hf-config with the draft's config.json")
+    else:  # ModelConfig.from_server_args(model_path=None) falls back to the target's model_path
+        layout = target
+        origin = (f"{NO_DRAFT_CONFIG}: SGLang's draft worker reads the target's own config ({target.architecture}; "
+                  "configs/model_config.py from_server_args: model_path or the target's), so the draft runs every "
+                  "target layer; give --draft-hf-config with the config --speculative-draft-model-path points at")
     if window is not None and not layout.sglang_hybrid_swa_pool:
         layout = with_window(layout, window)
     return layout, origin

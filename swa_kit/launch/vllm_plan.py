@@ -1,0 +1,192 @@
+"""One vLLM 0.34 launch on ROCm, decided: backends per layer kind, routes per forward mode, KV cache and pool.
+
+Each decision carries the vLLM function it mirrors (:mod:`swa_kit.launch.vllm_backends`,
+:mod:`swa_kit.launch.vllm_routes`, :mod:`swa_kit.launch.vllm_kv_cache`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from swa_kit.errors import UsageError
+from swa_kit.launch.inputs import GIB, PLATFORMS
+from swa_kit.launch.vllm_args import VLLM_VERSION, VllmArgs, merged_env, vllm_env
+from swa_kit.launch.vllm_backends import DEFAULT_BLOCK_SIZE, LayerQuery, Selection, block_size, select
+from swa_kit.engine.spec_algorithms import VLLM_SPEC_METHODS
+from swa_kit.launch.vllm_kv_cache import (Group, KvCachePlan, LayerSpec, group_layers,
+                                          hybrid_manager_disabled, sliding_block_size)
+from swa_kit.launch.vllm_routes import MODES, VllmRoute, route
+from swa_kit.models.configs import LayerKind, ModelLayout
+
+VLLM_PLATFORMS = ("rocm-gfx942", "rocm-gfx950")
+#: ``ModelArchConfigConvertor.is_mm_prefix_lm`` (vllm/transformers_utils/model_arch_config_convertor.py).
+MM_PREFIX_LM_MODELS = ("bagel", "gemma3", "molmo2", "moondream3", "paligemma")
+#: Models whose attention layers carry sinks (vllm/model_executor/models/gpt_oss.py: ``sinks=self.sinks``).
+SINK_ARCHITECTURES = ("GptOssForCausalLM",)
+_KV_BYTES = {"fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
+
+
+@dataclass(frozen=True)
+class Decision:
+    decision: str
+    value: Any
+    source: str
+
+
+@dataclass(frozen=True)
+class KindPlan:
+    kind: LayerKind
+    layers: int
+    selection: Selection
+    routes: tuple[VllmRoute, ...]
+
+
+@dataclass(frozen=True)
+class VllmPlan:
+    model: ModelLayout
+    args: VllmArgs
+    env: dict[str, str]
+    platform: str
+    kinds: tuple[KindPlan, ...]
+    kv: KvCachePlan
+    block_size: int
+    decisions: tuple[Decision, ...]
+    available_bytes: int
+
+    @property
+    def num_blocks(self) -> int:
+        return self.kv.num_blocks(self.available_bytes)
+
+
+def _kv_dtype_bytes(model: ModelLayout, kv_cache_dtype: str) -> int:
+    """``CacheConfig.cache_dtype``: auto = the model's dtype; an explicit half dtype must be the model's."""
+    if kv_cache_dtype == "auto":
+        return model.dtype_bytes
+    if kv_cache_dtype in _KV_BYTES:
+        return _KV_BYTES[kv_cache_dtype]
+    if kv_cache_dtype != model.dtype:
+        raise UsageError(f"--kv-cache-dtype {kv_cache_dtype}: vLLM requires an explicit float16/bfloat16 KV cache "
+                         f"to match the model's dtype ({model.dtype}); way out: --kv-cache-dtype auto")
+    return model.dtype_bytes
+
+
+def _query(model: ModelLayout, kind: LayerKind, block: int) -> LayerQuery:
+    hf = model.hf_config
+    mm_prefix = bool(hf.get("is_mm_prefix_lm", hf.get("model_type") in MM_PREFIX_LM_MODELS))
+    return LayerQuery(head_size=kind.head_dim, dtype=model.dtype, block_size=block,
+                      has_sink=model.architecture in SINK_ARCHITECTURES, use_mm_prefix=mm_prefix,
+                      has_sliding_window=kind.attention == "sliding")
+
+
+def _check_supported(model: ModelLayout, args: VllmArgs, platform: str) -> None:
+    if platform not in VLLM_PLATFORMS:
+        raise UsageError(f"--platform {platform}: the vLLM audit models vLLM {VLLM_VERSION} on ROCm only; "
+                         f"accepted: {', '.join(VLLM_PLATFORMS)}")
+    for kind in model.kinds.values():
+        if kind.head_dim != kind.v_head_dim:
+            raise UsageError(f"{model.name}: V head size {kind.v_head_dim} differs from K's {kind.head_dim}; vLLM's "
+                             "model file then picks a DiffKV backend itself (e.g. mimo_v2.py), which the kit does "
+                             "not model yet")
+    method = (args.speculative_config or {}).get("method")
+    if args.speculative_config is not None and method not in VLLM_SPEC_METHODS:
+        raise UsageError(f"--speculative-config method {method!r}: the kit models {', '.join(VLLM_SPEC_METHODS)}")
+
+
+def layer_specs(model: ModelLayout, args: VllmArgs, selections: dict[str, Selection], block: int) -> list[LayerSpec]:
+    """``Attention.get_kv_cache_spec`` for every layer, at ``block`` tokens per block."""
+    dtype_bytes, tp = _kv_dtype_bytes(model, args.kv_cache_dtype), args.tensor_parallel_size
+    for kind in model.kinds.values():  # QKVParallelLinear: heads split evenly, or replicated evenly
+        heads = kind.num_kv_heads
+        if (heads >= tp and heads % tp) or (heads < tp and tp % heads):
+            raise UsageError(f"-tp {tp}: {model.name}'s {kind.name} layers have {heads} KV heads, which vLLM splits "
+                             "evenly over the ranks or replicates evenly (an assertion at start-up); way out: a "
+                             f"tensor-parallel size that divides {heads} or that {heads} divides")
+    specs = []
+    for layer_id in range(model.num_layers):
+        kind = model.layer_kind(layer_id)
+        base = LayerSpec("FullAttentionSpec", block, max(1, kind.num_kv_heads // tp), kind.head_dim,
+                         kind.v_head_dim, dtype_bytes)
+        if kind.attention == "sliding":
+            size = sliding_block_size(selections[kind.name].backend, base.bytes_per_token, block)
+            base = LayerSpec("SlidingWindowSpec", size, base.num_kv_heads, base.head_size, base.head_size_v,
+                             dtype_bytes, sliding_window=kind.window.keys)
+        elif kind.attention == "chunked":
+            base = LayerSpec("ChunkedLocalAttentionSpec", block, base.num_kv_heads, base.head_size,
+                             base.head_size_v, dtype_bytes, attention_chunk_size=kind.chunk_size)
+        specs.append(base)
+    return specs
+
+
+def _available(args: VllmArgs, platform: str, gpu_memory_gib: float | None,
+               weights_gib: float | None) -> tuple[int, list[Decision]]:
+    typical = PLATFORMS[platform][1]
+    assert typical is not None  # both ROCm platforms name a typical GPU
+    memory = int(gpu_memory_gib * GIB) if gpu_memory_gib is not None else typical
+    util = args.gpu_memory_utilization if args.gpu_memory_utilization is not None else 1.0
+    weights = int((weights_gib or 0) * GIB)
+    available = int(memory * util) - weights
+    if available <= 0:
+        raise UsageError(f"no memory left for the KV cache: {memory} B x {util} - weights {weights} B")
+    return available, [
+        Decision("GPU memory", memory, "--gpu-memory-gib" if gpu_memory_gib is not None else
+                 f"assumed: {PLATFORMS[platform][0]}"),
+        Decision("memory utilization", util, "--gpu-memory-utilization" if args.gpu_memory_utilization is not None
+                 else "CacheConfig.resolved_gpu_memory_utilization: 1.0 with the extensible KV cache (ROCm default)"),
+        Decision("weights subtracted", weights, "--weights-gib" if weights_gib is not None else
+                 "not given: 0 (activations and graphs are not subtracted either)"),
+    ]
+
+
+def _full_group(groups: list[Group]) -> Group:
+    """The first group of full-attention layers (a model without one: its first group)."""
+    return next((g for g in groups if g.kind == "FullAttentionSpec"), groups[0])
+
+
+def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str = "rocm-gfx942",
+         gpu_memory_gib: float | None = None, weights_gib: float | None = None) -> VllmPlan:
+    """The whole launch as vLLM 0.34 decides it."""
+    _check_supported(model, args, platform)
+    env = merged_env(args, env)
+    flags = vllm_env(env)
+    query_block = args.block_size if args.block_size is not None else DEFAULT_BLOCK_SIZE
+    selections = {name: select(_query(model, kind, query_block), flags, args.attention_backend)
+                  for name, kind in model.kinds.items()}
+    block = block_size([s.backend for s in selections.values()], args.block_size)
+    method = (args.speculative_config or {}).get("method")
+    disabled, rule = hybrid_manager_disabled(args.disable_hybrid_kv_cache_manager,
+                                             any(k.attention == "chunked" for k in model.kinds.values()), method,
+                                             flags["VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"])
+    specs, groups, how = group_layers(layer_specs(model, args, selections, block), disabled)
+    kv = KvCachePlan(tuple(specs), tuple(groups), disabled, rule, how)
+    modes = MODES if method else MODES[:2]
+    kinds = tuple(
+        KindPlan(kind, model.layer_types.count(name), selections[name],
+                 tuple(route(selections[name].backend, mode, kind.retained_tokens if kind.attention == "sliding"
+                             else None, kind.head_dim, _query(model, kind, block).has_sink,
+                             flags["VLLM_ROCM_SHUFFLE_KV_CACHE_LAYOUT"]) for mode in modes))
+        for name, kind in model.kinds.items())
+    available, memory = _available(args, platform, gpu_memory_gib, weights_gib)
+    decisions = (
+        Decision("vLLM version", VLLM_VERSION, "the version modelled"),
+        Decision("platform", platform, "assumed: a ROCm image with aiter installed (is_aiter_found_and_supported)"),
+        *(Decision(f"backend, {name} layers", f"{s.backend} ({s.how})", "vllm/platforms/rocm.py "
+                   "RocmPlatform.get_attn_backend_cls" + (f"; rejected: {s.rejected}" if s.rejected else ""))
+          for name, s in selections.items()),
+        Decision("block size", block, "--block-size" if args.block_size is not None else
+                 "Platform.update_block_size_for_backend (backends' get_preferred_block_size)"),
+        Decision("hybrid KV-cache manager", "off" if disabled else "on", f"VllmConfig.__post_init__: {rule}"),
+        Decision("KV-cache groups", f"{len(groups)} ({how})", "vllm/v1/core/kv_cache_planning.py get_kv_cache_groups"),
+        *(Decision(f"KV heads per GPU, {name} layers", max(1, kind.num_kv_heads // args.tensor_parallel_size),
+                   "ModelConfig.get_num_kv_heads: max(1, heads // tp)") for name, kind in model.kinds.items()),
+        Decision("KV bytes per token, all layers", sum(s.bytes_per_token for s in specs),
+                 "AttentionSpec page size / block size, summed over layers (what a token costs where every layer "
+                 "keeps it)"),
+        Decision("pool bytes per block", kv.bytes_per_block, "get_kv_cache_config_from_groups (largest group's pages)"),
+        *memory,
+        Decision("blocks in the pool", available // kv.bytes_per_block, "available memory // bytes per block"),
+        Decision("tokens per GPU", (available // kv.bytes_per_block) * _full_group(groups).specs[0].block_size,
+                 "blocks x the full-attention group's block size: the tokens its block table can address when it "
+                 "has the pool (every group draws block ids from the one pool)"),
+    )
+    return VllmPlan(model, args, dict(env), platform, kinds, kv, block, decisions, available)
