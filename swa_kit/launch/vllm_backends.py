@@ -114,6 +114,11 @@ class Selection:
     how: str  # "--attention-backend" or "priority"
     rejected: dict[str, list[str]]  # backends tried before it (or the one named), with vLLM's reasons
 
+    @property
+    def rejected_text(self) -> str:
+        """The rejected backends and vLLM's reasons, as a line: ``ROCM_ATTN: head_size not supported``."""
+        return "; ".join(f"{name}: {', '.join(reasons)}" for name, reasons in self.rejected.items())
+
 
 def select(query: LayerQuery, env: dict[str, bool], requested: str | None) -> Selection:
     """``RocmPlatform.get_attn_backend_cls``; a named backend that fails raises as vLLM does at start-up."""
@@ -131,7 +136,8 @@ def select(query: LayerQuery, env: dict[str, bool], requested: str | None) -> Se
         if not reasons:
             return Selection(name, "priority", rejected)
         rejected[name] = reasons
-    raise UsageError(f"vLLM finds no valid attention backend for this layer: {rejected}")
+    raise UsageError(f"vLLM finds no valid attention backend for this layer: "
+                     f"{Selection('', 'priority', rejected).rejected_text}")
 
 
 def block_size(backends: list[str], given: int | None) -> int:

@@ -171,7 +171,7 @@ def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str 
         Decision("vLLM version", VLLM_VERSION, "the version modelled"),
         Decision("platform", platform, "assumed: a ROCm image with aiter installed (is_aiter_found_and_supported)"),
         *(Decision(f"backend, {name} layers", f"{s.backend} ({s.how})", "vllm/platforms/rocm.py "
-                   "RocmPlatform.get_attn_backend_cls" + (f"; rejected: {s.rejected}" if s.rejected else ""))
+                   "RocmPlatform.get_attn_backend_cls" + (f"; rejected: {s.rejected_text}" if s.rejected else ""))
           for name, s in selections.items()),
         Decision("block size", block, "--block-size" if args.block_size is not None else
                  "Platform.update_block_size_for_backend (backends' get_preferred_block_size)"),

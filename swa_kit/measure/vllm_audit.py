@@ -78,7 +78,7 @@ def _info_findings(plan: VllmPlan) -> list[Finding]:
     for kp in plan.kinds:
         if kp.selection.rejected:
             found.append(Finding("info", f"{kp.kind.name} layers fall through to {kp.selection.backend}",
-                                 "; ".join(f"{b}: {', '.join(r)}" for b, r in kp.selection.rejected.items()),
+                                 kp.selection.rejected_text,
                                  (), f"{kp.kind.name} layers"))
     return found
 
