@@ -8,6 +8,8 @@ is held against the fixed resolver in tests/test_resolver_sglang.py.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -17,11 +19,22 @@ from swa_kit.engine.routing import plan
 from swa_kit.engine.workers import build_workers
 from swa_kit.launch.inputs import Launch
 from swa_kit.measure.audit import audit
-from swa_kit.models.configs import load_model
+from swa_kit.models.configs import LayerKind, ModelLayout, load_model
 from swa_kit.sglang_versions import REVERTIBLE_FIXES, SGLANG_VERSION, before
 
 MODELS = ("gpt-oss-20b", "gemma4-31b", "mimo-v2-flash")
 SPECS = ("eagle3", "frozen_kv_mtp")
+#: a one-layer full-attention EAGLE3 head (GPT-OSS's attention shape): the full-attention draft these bugs need
+HEAD_CONFIG = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "num_hidden_layers": 1,
+               "hidden_size": 2880, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64}
+
+
+def _eagle_head(target: ModelLayout) -> ModelLayout:
+    """A one-layer full-attention draft shaped like ``target``'s full layer (the draft owns a full pool)."""
+    full = next(k for k in target.kinds.values() if k.attention == "full")
+    kind = LayerKind("full", "full", full.num_q_heads, full.num_kv_heads, full.head_dim, full.v_head_dim)
+    return dataclasses.replace(target, name=f"{target.name}-eagle3-head", architecture="LlamaForCausalLMEagle3",
+                               kinds={"full": kind}, layer_types=("full",), sglang_hybrid_swa_pool=False)
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -47,7 +60,8 @@ def _expected_table(model: str, spec: str, resolver: str, layer_id: int) -> str:
 @pytest.mark.parametrize("resolver", sorted(RESOLVERS))
 @pytest.mark.parametrize("mode", ["draft_extend", "draft_decode"])
 def test_the_draft_page_table_is_the_resolved_pools(model, spec, resolver, mode):
-    routes = plan(model, mode, spec=spec, backend="trtllm_mha", resolver=resolver, strict=False)
+    draft = _eagle_head(load_model(model)) if spec == "eagle3" else None
+    routes = plan(model, mode, spec=spec, backend="trtllm_mha", resolver=resolver, strict=False, draft_model=draft)
     for entry in routes.layers:
         assert entry.page_table == _expected_table(model, spec, resolver, entry.layer), entry
         # the kit judges the slots wrong exactly where the table does not describe the buffer read
@@ -67,12 +81,17 @@ def test_the_versions_pick_trtllm_mhas_resolver_and_leave_the_others():
     ("gpt-oss-120b", "EAGLE3", before(27491), "SWA-translated slot ids would index a full-size buffer"),
     ("gemma4-31b", "FROZEN_KV_MTP", before(26966), "untranslated full-pool slot ids"),
 ])
-def test_each_reverted_rule_breaks_only_its_draft(model, spec, version, phrase):
+def test_each_reverted_rule_breaks_only_its_draft(model, spec, version, phrase, tmp_path):
     args = f"--attention-backend trtllm_mha --speculative-algorithm {spec}"
+    draft = None
+    if spec == "EAGLE3":  # the full-attention EAGLE3 head the bugs are about
+        (tmp_path / "config.json").write_text(json.dumps(HEAD_CONFIG))
+        draft = tmp_path
     wrong = [f for f in audit(Launch.from_inputs(model=model, server_args=args, sglang_version=version,
-                                                 platform="cuda-sm100")).findings if f.severity == "wrong"]
+                                                 platform="cuda-sm100", draft_hf_config=draft)).findings
+             if f.severity == "wrong"]
     assert wrong and all(phrase in f.detail and "draft" in f.where for f in wrong)
-    fixed = audit(Launch.from_inputs(model=model, server_args=args, platform="cuda-sm100"))
+    fixed = audit(Launch.from_inputs(model=model, server_args=args, platform="cuda-sm100", draft_hf_config=draft))
     assert not [f for f in fixed.findings if f.severity == "wrong"]
 
 
