@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
-from swa_kit.errors import LaunchRefusedError, UsageError
+from swa_kit.errors import LaunchRefusedError, NotModelledError, UsageError
 from swa_kit.launch.backend import choose_backend
 from swa_kit.launch.inputs import Launch
 from swa_kit.sglang_versions import SGLANG_VERSION, has_fix
@@ -80,9 +80,9 @@ SERVER_ARGS: list[Entry] = [
             "them on the prefill backend", "speculative_attention_mode", default="prefill"),
     *_group("server_arg", "refused", "several draft layers per step, each with KV in the draft pool: the kit "
             "plans a one-layer EAGLE draft", "enable_multi_layer_eagle", default=False),
-    *_group("server_arg", "irrelevant", "sizes only DSV4PoolConfigurator's cap-mode SWA pool (DeepSeek-V4); a "
-            "negative value is refused as handle_cache_compatibility refuses it (check_surface)",
-            "swa_prefix_tails"),
+    *_group("server_arg", "refused", "room for radix-cached prefix tails in a request-capped SWA pool "
+            "(pool_configurator.py _resolve_swa_prefix_tails); the kit does not size that pool from it. A negative "
+            "value is refused as handle_cache_compatibility refuses it (check_surface)", "swa_prefix_tails"),
     *_group("server_arg", "irrelevant", "DFLASH and DSPARK parameters: the kit names both algorithms and plans "
             "neither", "speculative_dflash_block_size", "speculative_dspark_block_size",
             "speculative_dspark_sps_table_path", "speculative_dspark_confidence_sts_path",
@@ -187,7 +187,12 @@ class SurfaceNote:
     where: str = "surface"
 
 
+_MODELLED = Entry("server_arg", "", "modelled", "")
 _HOOK = f"sglang {SGLANG_VERSION} arg_groups"
+#: kv_cache_hook.py handle_page_major_kv_layout: the backends of the page-major layout (MHA models; MLA not read)
+PAGE_MAJOR_BACKENDS = ("triton", "fa3", "fa4", "flashinfer", "trtllm_mha")
+#: ... and of a model whose K and V rows differ in width (ASYMMETRIC_KV_BACKENDS)
+ASYMMETRIC_KV_BACKENDS = ("triton", "fa3", "fa4")
 #: kv_cache_hook.py: the backends a fused draft runs on (the translated MHA rails without fa4).
 _DRAFT_BACKENDS: tuple[str, ...] = SpeculativeAlgorithm.EAGLE.traits.unified_memory_backends or ()
 
@@ -221,6 +226,17 @@ def unified_memory_backends(algorithm: SpeculativeAlgorithm, sglang_version: str
 def _unified_refusals(launch: Launch) -> None:
     args, algorithm, version = launch.server_args, launch.spec_algorithm, launch.sglang_version
     source = f"{_HOOK}/kv_cache_hook.py handle_unified_memory_pool"
+    choice = choose_backend(launch)
+    used = {choice.prefill_attention_backend, choice.decode_attention_backend}
+    # SGLang's pipeline runs this gate first: unified memory implies the page-major layout (handle_page_major_kv_layout)
+    asymmetric = any(k.head_dim != k.v_head_dim for k in launch.model.kinds.values())
+    page_major = ASYMMETRIC_KV_BACKENDS if asymmetric else PAGE_MAJOR_BACKENDS
+    if used - set(page_major):
+        raise _refuse(f"--enable-unified-memory implies the page-major KV layout, which runs only on "
+                      f"{', '.join(page_major)}{' (K and V rows differ in width)' if asymmetric else ''}, got "
+                      f"{', '.join(sorted(used - set(page_major)))}",
+                      f"{_HOOK}/kv_cache_hook.py handle_page_major_kv_layout",
+                      f"--attention-backend {page_major[0]}, or drop --enable-unified-memory")
     allowed = unified_memory_backends(algorithm, version)
     if allowed is None:
         takes = ", ".join(a.name for a in SpeculativeAlgorithm if a.is_some() and unified_memory_backends(a, version))
@@ -235,7 +251,6 @@ def _unified_refusals(launch: Launch) -> None:
         raise _refuse(f"--enable-unified-memory + {algorithm.name} needs a hybrid-SWA (or Mamba-hybrid) target, and "
                       f"{launch.model.architecture} is not", source, "drop --enable-unified-memory")
     if allowed:
-        choice = choose_backend(launch)
         draft = args.speculative_draft_attention_backend
         off = sorted({choice.prefill_attention_backend, choice.decode_attention_backend} - set(allowed)) or \
             ([draft] if fused and draft and draft not in _DRAFT_BACKENDS else [])
@@ -262,6 +277,12 @@ def _speculative_refusals(launch: Launch, unread: dict[str, Any]) -> None:
                           "drop --speculative-draft-model-path")
         if unread.get("uno_lora_path") is None:
             raise _refuse("UNO requires --uno-lora-path", source, "give --uno-lora-path")
+    draft = launch.draft_model
+    if algorithm is SpeculativeAlgorithm.DSPARK and draft is not None and dspark_markov_rank(draft.hf_config) <= 0:
+        raise _refuse(f"DSPARK requires markov_rank > 0 in the draft config, got "
+                      f"{dspark_markov_rank(draft.hf_config)}", f"sglang {SGLANG_VERSION} model_executor/"
+                      "model_runner_components/spec_aux_hidden_state.py resolve_spec_aux_hidden_state_config",
+                      "serve a DSpark draft (its config sets markov_rank), or use --speculative-algorithm DFLASH")
     sink = unread.get("speculative_draft_sink_size")
     if sink is not None:
         source = f"{_HOOK}/speculative_hook.py handle_speculative_decoding"
@@ -274,6 +295,42 @@ def _speculative_refusals(launch: Launch, unread: dict[str, Any]) -> None:
     if tails is not None and _int("swa_prefix_tails", tails) < 0:
         raise _refuse(f"--swa-prefix-tails should be a non-negative integer, got {tails}",
                       f"{_HOOK}/kv_cache_hook.py handle_cache_compatibility", "give 0 or more")
+
+
+def dspark_markov_rank(hf_config: dict[str, Any]) -> int:
+    """The draft's markov_rank as ``dspark_config.parse_dspark_draft_config`` reads it: ``dspark_markov_rank``, else
+    ``markov_rank`` under ``dspark_config`` / ``dflash_config``, the text config or the top level; 0 when absent."""
+    nested = {**(hf_config.get("dflash_config") or {}), **(hf_config.get("dspark_config") or {})}
+    text = hf_config.get("text_config") or hf_config
+    raw = hf_config.get("dspark_markov_rank")
+    if raw is None:
+        raw = nested.get("markov_rank", text.get("markov_rank", hf_config.get("markov_rank", 0)))
+    return _int("markov_rank", 0 if raw is None else raw)
+
+
+#: algorithms whose draft changes the pools and routes in ways the kit does not plan: DFLASH's and DSPARK's
+#: drafts (their own layers and pools), UNO's LoRA-on-target draft. NGRAM keeps the target's pools, drafts none.
+UNMODELLED_ALGORITHMS = (SpeculativeAlgorithm.DFLASH, SpeculativeAlgorithm.DSPARK, SpeculativeAlgorithm.UNO)
+
+
+def unmodelled(launch: Launch) -> list[str]:
+    """The surfaces ``launch`` sets that SGLang serves and the kit does not model (their pools or routes would be
+    the kit's guess): every refused server argument it sets, and an algorithm the kit plans no routes for."""
+    names = [f"--{name.replace('_', '-')}" for name, value in launch.server_args.not_read_values
+             if SURFACE.get(("server_arg", name), _MODELLED).status == "refused"
+             and _is_set(value, SURFACE["server_arg", name].default)]
+    if launch.spec_algorithm in UNMODELLED_ALGORITHMS:
+        names.append(f"--speculative-algorithm {launch.spec_algorithm.name}")
+    return names
+
+
+def check_modelled(launch: Launch) -> None:
+    """Raise :class:`NotModelledError` where ``launch`` sets a surface the kit does not model (:func:`unmodelled`)."""
+    names = unmodelled(launch)
+    if names:
+        raise NotModelledError(f"the kit does not model {', '.join(names)}: SGLang accepts the launch, but its pools "
+                               "and routes would be the kit's guess (swa_kit.launch.surface SURFACE); audit it to see "
+                               "the answer without them, or drop them")
 
 
 def check_surface(launch: Launch) -> list[SurfaceNote]:
@@ -292,4 +349,10 @@ def check_surface(launch: Launch) -> list[SurfaceNote]:
             notes.append(SurfaceNote("info", f"{flag} is not modelled: this audit leaves it out",
                                      f"{flag} {str(value)[:40]}: {entry.note}",
                                      (f"read the answer as that of the launch without {flag}",)))
+    algorithm = launch.spec_algorithm
+    if algorithm in UNMODELLED_ALGORITHMS:
+        entry = SURFACE["spec_algorithm", algorithm.name]
+        notes.append(SurfaceNote("info", f"--speculative-algorithm {algorithm.name} is not modelled: this audit "
+                                 "guesses its pools and plans none of its routes", entry.note,
+                                 ("read the pools as those of the target without its draft",)))
     return notes

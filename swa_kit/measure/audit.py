@@ -323,7 +323,7 @@ def audit(launch: Launch, records: Sequence[trace.TraceRecord] | None = None) ->
     ``records``: kernel calls recorded by :mod:`swa_kit.measure.trace` in the live server, held against the plan.
     """
     surface = check_surface(launch)  # raises LaunchRefusedError where SGLang refuses the launch at start-up
-    decisions = decide(launch)
+    decisions = decide(launch, plan_unmodelled=True)  # each surface it leaves out is a finding (``surface``)
     findings = _route_findings(decisions) + _memory_findings(launch, decisions) + _input_findings(launch, decisions)
     findings += [Finding(n.severity, n.title, n.detail, n.ways_out, n.where) for n in surface]
     if records is not None:
