@@ -69,7 +69,53 @@ def launches(n_per_model: int = 20, seed: int = 34) -> list[tuple[str, str, str]
             "--speculative-num-draft-tokens 4 --speculative-draft-model-path DRAFT_SWA")
     for i, model in enumerate(CONFIGS):
         out.append((model, PLATFORMS[i % 4], f"--tp {TPS[i % 3]} --mem-fraction-static 0.85 {spec}"))
-    return out
+    return out + surface_launches()
+
+
+def surface_launches() -> list[tuple[str, str, str]]:
+    """SGLang 0.5.23's SWA surfaces beyond the draw (issue 34, item 3), each where SGLang refuses it at start-up and
+    where it serves it: unified memory (its page-major backend gate, its algorithm allow-list, its per-algorithm
+    backends, its hybrid-pool rule), the draft sink size, the prefix tails, DFLASH, DSPARK and UNO."""
+    steps = "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+    unified = "--enable-unified-memory"
+    return [
+        ("gpt-oss-20b", "rocm-gfx950", f"{unified} --attention-backend aiter"),
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton"),
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend flashinfer"),
+        ("gemma4-31b", "cuda-sm100", f"{unified} --attention-backend triton --tp 2"),
+        ("gemma3-27b", "cuda-sm90", f"{unified} --attention-backend triton"),
+        ("mimo-v2-flash", "cuda-sm90", f"{unified} --attention-backend flashinfer --tp 8"),
+        ("mimo-v2-flash", "cuda-sm90", f"{unified} --attention-backend triton --tp 8"),
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --speculative-algorithm FROZEN_KV_MTP "
+                                     f"{steps}"),
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --speculative-algorithm STANDALONE "
+                                     f"{steps} --speculative-draft-model-path DRAFT"),
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --speculative-algorithm EAGLE {steps} "
+                                     "--speculative-draft-model-path DRAFT"),
+        ("gpt-oss-20b", "cuda-sm100", f"{unified} --attention-backend fa4 --speculative-algorithm EAGLE {steps} "
+                                      "--speculative-draft-model-path DRAFT"),
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend trtllm_mha --speculative-algorithm DFLASH "
+                                     f"{steps} --speculative-draft-model-path DRAFT"),
+        ("gpt-oss-20b", "rocm-gfx950", f"--speculative-algorithm DFLASH {steps} --speculative-draft-model-path DRAFT "
+                                       "--attention-backend aiter"),
+        ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm DFLASH {steps} --speculative-draft-model-path DRAFT "
+                                     "--attention-backend triton"),
+        ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm DSPARK {steps} --speculative-draft-model-path DRAFT "
+                                     "--attention-backend triton"),
+        ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm UNO --uno-lora-path /tmp/uno-lora"),
+        ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm UNO --uno-lora-path /tmp/uno-lora "
+                                       "--speculative-draft-model-path DRAFT"),
+        ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm UNO"),
+        ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm EAGLE {steps} --speculative-draft-model-path DRAFT "
+                                     "--speculative-draft-sink-size 4"),
+        ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm EAGLE {steps} --speculative-draft-model-path DRAFT "
+                                     "--speculative-draft-window-size 64 --speculative-draft-sink-size -1"),
+        ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm EAGLE {steps} --speculative-draft-model-path DRAFT "
+                                     "--speculative-draft-window-size 64 --speculative-draft-sink-size 4"),
+        ("gpt-oss-20b", "rocm-gfx942", "--swa-prefix-tails 2"),
+        ("gpt-oss-120b", "rocm-gfx950", "--swa-prefix-tails 0 --tp 4"),
+        ("gemma4-31b", "rocm-gfx950", "--swa-prefix-tails -1"),
+    ]
 
 
 def architecture(model: str) -> str:
@@ -108,8 +154,8 @@ def kit_answer(model: str, platform: str, args: str) -> tuple[str | None, dict[s
         launch = Launch.from_inputs(**where, server_args=kit_args, platform=platform,
                                     draft_hf_config=draft_config)
         d = decide(launch)
-    except SwaKitError as error:
-        return type(error).__name__, {}
+    except SwaKitError as error:  # the class, and the kit's one line (classify() reads a surface it names)
+        return f"{type(error).__name__}: {str(error)[:300]}", {}
     pools = d.pools
     fields = {name: getattr(d, name).value for name in FIELDS[:6]}
     fields.update(budget_bytes=pools.budget_bytes, full_tokens=pools.full_tokens, swa_tokens=pools.swa_tokens,
@@ -256,11 +302,21 @@ def compare(model: str, platform: str, args: str) -> dict[str, tuple[Any, Any]]:
     return {name: (kit.get(name), sg.get(name)) for name in FIELDS if kit.get(name) != sg.get(name)}
 
 
+#: how the kit's refusal of a surface it does not model begins (swa_kit.launch.surface check_modelled)
+NOT_MODELLED = "NotModelledError: the kit does not model "
+
+
 def classify(model: str, args: str, field: str, differ: dict[str, Any] | None = None) -> str:
     """A disagreement's class, for review (``differ``: the launch's other differing fields). The earlier classes
     (draft layers, TP, aiter's cut, one-pool geometry, context-length refusal, the runner's window, meta builds) were
     traced to the kit or the oracle and fixed, so only causes read from the launch's facts are named here."""
     if field == "refusal":
+        kit_refused = str((differ or {}).get("refusal", (None, None))[0] or "")
+        if kit_refused.startswith(NOT_MODELLED):  # SGLang serves it; the kit refuses by name rather than guess
+            return f"not modelled by the kit: {kit_refused[len(NOT_MODELLED):].split(': SGLang accepts')[0]}"
+        if "mem_cache/kv_cache_configurator.py" in kit_refused:  # raised in init_memory_pool, after model load
+            return ("SGLang refuses it when it builds the pools (mem_cache/kv_cache_configurator.py), past the "
+                    "start-up and sizing the oracle runs")
         return "UNCLASSIFIED: one side refuses the launch, the other does not"
     if field == "routes" and isinstance(sglang_built()[model], str):
         return "SGLang's model class did not build on the meta device here, so its routes are not compared"

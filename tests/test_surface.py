@@ -168,9 +168,12 @@ def test_dspark_and_uno_devices_and_uno_rules():
         _check("--speculative-algorithm uno --uno-lora-path /l", platform="cpu")
     with pytest.raises(LaunchRefusedError, match="UNO requires --uno-lora-path"):
         _check("--speculative-algorithm uno")
+    with pytest.raises(LaunchRefusedError, match="UNO requires --speculative-num-draft-tokens, its verify width"):
+        _check("--speculative-algorithm uno --uno-lora-path /l")
     with pytest.raises(LaunchRefusedError, match="takes no --speculative-draft-model-path"):
         _check("--speculative-algorithm uno --uno-lora-path /l --speculative-draft-model-path /d")
-    notes = _check("--speculative-algorithm uno --uno-lora-path /l")  # ROCm's torch device is cuda
+    # ROCm's torch device is cuda
+    notes = _check("--speculative-algorithm uno --uno-lora-path /l --speculative-num-draft-tokens 4")
     assert [n.title.split(" is ")[0] for n in notes] == ["--speculative-algorithm UNO"]
     notes = _check("--speculative-algorithm dspark")
     assert [n.title.split(" is ")[0] for n in notes] == ["--speculative-algorithm DSPARK"]
@@ -212,6 +215,8 @@ def _decide(args: str, model: str = "gpt-oss-20b", platform: str = "cuda-sm90", 
 
 
 def test_decide_refuses_what_sglang_refuses_at_start_up():
+    with pytest.raises(LaunchRefusedError, match="GPT-OSS runs only on triton, .*got prefill flashinfer.*model_hook"):
+        _decide("--enable-unified-memory --attention-backend flashinfer")
     with pytest.raises(LaunchRefusedError, match="page-major KV layout.*got aiter.*kv_cache_hook.py"):
         _decide("--enable-unified-memory --attention-backend aiter", platform="rocm-gfx950")
     with pytest.raises(LaunchRefusedError, match="requires --speculative-draft-window-size"):
@@ -244,7 +249,7 @@ def test_decide_refuses_dspark_with_a_draft_without_markov_rank(tmp_path):
     ("--speculative-algorithm eagle --speculative-draft-window-size 64 --speculative-draft-sink-size 4",
      "--speculative-draft-sink-size"),
     ("--speculative-algorithm dflash", "--speculative-algorithm DFLASH"),
-    ("--speculative-algorithm uno --uno-lora-path /l", "--speculative-algorithm UNO"),
+    ("--speculative-algorithm uno --uno-lora-path /l --speculative-num-draft-tokens 4", "--speculative-algorithm UNO"),
 ])
 def test_decide_refuses_by_name_what_sglang_serves_and_the_kit_does_not_model(args, surface):
     with pytest.raises(NotModelledError, match=f"^the kit does not model {surface}"):

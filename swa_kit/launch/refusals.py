@@ -10,6 +10,8 @@
 * Llama-4's allow-list (``arg_groups/model_hook.py``, off the CPU device): fa3, aiter, triton, ascend, trtllm_mha,
   intel_xpu, checked on ``attention_backend`` alone (not the prefill / decode split); so flashinfer is refused. SGLang
   PR #12003 added trtllm_mha to it: at ``before-12003`` trtllm_mha is refused too.
+* GPT-OSS's allow-list (``arg_groups/model_hook.py``, on prefill and decode): triton, trtllm_mha, fa3, fa4, ascend,
+  intel_amx, intel_xpu, aiter; so flashinfer is refused.
 * EXAONE-4's allow-list (``arg_groups/model_hook.py``, when the config sets ``sliding_window_pattern``; the kit: when
   the model has sliding layers): fa3, triton, trtllm_mha, checked on ``attention_backend``; so aiter is refused.
 * A text-only Gemma-4 config (``Gemma4ForCausalLM`` at the top) whose layers differ in KV heads or head size:
@@ -40,6 +42,7 @@ GEMMA4_BACKENDS = ("trtllm_mha", "triton", "fa4", "ascend", "intel_xpu", "intel_
 GEMMA4_ARCHITECTURES = ("Gemma4ForConditionalGeneration", "Gemma4ForCausalLM", "Gemma4UnifiedForConditionalGeneration")
 LLAMA4_BACKENDS = ("fa3", "aiter", "triton", "ascend", "trtllm_mha", "intel_xpu")
 EXAONE_BACKENDS = ("fa3", "triton", "trtllm_mha")
+GPT_OSS_BACKENDS = ("triton", "trtllm_mha", "fa3", "fa4", "ascend", "intel_amx", "intel_xpu", "aiter")
 EXAONE_ARCHITECTURES = ("Exaone4ForCausalLM", "ExaoneMoEForCausalLM", "ExaoneMoeForCausalLM")
 LLAMA4_ARCHITECTURES = ("Llama4ForConditionalGeneration", "Llama4ForCausalLM")
 TRTLLM_MHA_PLATFORMS = ("cuda-sm90", "cuda-sm100")
@@ -76,6 +79,11 @@ def check_startup(launch: Launch, choice: BackendChoice) -> None:
             f"{used[0]}, decode {used[1]} (sglang 0.5.23 arg_groups/model_hook.py"
             f"{'' if allowed == GEMMA4_BACKENDS else ' without PR #38758, which adds aiter'}); use "
             "--attention-backend triton")
+    if launch.model.architecture == "GptOssForCausalLM" and any(b not in GPT_OSS_BACKENDS for b in used):
+        raise LaunchRefusedError(
+            f"SGLang refuses this launch: GPT-OSS runs only on {', '.join(GPT_OSS_BACKENDS)}, got prefill {used[0]}, "
+            f"decode {used[1]} (sglang 0.5.23 arg_groups/model_hook.py); use --attention-backend "
+            f"{'aiter' if launch.platform.is_hip else 'triton'}")
     sliding = any(k.attention == "sliding" for k in launch.model.kinds.values())
     exaone = launch.model.architecture in EXAONE_ARCHITECTURES
     if exaone and sliding and choice.attention_backend not in EXAONE_BACKENDS:

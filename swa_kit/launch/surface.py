@@ -277,6 +277,9 @@ def _speculative_refusals(launch: Launch, unread: dict[str, Any]) -> None:
                           "drop --speculative-draft-model-path")
         if unread.get("uno_lora_path") is None:
             raise _refuse("UNO requires --uno-lora-path", source, "give --uno-lora-path")
+        if (args.speculative_num_draft_tokens or 0) < 1:
+            raise _refuse("UNO requires --speculative-num-draft-tokens, its verify width, to be a positive integer",
+                          source, "give --speculative-num-draft-tokens 4, say")
     draft = launch.draft_model
     if algorithm is SpeculativeAlgorithm.DSPARK and draft is not None and dspark_markov_rank(draft.hf_config) <= 0:
         raise _refuse(f"DSPARK requires markov_rank > 0 in the draft config, got "
