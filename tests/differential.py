@@ -24,10 +24,11 @@ CONFIGS = {**{p.stem: p for p in sorted((ROOT / "data" / "models").glob("*.json"
               if not p.stem.startswith(("draft-", "expected"))}}
 DRAFT = ROOT / "tests" / "data" / "differential" / "draft-llama-2l.json"
 #: the draft each launch's placeholder names: DRAFT (full attention) or DRAFT_SWA (hybrid-SWA, STANDALONE only)
-DRAFTS = {"DRAFT": DRAFT, "DRAFT_SWA": ROOT / "tests" / "data" / "differential" / "draft-gpt-oss-2l.json"}
+DRAFTS = {"DRAFT": DRAFT, "DRAFT_SWA": ROOT / "tests" / "data" / "differential" / "draft-gpt-oss-2l.json",
+          "DRAFT_DSPARK": ROOT / "tests" / "data" / "differential" / "draft-dspark-2l.json"}
 EXPECTED = ROOT / "tests" / "data" / "differential" / "expected.json"
 #: each draft's entry among sglang_built(), by its placeholder
-DRAFT_KEYS = {"DRAFT": "draft", "DRAFT_SWA": "draft-swa"}
+DRAFT_KEYS = {"DRAFT": "draft", "DRAFT_SWA": "draft-swa", "DRAFT_DSPARK": "draft-dspark"}
 PLATFORMS = ["rocm-gfx942", "rocm-gfx950", "cuda-sm90", "cuda-sm100"]
 BACKENDS = ["", "aiter", "triton", "fa3", "trtllm_mha"]
 SPECS = ["", "EAGLE draft", "EAGLE3 draft", "STANDALONE draft", "NEXTN"]
@@ -102,7 +103,15 @@ def surface_launches() -> list[tuple[str, str, str]]:
                                      "--attention-backend triton"),
         ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm DSPARK {steps} --speculative-draft-model-path DRAFT "
                                      "--attention-backend triton"),
+        ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm DSPARK {steps} --speculative-draft-model-path "
+                                     "DRAFT_DSPARK --attention-backend triton"),
         ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm UNO --uno-lora-path /tmp/uno-lora"),
+        ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm UNO --uno-lora-path /tmp/uno-lora "
+                                       "--speculative-num-draft-tokens 4"),
+        ("gpt-oss-20b", "cuda-sm90", "--speculative-algorithm UNO --uno-lora-path /tmp/uno-lora "
+                                     "--speculative-num-draft-tokens 4 --attention-backend fa3 --tp 2"),
+        ("gpt-oss-20b", "cuda-sm90", "--speculative-algorithm UNO --uno-lora-path /tmp/uno-lora "
+                                     "--speculative-num-draft-tokens 4 --attention-backend fa3"),
         ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm UNO --uno-lora-path /tmp/uno-lora "
                                        "--speculative-draft-model-path DRAFT"),
         ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm UNO"),

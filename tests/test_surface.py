@@ -170,10 +170,17 @@ def test_dspark_and_uno_devices_and_uno_rules():
         _check("--speculative-algorithm uno")
     with pytest.raises(LaunchRefusedError, match="UNO requires --speculative-num-draft-tokens, its verify width"):
         _check("--speculative-algorithm uno --uno-lora-path /l")
+    uno = "--speculative-algorithm uno --uno-lora-path /l --speculative-num-draft-tokens 4"
+    with pytest.raises(LaunchRefusedError, match="UNO requires TP=PP=1 and no DP attention, got tp 2"):
+        _check(f"{uno} --tp 2 --attention-backend fa3", platform="cuda-sm90")
+    with pytest.raises(LaunchRefusedError, match="UNO requires fa3 for both prefill and decode, got prefill fa3, "
+                                                 "decode triton"):
+        _check(f"{uno} --attention-backend fa3 --decode-attention-backend triton", platform="cuda-sm90")
     with pytest.raises(LaunchRefusedError, match="takes no --speculative-draft-model-path"):
         _check("--speculative-algorithm uno --uno-lora-path /l --speculative-draft-model-path /d")
-    # ROCm's torch device is cuda
-    notes = _check("--speculative-algorithm uno --uno-lora-path /l --speculative-num-draft-tokens 4")
+    with pytest.raises(LaunchRefusedError, match="UNO requires fa3 .*got prefill triton"):  # ROCm: cuda device
+        _check(uno)
+    notes = _check(f"{uno} --attention-backend fa3", platform="cuda-sm90")
     assert [n.title.split(" is ")[0] for n in notes] == ["--speculative-algorithm UNO"]
     notes = _check("--speculative-algorithm dspark")
     assert [n.title.split(" is ")[0] for n in notes] == ["--speculative-algorithm DSPARK"]
@@ -249,7 +256,8 @@ def test_decide_refuses_dspark_with_a_draft_without_markov_rank(tmp_path):
     ("--speculative-algorithm eagle --speculative-draft-window-size 64 --speculative-draft-sink-size 4",
      "--speculative-draft-sink-size"),
     ("--speculative-algorithm dflash", "--speculative-algorithm DFLASH"),
-    ("--speculative-algorithm uno --uno-lora-path /l --speculative-num-draft-tokens 4", "--speculative-algorithm UNO"),
+    ("--speculative-algorithm uno --uno-lora-path /l --speculative-num-draft-tokens 4 --attention-backend fa3",
+     "--speculative-algorithm UNO"),
 ])
 def test_decide_refuses_by_name_what_sglang_serves_and_the_kit_does_not_model(args, surface):
     with pytest.raises(NotModelledError, match=f"^the kit does not model {surface}"):

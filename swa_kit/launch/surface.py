@@ -21,6 +21,7 @@ from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
 from swa_kit.errors import LaunchRefusedError, NotModelledError, UsageError
 from swa_kit.launch.backend import choose_backend
 from swa_kit.launch.inputs import Launch
+from swa_kit.launch.parallel import parallel_of
 from swa_kit.sglang_versions import SGLANG_VERSION, has_fix
 
 KINDS = ("server_arg", "swa_pool", "attention_backend", "spec_algorithm")
@@ -263,6 +264,28 @@ def _unified_refusals(launch: Launch) -> None:
                       f"sglang {SGLANG_VERSION} mem_cache/kv_cache_configurator.py", "drop --enable-unified-memory")
 
 
+def _uno_refusals(launch: Launch, unread: dict[str, Any], source: str) -> None:
+    """_handle_uno's checks, in its order."""
+    args = launch.server_args
+    if args.speculative_draft_model_path is not None:
+        raise _refuse("UNO reuses the target model and takes no --speculative-draft-model-path", source,
+                      "drop --speculative-draft-model-path")
+    if unread.get("uno_lora_path") is None:
+        raise _refuse("UNO requires --uno-lora-path", source, "give --uno-lora-path")
+    if (args.speculative_num_draft_tokens or 0) < 1:
+        raise _refuse("UNO requires --speculative-num-draft-tokens, its verify width, to be a positive integer",
+                      source, "give --speculative-num-draft-tokens 4, say")
+    parallel = parallel_of(args)
+    if (parallel.tp_size, parallel.pp_size) != (1, 1) or parallel.attn_dp_size != 1:
+        raise _refuse(f"UNO requires TP=PP=1 and no DP attention, got {parallel.describe()}", source,
+                      "serve UNO on one GPU per replica")
+    choice = choose_backend(launch)
+    if (choice.prefill_attention_backend, choice.decode_attention_backend) != ("fa3", "fa3"):
+        raise _refuse(f"UNO requires fa3 for both prefill and decode, got prefill "
+                      f"{choice.prefill_attention_backend}, decode {choice.decode_attention_backend}", source,
+                      "--attention-backend fa3 on a Hopper GPU")
+
+
 def _speculative_refusals(launch: Launch, unread: dict[str, Any]) -> None:
     algorithm, args = launch.spec_algorithm, launch.server_args
     devices = algorithm.traits.devices
@@ -272,14 +295,7 @@ def _speculative_refusals(launch: Launch, unread: dict[str, Any]) -> None:
         raise _refuse(f"{algorithm.name} runs on {', '.join(devices)} devices only, got {launch.platform.name}",
                       source, "run it on a GPU platform")
     if algorithm is SpeculativeAlgorithm.UNO:
-        if args.speculative_draft_model_path is not None:
-            raise _refuse("UNO reuses the target model and takes no --speculative-draft-model-path", source,
-                          "drop --speculative-draft-model-path")
-        if unread.get("uno_lora_path") is None:
-            raise _refuse("UNO requires --uno-lora-path", source, "give --uno-lora-path")
-        if (args.speculative_num_draft_tokens or 0) < 1:
-            raise _refuse("UNO requires --speculative-num-draft-tokens, its verify width, to be a positive integer",
-                          source, "give --speculative-num-draft-tokens 4, say")
+        _uno_refusals(launch, unread, source)
     draft = launch.draft_model
     if algorithm is SpeculativeAlgorithm.DSPARK and draft is not None and dspark_markov_rank(draft.hf_config) <= 0:
         raise _refuse(f"DSPARK requires markov_rank > 0 in the draft config, got "
