@@ -9,7 +9,9 @@ from an installed SGLang, so a new release cannot add one unnoticed.
 
 :func:`check_surface` applies the table to a launch: it raises :class:`~swa_kit.errors.LaunchRefusedError` where
 SGLang refuses the launch at start-up for one of these surfaces, and returns a :class:`SurfaceNote` for each
-refused argument the launch sets.
+refused argument (and each of :data:`UNMODELLED_ALGORITHMS`) the launch sets. :func:`check_modelled` refuses such
+a launch by name (:class:`~swa_kit.errors.NotModelledError`): ``decide`` calls both; the audit plans it anyway and
+carries the notes.
 """
 
 from __future__ import annotations
