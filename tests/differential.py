@@ -305,7 +305,8 @@ def compare(model: str, platform: str, args: str) -> dict[str, tuple[Any, Any]]:
     kit_refused, kit = kit_answer(model, platform, args)
     sg_refused, sg = sglang_answer(model, platform, args)
     if kit_refused or sg_refused:
-        if bool(kit_refused) != bool(sg_refused):
+        # the kit's not-modelled refusal says SGLang serves the launch: where SGLang refuses, the kit missed the rule
+        if bool(kit_refused) != bool(sg_refused) or str(kit_refused).startswith(NOT_MODELLED):
             return {"refusal": (kit_refused, sg_refused)}
         return {}
     return {name: (kit.get(name), sg.get(name)) for name in FIELDS if kit.get(name) != sg.get(name)}
@@ -321,7 +322,7 @@ def classify(model: str, args: str, field: str, differ: dict[str, Any] | None = 
     traced to the kit or the oracle and fixed, so only causes read from the launch's facts are named here."""
     if field == "refusal":
         kit_refused = str((differ or {}).get("refusal", (None, None))[0] or "")
-        if kit_refused.startswith(NOT_MODELLED):  # SGLang serves it; the kit refuses by name rather than guess
+        if kit_refused.startswith(NOT_MODELLED) and not differ["refusal"][1]:  # the kit refuses by name, not guess
             return f"not modelled by the kit: {kit_refused[len(NOT_MODELLED):].split(': SGLang accepts')[0]}"
         if "mem_cache/kv_cache_configurator.py" in kit_refused:  # raised in init_memory_pool, after model load
             return ("SGLang refuses it when it builds the pools (mem_cache/kv_cache_configurator.py), past the "
