@@ -20,7 +20,8 @@ from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
 from swa_kit.errors import LaunchRefusedError, NotModelledError, UsageError
 from swa_kit.launch.decide import decide
 from swa_kit.launch.inputs import Launch, ServerArgsView
-from swa_kit.launch.surface import KINDS, STATUSES, SURFACE, check_surface, dspark_markov_rank
+from swa_kit.launch.refusals import dspark_markov_rank
+from swa_kit.launch.surface import KINDS, STATUSES, SURFACE, check_surface
 from swa_kit.measure.audit import audit
 
 HOOK = "kv_cache_hook.py handle_unified_memory_pool"
