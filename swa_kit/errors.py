@@ -65,3 +65,7 @@ class BudgetError(SwaKitError, ValueError):
 
 class LaunchRefusedError(UsageError):
     """A launch SGLang itself refuses at start-up (its argument resolution raises), so the kit refuses it too."""
+
+
+class NotModelledError(LaunchRefusedError):
+    """A launch SGLang serves that sets a surface the kit does not model: refused by name rather than guessed."""

@@ -26,10 +26,11 @@ CONFIGS = {**{p.stem: p for p in sorted((ROOT / "data" / "models").glob("*.json"
               if not p.stem.startswith(("draft-", "expected"))}}
 DRAFT = ROOT / "tests" / "data" / "differential" / "draft-llama-2l.json"
 #: the draft each launch's placeholder names: DRAFT (full attention) or DRAFT_SWA (hybrid-SWA, STANDALONE only)
-DRAFTS = {"DRAFT": DRAFT, "DRAFT_SWA": ROOT / "tests" / "data" / "differential" / "draft-gpt-oss-2l.json"}
+DRAFTS = {"DRAFT": DRAFT, "DRAFT_SWA": ROOT / "tests" / "data" / "differential" / "draft-gpt-oss-2l.json",
+          "DRAFT_DSPARK": ROOT / "tests" / "data" / "differential" / "draft-dspark-2l.json"}
 EXPECTED = ROOT / "tests" / "data" / "differential" / "expected.json"
 #: each draft's entry among sglang_built(), by its placeholder
-DRAFT_KEYS = {"DRAFT": "draft", "DRAFT_SWA": "draft-swa"}
+DRAFT_KEYS = {"DRAFT": "draft", "DRAFT_SWA": "draft-swa", "DRAFT_DSPARK": "draft-dspark"}
 PLATFORMS = ["rocm-gfx942", "rocm-gfx950", "cuda-sm90", "cuda-sm100"]
 BACKENDS = ["", "aiter", "triton", "fa3", "trtllm_mha"]
 SPECS = ["", "EAGLE draft", "EAGLE3 draft", "STANDALONE draft", "NEXTN"]
@@ -69,7 +70,61 @@ def launches(n_per_model: int = 20, seed: int = 34) -> list[tuple[str, str, str]
             "--speculative-num-draft-tokens 4 --speculative-draft-model-path DRAFT_SWA")
     for i, model in enumerate(CONFIGS):
         out.append((model, PLATFORMS[i % 4], f"--tp {TPS[i % 3]} --mem-fraction-static 0.85 {spec}"))
-    return out
+    return out + surface_launches()
+
+
+def surface_launches() -> list[tuple[str, str, str]]:
+    """SGLang 0.5.23's SWA surfaces beyond the draw (issue 34, item 3), each where SGLang refuses it at start-up and
+    where it serves it: unified memory (its page-major backend gate, its algorithm allow-list, its per-algorithm
+    backends, its hybrid-pool rule), the draft sink size, the prefix tails, DFLASH, DSPARK and UNO."""
+    steps = "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+    unified = "--enable-unified-memory"
+    return [
+        ("gpt-oss-20b", "rocm-gfx950", f"{unified} --attention-backend aiter"),
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton"),
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend flashinfer"),
+        ("gemma4-31b", "cuda-sm100", f"{unified} --attention-backend triton --tp 2"),
+        ("gemma3-27b", "cuda-sm90", f"{unified} --attention-backend triton"),
+        ("mimo-v2-flash", "cuda-sm90", f"{unified} --attention-backend flashinfer --tp 8"),
+        ("mimo-v2-flash", "cuda-sm90", f"{unified} --attention-backend triton --tp 8"),
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --speculative-algorithm FROZEN_KV_MTP "
+                                     f"{steps}"),
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --speculative-algorithm STANDALONE "
+                                     f"{steps} --speculative-draft-model-path DRAFT"),
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --speculative-algorithm EAGLE {steps} "
+                                     "--speculative-draft-model-path DRAFT"),
+        ("gpt-oss-20b", "cuda-sm100", f"{unified} --attention-backend fa4 --speculative-algorithm EAGLE {steps} "
+                                      "--speculative-draft-model-path DRAFT"),
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend trtllm_mha --speculative-algorithm DFLASH "
+                                     f"{steps} --speculative-draft-model-path DRAFT"),
+        ("gpt-oss-20b", "rocm-gfx950", f"--speculative-algorithm DFLASH {steps} --speculative-draft-model-path DRAFT "
+                                       "--attention-backend aiter"),
+        ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm DFLASH {steps} --speculative-draft-model-path DRAFT "
+                                     "--attention-backend triton"),
+        ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm DSPARK {steps} --speculative-draft-model-path DRAFT "
+                                     "--attention-backend triton"),
+        ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm DSPARK {steps} --speculative-draft-model-path "
+                                     "DRAFT_DSPARK --attention-backend triton"),
+        ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm UNO --uno-lora-path /tmp/uno-lora"),
+        ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm UNO --uno-lora-path /tmp/uno-lora "
+                                       "--speculative-num-draft-tokens 4"),
+        ("gpt-oss-20b", "cuda-sm90", "--speculative-algorithm UNO --uno-lora-path /tmp/uno-lora "
+                                     "--speculative-num-draft-tokens 4 --attention-backend fa3 --tp 2"),
+        ("gpt-oss-20b", "cuda-sm90", "--speculative-algorithm UNO --uno-lora-path /tmp/uno-lora "
+                                     "--speculative-num-draft-tokens 4 --attention-backend fa3"),
+        ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm UNO --uno-lora-path /tmp/uno-lora "
+                                       "--speculative-draft-model-path DRAFT"),
+        ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm UNO"),
+        ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm EAGLE {steps} --speculative-draft-model-path DRAFT "
+                                     "--speculative-draft-sink-size 4"),
+        ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm EAGLE {steps} --speculative-draft-model-path DRAFT "
+                                     "--speculative-draft-window-size 64 --speculative-draft-sink-size -1"),
+        ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm EAGLE {steps} --speculative-draft-model-path DRAFT "
+                                     "--speculative-draft-window-size 64 --speculative-draft-sink-size 4"),
+        ("gpt-oss-20b", "rocm-gfx942", "--swa-prefix-tails 2"),
+        ("gpt-oss-120b", "rocm-gfx950", "--swa-prefix-tails 0 --tp 4"),
+        ("gemma4-31b", "rocm-gfx950", "--swa-prefix-tails -1"),
+    ]
 
 
 def architecture(model: str) -> str:
@@ -107,8 +162,8 @@ def kit_answer(model: str, platform: str, args: str) -> tuple[str | None, dict[s
         launch = Launch.from_inputs(**where, server_args=kit_args, platform=platform,
                                     draft_hf_config=draft_config)
         d = decide(launch)
-    except SwaKitError as error:
-        return type(error).__name__, {}
+    except SwaKitError as error:  # the class, and the kit's one line (classify() reads a surface it names)
+        return f"{type(error).__name__}: {str(error)[:300]}", {}
     kit = sglang_check.kit_side(launch, d)
     return kit.refused, kit.fields
 
@@ -159,11 +214,20 @@ def compare(model: str, platform: str, args: str) -> dict[str, tuple[Any, Any]]:
     return sglang_check.differences(kit, sg, FIELDS)
 
 
+NOT_MODELLED = sglang_check.NOT_MODELLED + ": the kit does not model "
+
+
 def classify(model: str, args: str, field: str, differ: dict[str, Any] | None = None) -> str:
     """A disagreement's class, for review (``differ``: the launch's other differing fields). The earlier classes
     (draft layers, TP, aiter's cut, one-pool geometry, context-length refusal, the runner's window, meta builds) were
     traced to the kit or the oracle and fixed, so only causes read from the launch's facts are named here."""
     if field == "refusal":
+        kit_refused = str((differ or {}).get("refusal", (None, None))[0] or "")
+        if kit_refused.startswith(NOT_MODELLED) and not differ["refusal"][1]:  # the kit refuses by name, not guess
+            return f"not modelled by the kit: {kit_refused[len(NOT_MODELLED):].split(': SGLang accepts')[0]}"
+        if "mem_cache/kv_cache_configurator.py" in kit_refused:  # raised in init_memory_pool, after model load
+            return ("SGLang refuses it when it builds the pools (mem_cache/kv_cache_configurator.py), past the "
+                    "start-up and sizing the oracle runs")
         return "UNCLASSIFIED: one side refuses the launch, the other does not"
     if field == "routes" and isinstance(sglang_built()[model], str):
         return "SGLang's model class did not build on the meta device here, so its routes are not compared"

@@ -106,6 +106,23 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("float32-kv-bytes", "launch/pool_sizing.py",
              'return 2 if model.dtype == "float32" else DTYPE_BYTES[model.dtype]', "return DTYPE_BYTES[model.dtype]",
              "SGLang serves a float32 checkpoint's KV cache in 16 bits (_get_and_verify_dtype); here 4 bytes."),
+    Mutation("unified-page-major", "launch/refusals.py",
+             'PAGE_MAJOR_BACKENDS = ("triton", "fa3", "fa4", "flashinfer", "trtllm_mha")',
+             'PAGE_MAJOR_BACKENDS = ("triton", "fa3", "fa4", "flashinfer", "trtllm_mha", "aiter")',
+             "unified memory implies the page-major layout, whose gate refuses aiter (kv_cache_hook.py "
+             "handle_page_major_kv_layout); here aiter passes."),
+    Mutation("unified-algorithms", "launch/refusals.py", "    if allowed is None:", "    if False:",
+             "unified memory takes EAGLE, EAGLE3, DFLASH and DSPARK only (handle_unified_memory_pool); here any."),
+    Mutation("sink-needs-window", "launch/refusals.py", "if args.speculative_draft_window_size is None:", "if False:",
+             "--speculative-draft-sink-size requires --speculative-draft-window-size (handle_speculative_decoding); "
+             "here it does not."),
+    Mutation("dspark-markov-rank", "launch/refusals.py", "dspark_markov_rank(draft.hf_config) <= 0",
+             "dspark_markov_rank(draft.hf_config) < 0",
+             "DSPARK requires markov_rank > 0 in the draft's config (resolve_spec_aux_hidden_state_config); here 0 "
+             "passes."),
+    Mutation("not-modelled", "launch/surface.py", "    if names:", "    if False:",
+             "a surface SGLang serves and the kit does not model is refused by name (check_modelled); here the kit "
+             "answers with its guess."),
 )
 
 

@@ -7,20 +7,25 @@ handle_unified_memory_pool`` and ``handle_cache_compatibility``, ``mem_cache/kv_
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
 from swa_kit.cli import main
 from swa_kit.engine.call_sites import DECLARED_SITES
 from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
-from swa_kit.errors import LaunchRefusedError, UsageError
+from swa_kit.errors import LaunchRefusedError, NotModelledError, UsageError
+from swa_kit.launch.decide import decide
 from swa_kit.launch.inputs import Launch, ServerArgsView
+from swa_kit.launch.refusals import dspark_markov_rank
 from swa_kit.launch.surface import KINDS, STATUSES, SURFACE, check_surface
 from swa_kit.measure.audit import audit
 
 HOOK = "kv_cache_hook.py handle_unified_memory_pool"
+DRAFT_LLAMA = Path(__file__).parent / "data" / "differential" / "draft-llama-2l.json"
 
 
 def _check(args: str, model: str = "gemma4-31b", platform: str = "rocm-gfx942"):
@@ -67,13 +72,26 @@ def test_unified_memory_refuses_other_algorithms(algorithm):
     extra = " --uno-lora-path /l" if algorithm == "uno" else ""
     with pytest.raises(LaunchRefusedError, match=f"takes --speculative-algorithm EAGLE, EAGLE3, DFLASH, DSPARK only, "
                                                  f"got {algorithm.upper()} .*{HOOK}"):
-        _check(f"--enable-unified-memory --speculative-algorithm {algorithm} --page-size 1{extra}")
+        _check(f"--enable-unified-memory --speculative-algorithm {algorithm} --page-size 1 --attention-backend triton"
+               f"{extra}")
 
 
-def test_unified_memory_with_eagle_on_aiter_is_refused_and_on_triton_is_not():
+def test_unified_memory_takes_the_page_major_backends_only():
+    """SGLang's pipeline runs handle_page_major_kv_layout before handle_unified_memory_pool: aiter is refused with or
+    without speculation; a model whose K and V rows differ (MiMo-V2, 192 / 128) takes fewer."""
+    for spec in ("", " --speculative-algorithm eagle"):
+        with pytest.raises(LaunchRefusedError, match="page-major KV layout, which runs only on triton, fa3, fa4, "
+                                                     "flashinfer, trtllm_mha, got aiter .*handle_page_major_kv_layout"):
+            _check(f"--enable-unified-memory --attention-backend aiter{spec}")
+    assert _check("--enable-unified-memory --attention-backend triton")
+    with pytest.raises(LaunchRefusedError, match=r"runs only on triton, fa3, fa4 \(K and V rows differ"):
+        _check("--enable-unified-memory --attention-backend flashinfer", model="mimo-v2-flash", platform="cuda-sm90")
+
+
+def test_unified_memory_with_eagle_on_fa4_is_refused_and_on_triton_is_not():
     with pytest.raises(LaunchRefusedError, match=f"EAGLE runs only on the backends fa3, flashinfer, triton, "
-                                                 f"trtllm_mha .*got aiter .*{HOOK}"):
-        _check("--enable-unified-memory --speculative-algorithm eagle --attention-backend aiter")
+                                                 f"trtllm_mha .*got fa4 .*{HOOK}"):
+        _check("--enable-unified-memory --speculative-algorithm eagle --attention-backend fa4", platform="cuda-sm100")
     notes = _check("--enable-unified-memory --speculative-algorithm eagle --attention-backend triton")
     assert [n.title for n in notes] == ["--enable-unified-memory is not modelled: this audit leaves it out"]
     with pytest.raises(LaunchRefusedError, match="got flashmla"):  # a draft off the MHA rails
@@ -82,8 +100,9 @@ def test_unified_memory_with_eagle_on_aiter_is_refused_and_on_triton_is_not():
 
 
 def test_unified_memory_per_algorithm_backends():
-    with pytest.raises(LaunchRefusedError, match="DSPARK runs only on the backends .*fa4.*got aiter"):
-        _check("--enable-unified-memory --speculative-algorithm dspark --attention-backend aiter")
+    with pytest.raises(LaunchRefusedError, match="DSPARK runs only on the backends .*fa4.*got trtllm_mha"):
+        _check("--enable-unified-memory --speculative-algorithm dspark --attention-backend trtllm_mha",
+               platform="cuda-sm90")
     assert _check("--enable-unified-memory --speculative-algorithm dspark --attention-backend fa4",
                   platform="cuda-sm100")
     with pytest.raises(LaunchRefusedError, match="DFLASH runs only on the backends fa3, flashinfer, triton, "
@@ -99,20 +118,22 @@ def test_unified_memory_refuses_trees_and_non_hybrid_models():
     with pytest.raises(LaunchRefusedError, match="EAGLE needs a hybrid-SWA .*Gemma3ForConditionalGeneration"):
         _check("--enable-unified-memory --speculative-algorithm eagle --attention-backend triton", model="gemma3-27b")
     with pytest.raises(LaunchRefusedError, match="replaces hybrid pools only.*kv_cache_configurator.py"):
-        _check("--enable-unified-memory", model="gemma3-27b")
+        _check("--enable-unified-memory --attention-backend triton", model="gemma3-27b")
 
 
 def test_unified_memory_without_speculation_is_named_not_refused():
-    """SGLang 0.5.23's hook has no backend allow-list without speculation: aiter starts; the kit says what it
-    leaves out, and the audit carries it."""
-    for args in ("--enable-unified-memory", "--enable-unified-memory=true",
-                 "server_args=ServerArgs(enable_unified_memory=True, page_size=1)"):
+    """On a page-major backend, SGLang starts it without speculation; the kit says what it leaves out, and the
+    audit carries it."""
+    for args in ("--enable-unified-memory --attention-backend triton",
+                 "--enable-unified-memory=true --attention-backend triton",
+                 "server_args=ServerArgs(enable_unified_memory=True, page_size=1, attention_backend='triton')"):
         notes = _check(args)
         assert len(notes) == 1 and "UnifiedSWAKVPool" in notes[0].detail
     for args in ("--enable-unified-memory=false", "server_args=ServerArgs(enable_unified_memory=False, "
                                                   "speculative_draft_sink_size=None, swa_prefix_tails=None)"):
         assert _check(args) == []
-    report = audit(Launch.from_inputs(model="gpt-oss-20b", server_args="--enable-unified-memory --load-format auto"))
+    report = audit(Launch.from_inputs(model="gpt-oss-20b", server_args="--enable-unified-memory --load-format auto "
+                                                                       "--attention-backend triton"))
     assert any(f.title.startswith("--enable-unified-memory is not modelled") for f in report.findings)
     # it changes the pools, so it is not among the arguments that route and size nothing
     unread = [f.detail for f in report.findings if f.title == "server arguments the kit does not read"]
@@ -137,7 +158,8 @@ def test_draft_sink_size():
 def test_swa_prefix_tails():
     with pytest.raises(LaunchRefusedError, match="non-negative integer, got -2.*handle_cache_compatibility"):
         _check("--swa-prefix-tails -2")
-    assert _check("--swa-prefix-tails 8") == []  # read: it sizes DeepSeek-V4's cap-mode pool only
+    notes = _check("--swa-prefix-tails 8")
+    assert [n.title for n in notes] == ["--swa-prefix-tails is not modelled: this audit leaves it out"]
 
 
 def test_dspark_and_uno_devices_and_uno_rules():
@@ -147,10 +169,22 @@ def test_dspark_and_uno_devices_and_uno_rules():
         _check("--speculative-algorithm uno --uno-lora-path /l", platform="cpu")
     with pytest.raises(LaunchRefusedError, match="UNO requires --uno-lora-path"):
         _check("--speculative-algorithm uno")
+    with pytest.raises(LaunchRefusedError, match="UNO requires --speculative-num-draft-tokens, its verify width"):
+        _check("--speculative-algorithm uno --uno-lora-path /l")
+    uno = "--speculative-algorithm uno --uno-lora-path /l --speculative-num-draft-tokens 4"
+    with pytest.raises(LaunchRefusedError, match="UNO requires TP=PP=1 and no DP attention, got tp 2"):
+        _check(f"{uno} --tp 2 --attention-backend fa3", platform="cuda-sm90")
+    with pytest.raises(LaunchRefusedError, match="UNO requires fa3 for both prefill and decode, got prefill fa3, "
+                                                 "decode triton"):
+        _check(f"{uno} --attention-backend fa3 --decode-attention-backend triton", platform="cuda-sm90")
     with pytest.raises(LaunchRefusedError, match="takes no --speculative-draft-model-path"):
         _check("--speculative-algorithm uno --uno-lora-path /l --speculative-draft-model-path /d")
-    assert _check("--speculative-algorithm uno --uno-lora-path /l") == []  # ROCm's torch device is cuda
-    assert _check("--speculative-algorithm dspark") == []
+    with pytest.raises(LaunchRefusedError, match="UNO requires fa3 .*got prefill triton"):  # ROCm: cuda device
+        _check(uno)
+    notes = _check(f"{uno} --attention-backend fa3", platform="cuda-sm90")
+    assert [n.title.split(" is ")[0] for n in notes] == ["--speculative-algorithm UNO"]
+    notes = _check("--speculative-algorithm dspark")
+    assert [n.title.split(" is ")[0] for n in notes] == ["--speculative-algorithm DSPARK"]
 
 
 def test_a_refusal_exits_with_the_usage_code(capsys):
@@ -180,3 +214,62 @@ def test_gluon_5d_decode_keys_follow_aiters_mask():
                                                                  "SGLANG_USE_AITER": "1"}))
     decode = report.decisions.routes[("target", "decode")].layers[0]
     assert (decode.kernel, decode.window_arg, decode.effective_keys) == ("pa_decode_gluon", 127, 126)
+
+
+# -- decide(): SGLang's refusals, and the surfaces the kit refuses by name -----------------------------------
+
+def _decide(args: str, model: str = "gpt-oss-20b", platform: str = "cuda-sm90", draft=None):
+    return decide(Launch.from_inputs(model=model, server_args=args, platform=platform, draft_hf_config=draft))
+
+
+def test_decide_refuses_what_sglang_refuses_at_start_up():
+    with pytest.raises(LaunchRefusedError, match="GPT-OSS runs only on triton, .*got prefill flashinfer.*model_hook"):
+        _decide("--enable-unified-memory --attention-backend flashinfer")
+    with pytest.raises(LaunchRefusedError, match="page-major KV layout.*got aiter.*kv_cache_hook.py"):
+        _decide("--enable-unified-memory --attention-backend aiter", platform="rocm-gfx950")
+    with pytest.raises(LaunchRefusedError, match="requires --speculative-draft-window-size"):
+        _decide("--speculative-algorithm eagle --speculative-draft-sink-size 4")
+    with pytest.raises(LaunchRefusedError, match="takes --speculative-algorithm EAGLE, EAGLE3, DFLASH, DSPARK only, "
+                                                 "got FROZEN_KV_MTP"):
+        _decide("--enable-unified-memory --attention-backend triton --speculative-algorithm frozen_kv_mtp")
+
+
+@pytest.mark.parametrize(("config", "rank"), [({}, 0), ({"markov_rank": 2}, 2), ({"dspark_markov_rank": 3}, 3),
+                                             ({"dflash_config": {"markov_rank": 1}, "markov_rank": 0}, 1),
+                                             ({"text_config": {"markov_rank": 4}}, 4), ({"markov_rank": None}, 0)])
+def test_dspark_markov_rank_is_read_as_sglang_reads_it(config, rank):
+    assert dspark_markov_rank(config) == rank
+
+
+def test_decide_refuses_dspark_with_a_draft_without_markov_rank(tmp_path):
+    draft = tmp_path / "config.json"
+    draft.write_text(json.dumps({**json.loads(DRAFT_LLAMA.read_text()), "markov_rank": 0}))
+    with pytest.raises(LaunchRefusedError, match="DSPARK requires markov_rank > 0 .*got 0.*spec_aux_hidden_state.py"):
+        _decide("--speculative-algorithm dspark", draft=draft)
+    draft.write_text(json.dumps({**json.loads(DRAFT_LLAMA.read_text()), "markov_rank": 1}))
+    with pytest.raises(NotModelledError, match="the kit does not model --speculative-algorithm DSPARK"):
+        _decide("--speculative-algorithm dspark", draft=draft)
+
+
+@pytest.mark.parametrize(("args", "surface"), [
+    ("--enable-unified-memory --attention-backend triton", "--enable-unified-memory"),
+    ("--swa-prefix-tails 2", "--swa-prefix-tails"),
+    ("--speculative-algorithm eagle --speculative-draft-window-size 64 --speculative-draft-sink-size 4",
+     "--speculative-draft-sink-size"),
+    ("--speculative-algorithm dflash", "--speculative-algorithm DFLASH"),
+    ("--speculative-algorithm uno --uno-lora-path /l --speculative-num-draft-tokens 4 --attention-backend fa3",
+     "--speculative-algorithm UNO"),
+])
+def test_decide_refuses_by_name_what_sglang_serves_and_the_kit_does_not_model(args, surface):
+    with pytest.raises(NotModelledError, match=f"^the kit does not model {surface}"):
+        _decide(args)
+    plan = decide(Launch.from_inputs(model="gpt-oss-20b", server_args=args, platform="cuda-sm90"),
+                  plan_unmodelled=True)
+    assert plan.full_tokens.value is not None  # the audit still answers, for the launch without it
+    report = audit(Launch.from_inputs(model="gpt-oss-20b", server_args=args, platform="cuda-sm90"))
+    assert any(f.title.startswith(f"{surface} is not modelled") for f in report.findings)
+
+
+def test_decide_leaves_modelled_launches_alone():
+    assert _decide("--speculative-algorithm eagle --speculative-draft-window-size 64").full_tokens.value
+    assert _decide("server_args=ServerArgs(enable_unified_memory=False, swa_prefix_tails=None)").full_tokens.value

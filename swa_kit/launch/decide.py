@@ -23,6 +23,7 @@ from swa_kit.launch.pool_sizing import PoolSizes, kv_dtype_bytes, size_pools
 from swa_kit.launch.refusals import (check_backend_names, check_config_reading, check_context_length,
                                      check_quantization, check_startup)
 from swa_kit.launch.speculation import settle
+from swa_kit.launch.surface import check_modelled, check_surface
 from swa_kit.models.memory import request_bytes
 from swa_kit.engine.resolver import resolver_for
 from swa_kit.sglang_versions import SGLANG_VERSION, reverted_fix
@@ -116,8 +117,12 @@ def _routes(launch: Launch, backend_of: dict[str, str], drafts: DraftPool, topk:
     return plans, f"not planned ({why}): {', '.join(skipped)}"
 
 
-def decide(launch: Launch) -> Decisions:
-    """SGLang's decisions for ``launch``, each naming what it mirrors."""
+def decide(launch: Launch, plan_unmodelled: bool = False) -> Decisions:
+    """SGLang's decisions for ``launch``, each naming what it mirrors.
+
+    A launch that sets a surface the kit does not model is refused by name (:class:`NotModelledError`), unless
+    ``plan_unmodelled``: the audit then answers for the launch without it, and says so in its findings.
+    """
     # the windows the version's model file hands SGLang (a fix undone may change them)
     launch = replace(launch, model=as_of_version(launch.model, launch.sglang_version))
     model = launch.model
@@ -127,6 +132,9 @@ def decide(launch: Launch) -> Decisions:
     check_startup(launch, choice)
     check_quantization(launch)
     check_context_length(launch)
+    check_surface(launch)  # SGLang's start-up refusals for unified memory, drafts' sinks, DSPARK, UNO, prefix tails
+    if not plan_unmodelled:
+        check_modelled(launch)
     eligible = model.sglang_hybrid_swa_pool
     hybrid = eligible and not choice.disable_hybrid_swa_memory
     if hybrid:

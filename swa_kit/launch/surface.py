@@ -9,7 +9,9 @@ from an installed SGLang, so a new release cannot add one unnoticed.
 
 :func:`check_surface` applies the table to a launch: it raises :class:`~swa_kit.errors.LaunchRefusedError` where
 SGLang refuses the launch at start-up for one of these surfaces, and returns a :class:`SurfaceNote` for each
-refused argument the launch sets.
+refused argument (and each of :data:`UNMODELLED_ALGORITHMS`) the launch sets. :func:`check_modelled` refuses such
+a launch by name (:class:`~swa_kit.errors.NotModelledError`): ``decide`` calls both; the audit plans it anyway and
+carries the notes.
 """
 
 from __future__ import annotations
@@ -18,10 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
-from swa_kit.errors import LaunchRefusedError, UsageError
-from swa_kit.launch.backend import choose_backend
+from swa_kit.errors import NotModelledError
 from swa_kit.launch.inputs import Launch
-from swa_kit.sglang_versions import SGLANG_VERSION, has_fix
+from swa_kit.launch.refusals import check_speculative_surface, check_unified_memory
 
 KINDS = ("server_arg", "swa_pool", "attention_backend", "spec_algorithm")
 STATUSES = ("modelled", "refused", "irrelevant")
@@ -80,9 +81,9 @@ SERVER_ARGS: list[Entry] = [
             "them on the prefill backend", "speculative_attention_mode", default="prefill"),
     *_group("server_arg", "refused", "several draft layers per step, each with KV in the draft pool: the kit "
             "plans a one-layer EAGLE draft", "enable_multi_layer_eagle", default=False),
-    *_group("server_arg", "irrelevant", "sizes only DSV4PoolConfigurator's cap-mode SWA pool (DeepSeek-V4); a "
-            "negative value is refused as handle_cache_compatibility refuses it (check_surface)",
-            "swa_prefix_tails"),
+    *_group("server_arg", "refused", "room for radix-cached prefix tails in a request-capped SWA pool "
+            "(pool_configurator.py _resolve_swa_prefix_tails); the kit does not size that pool from it. A negative "
+            "value is refused as handle_cache_compatibility refuses it (check_surface)", "swa_prefix_tails"),
     *_group("server_arg", "irrelevant", "DFLASH and DSPARK parameters: the kit names both algorithms and plans "
             "neither", "speculative_dflash_block_size", "speculative_dspark_block_size",
             "speculative_dspark_sps_table_path", "speculative_dspark_confidence_sts_path",
@@ -187,15 +188,7 @@ class SurfaceNote:
     where: str = "surface"
 
 
-_HOOK = f"sglang {SGLANG_VERSION} arg_groups"
-#: kv_cache_hook.py: the backends a fused draft runs on (the translated MHA rails without fa4).
-_DRAFT_BACKENDS: tuple[str, ...] = SpeculativeAlgorithm.EAGLE.traits.unified_memory_backends or ()
-
-
-def _refuse(rule: str, source: str, way_out: str) -> LaunchRefusedError:
-    return LaunchRefusedError(f"SGLang refuses this launch: {rule} ({source}); {way_out}")
-
-
+_MODELLED = Entry("server_arg", "", "modelled", "")
 def _is_set(value: Any, default: Any) -> bool:
     """Whether a server argument as given (a flag's word, or a logged literal) differs from SGLang's default."""
     if value is None or value == default:
@@ -203,77 +196,29 @@ def _is_set(value: Any, default: Any) -> bool:
     return not (default is False and str(value).lower() in ("false", "0", "no", "off", "n"))
 
 
-def _int(name: str, value: Any) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise UsageError(f"--{name.replace('_', '-')} {str(value)[:200]!r}: SGLang reads an integer") from None
+#: algorithms whose draft changes the pools and routes in ways the kit does not plan: DFLASH's and DSPARK's
+#: drafts (their own layers and pools), UNO's LoRA-on-target draft. NGRAM keeps the target's pools, drafts none.
+UNMODELLED_ALGORITHMS = (SpeculativeAlgorithm.DFLASH, SpeculativeAlgorithm.DSPARK, SpeculativeAlgorithm.UNO)
 
 
-def unified_memory_backends(algorithm: SpeculativeAlgorithm, sglang_version: str) -> tuple[str, ...] | None:
-    """The backends ``--enable-unified-memory`` runs ``algorithm`` on (None: it refuses the algorithm); SGLang PR
-    #33974 admitted DSPARK, so ``before-33974`` refuses it."""
-    if algorithm is SpeculativeAlgorithm.DSPARK and not has_fix(sglang_version, 33974):
-        return None
-    return algorithm.traits.unified_memory_backends
+def unmodelled(launch: Launch) -> list[str]:
+    """The surfaces ``launch`` sets that SGLang serves and the kit does not model (their pools or routes would be
+    the kit's guess): every refused server argument it sets, and an algorithm the kit plans no routes for."""
+    names = [f"--{name.replace('_', '-')}" for name, value in launch.server_args.not_read_values
+             if SURFACE.get(("server_arg", name), _MODELLED).status == "refused"
+             and _is_set(value, SURFACE["server_arg", name].default)]
+    if launch.spec_algorithm in UNMODELLED_ALGORITHMS:
+        names.append(f"--speculative-algorithm {launch.spec_algorithm.name}")
+    return names
 
 
-def _unified_refusals(launch: Launch) -> None:
-    args, algorithm, version = launch.server_args, launch.spec_algorithm, launch.sglang_version
-    source = f"{_HOOK}/kv_cache_hook.py handle_unified_memory_pool"
-    allowed = unified_memory_backends(algorithm, version)
-    if allowed is None:
-        takes = ", ".join(a.name for a in SpeculativeAlgorithm if a.is_some() and unified_memory_backends(a, version))
-        undone = "" if has_fix(version, 33974) else " (without PR #33974, which admits DSPARK)"
-        raise _refuse(f"--enable-unified-memory takes --speculative-algorithm {takes} only, got "
-                      f"{algorithm.name}{undone}", source, "drop --enable-unified-memory or the algorithm")
-    if args.speculative_eagle_topk not in (None, 1):
-        raise _refuse(f"--enable-unified-memory drafts a linear chain only, got --speculative-eagle-topk "
-                      f"{args.speculative_eagle_topk}", source, "use --speculative-eagle-topk 1")
-    fused = algorithm.traits.unified_fuses_draft
-    if fused and not launch.model.sglang_hybrid_swa_pool:
-        raise _refuse(f"--enable-unified-memory + {algorithm.name} needs a hybrid-SWA (or Mamba-hybrid) target, and "
-                      f"{launch.model.architecture} is not", source, "drop --enable-unified-memory")
-    if allowed:
-        choice = choose_backend(launch)
-        draft = args.speculative_draft_attention_backend
-        off = sorted({choice.prefill_attention_backend, choice.decode_attention_backend} - set(allowed)) or \
-            ([draft] if fused and draft and draft not in _DRAFT_BACKENDS else [])
-        if off:
-            raise _refuse(f"--enable-unified-memory + {algorithm.name} runs only on the backends "
-                          f"{', '.join(allowed)} (translated speculative ids), got {', '.join(off)}", source,
-                          f"--attention-backend {allowed[0]}, or drop --enable-unified-memory")
-    if not launch.model.sglang_hybrid_swa_pool:
-        raise _refuse(f"--enable-unified-memory replaces hybrid pools only, and {launch.model.architecture} has none",
-                      f"sglang {SGLANG_VERSION} mem_cache/kv_cache_configurator.py", "drop --enable-unified-memory")
-
-
-def _speculative_refusals(launch: Launch, unread: dict[str, Any]) -> None:
-    algorithm, args = launch.spec_algorithm, launch.server_args
-    devices = algorithm.traits.devices
-    device = "cpu" if launch.platform.name == "cpu" else "cuda"  # ROCm's torch device is cuda too
-    source = f"{_HOOK}/speculative_hook.py {algorithm.traits.handler}"
-    if devices is not None and not device.startswith(devices):
-        raise _refuse(f"{algorithm.name} runs on {', '.join(devices)} devices only, got {launch.platform.name}",
-                      source, "run it on a GPU platform")
-    if algorithm is SpeculativeAlgorithm.UNO:
-        if args.speculative_draft_model_path is not None:
-            raise _refuse("UNO reuses the target model and takes no --speculative-draft-model-path", source,
-                          "drop --speculative-draft-model-path")
-        if unread.get("uno_lora_path") is None:
-            raise _refuse("UNO requires --uno-lora-path", source, "give --uno-lora-path")
-    sink = unread.get("speculative_draft_sink_size")
-    if sink is not None:
-        source = f"{_HOOK}/speculative_hook.py handle_speculative_decoding"
-        if _int("speculative_draft_sink_size", sink) < 0:
-            raise _refuse(f"--speculative-draft-sink-size must be non-negative, got {sink}", source, "give 0 or more")
-        if args.speculative_draft_window_size is None:
-            raise _refuse("--speculative-draft-sink-size requires --speculative-draft-window-size", source,
-                          "give --speculative-draft-window-size too, or drop the sink size")
-    tails = unread.get("swa_prefix_tails")
-    if tails is not None and _int("swa_prefix_tails", tails) < 0:
-        raise _refuse(f"--swa-prefix-tails should be a non-negative integer, got {tails}",
-                      f"{_HOOK}/kv_cache_hook.py handle_cache_compatibility", "give 0 or more")
+def check_modelled(launch: Launch) -> None:
+    """Raise :class:`NotModelledError` where ``launch`` sets a surface the kit does not model (:func:`unmodelled`)."""
+    names = unmodelled(launch)
+    if names:
+        raise NotModelledError(f"the kit does not model {', '.join(names)}: SGLang accepts the launch, but its pools "
+                               "and routes would be the kit's guess (swa_kit.launch.surface SURFACE); audit it to see "
+                               "the answer without them, or drop them")
 
 
 def check_surface(launch: Launch) -> list[SurfaceNote]:
@@ -282,8 +227,8 @@ def check_surface(launch: Launch) -> list[SurfaceNote]:
     unread = {name: value for name, value in launch.server_args.not_read_values
               if ("server_arg", name) in SURFACE and _is_set(value, SURFACE["server_arg", name].default)}
     if "enable_unified_memory" in unread:
-        _unified_refusals(launch)
-    _speculative_refusals(launch, unread)
+        check_unified_memory(launch)
+    check_speculative_surface(launch, unread)
     notes = []
     for name, value in unread.items():
         entry = SURFACE["server_arg", name]
@@ -292,4 +237,10 @@ def check_surface(launch: Launch) -> list[SurfaceNote]:
             notes.append(SurfaceNote("info", f"{flag} is not modelled: this audit leaves it out",
                                      f"{flag} {str(value)[:40]}: {entry.note}",
                                      (f"read the answer as that of the launch without {flag}",)))
+    algorithm = launch.spec_algorithm
+    if algorithm in UNMODELLED_ALGORITHMS:
+        entry = SURFACE["spec_algorithm", algorithm.name]
+        notes.append(SurfaceNote("info", f"--speculative-algorithm {algorithm.name} is not modelled: this audit "
+                                 "guesses its pools and plans none of its routes", entry.note,
+                                 ("read the pools as those of the target without its draft",)))
     return notes

@@ -367,7 +367,7 @@ def audit(launch: Launch, records: Sequence[trace.TraceRecord] | None = None,
     """
     try:
         surface = check_surface(launch)  # raises LaunchRefusedError where SGLang refuses the launch at start-up
-        decisions = decide(launch)
+        decisions = decide(launch, plan_unmodelled=True)  # each surface it leaves out is a finding (``surface``)
     except LaunchRefusedError as error:
         if check_with is None:
             raise

@@ -33,6 +33,8 @@ _DECIDED = FIELDS[:6]
 MODEL_FLAGS = ("--model-path", "--model")
 DRAFT_FLAGS = ("--speculative-draft-model-path", "--speculative-draft-model")
 REFUSAL = "refusal"
+#: the class name that begins the kit's refusal of a surface it does not model
+NOT_MODELLED = "NotModelledError"
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,9 @@ class FieldCheck:
     @property
     def agree(self) -> bool:
         if self.name == REFUSAL:
-            return bool(self.kit) == bool(self.sglang)
+            # the kit's not-modelled refusal never agrees: SGLang serves the launch, or refuses it by a rule the
+            # kit missed (the kit's refusal reads "NotModelledError: ...")
+            return bool(self.kit) == bool(self.sglang) and not str(self.kit).startswith(NOT_MODELLED)
         return bool(self.kit == self.sglang)
 
 
