@@ -145,7 +145,7 @@ print_table([{k: r[k] for k in ("algorithm", "resolver", "returns", "wanted", "c
 # SWA off nothing forced it onto the windowed unified kernel, so its decode went to `paged_attention_ragged`,
 # which takes no window. The kit's audit of the PR's launch, once on SGLang as it was before the PR and once on
 # 0.5.23 (`swa-kit audit --model gemma4-31b --server-args "--attention-backend aiter --speculative-algorithm
-# FROZEN_KV_MTP" --sglang-version before-38756`), lists every route the PR changed:
+# FROZEN_KV_MTP" --sglang-version before-38756`), lists every sliding-layer route the PR changed:
 
 # %%
 print_table(story.pr_fixed_rows())
@@ -154,6 +154,10 @@ print_table(story.pr_fixed_rows())
 # Only draft rows changed; every target route was already the same before the PR. After it, the draft's sliding
 # layer reads the SWA page table through the windowed unified kernel, one key short like every unified call
 # site (notebook 04). Notebook 03 reproduces the wrong reads on real pools; notebook 04 makes the guard fire.
+# The same audit shows one more draft route the PR moved, on the *full* layer: without the unified switch the
+# draft's extend goes to CK's `mha_batch_prefill_func`, which refuses Gemma-4's 512-wide head, so that route
+# raises rather than runs silently. `before-38756` is 0.5.23 with only this PR undone; the PR's own series made
+# prefill of wide heads unified in its sibling PR #38757.
 #
 # ## 3 · The reported result, and the triage rule
 #
