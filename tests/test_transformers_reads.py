@@ -99,8 +99,8 @@ def test_a_read_only_cache_leaves_the_answer_unchanged(monkeypatch, tmp_path):
 def test_a_field_json_would_change_leaves_no_record(no_records):
     from types import SimpleNamespace
 
-    class Odd:  # not a JSON value, not a dtype
-        pass
+    class Odd:
+        """Not a JSON value, not a dtype."""
 
     text = SimpleNamespace(num_hidden_layers=2, layer_types=Odd())
     with pytest.raises(transformers_reads.Unrecordable, match="Odd"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from swa_kit.window import to_keys
+from swa_kit.window import from_keys, to_keys
 
 MODES = ("prefill", "decode", "verify")  # verify: a decode step of several query tokens (speculative decoding)
 
@@ -29,7 +29,7 @@ class VllmRoute:
 
 def stored_window(keys: int | None) -> tuple[int, int]:
     """What the backends' ``__init__`` keep: ``(sliding_window - 1, 0)``, ``(-1, -1)`` when off."""
-    return (-1, -1) if keys is None else (keys - 1, 0)
+    return (-1, -1) if keys is None else from_keys("flash_attn", keys)
 
 
 def _pair(mode: str, kernel: str, stored: tuple[int, int], source: str, raises: str | None = None) -> VllmRoute:
@@ -38,7 +38,7 @@ def _pair(mode: str, kernel: str, stored: tuple[int, int], source: str, raises: 
 
 
 def _length(mode: str, kernel: str, stored: tuple[int, int], source: str) -> VllmRoute:
-    arg = stored[0] + 1 if stored[0] != -1 else 0  # `1 + self.sliding_window[0]`; 0 = off
+    arg = from_keys("aiter_v1", to_keys("flash_attn", stored))  # `1 + self.sliding_window[0]`; 0 = off
     return VllmRoute(mode, kernel, arg, "window length W (0 = off)", to_keys("aiter_v1", arg), None, source)
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
+from swa_kit.window import to_keys
 from swa_kit.launch.sglang_oracle import import_sglang
 
 HQ, HKV, D = 4, 2, 8  # the stand-in layer shape (see the module docstring)
@@ -59,10 +60,15 @@ class _Layer:
         self.is_cross_attention = False
 
 
+#: the kernels that take a (left, right) window, and the kit's name for each one's convention (swa_kit.window)
+_PAIR_CONVENTION = {"unified_attention": "aiter_unified", "mha_batch_prefill_func": "aiter_ck",
+                    "flash_attn_varlen_func": "flash_attn"}
+
+
 def keys_attended(kernel: str, window_arg: Any) -> int | None:
     """Keys one query attends, by the kernel's own rule for its window argument (None: the whole context)."""
-    if kernel in ("unified_attention", "mha_batch_prefill_func", "flash_attn_varlen_func"):
-        return None if window_arg[0] < 0 else 1 + window_arg[0]  # left keys before the query, and the query
+    if kernel in _PAIR_CONVENTION:  # left keys before the query, and the query
+        return to_keys(_PAIR_CONVENTION[kernel], tuple(window_arg))
     if kernel in ("paged_attention_ragged", "extend_attention_fwd"):
         return None  # no window parameter (the legacy verify passes none either)
     raise ValueError(f"no keys rule for kernel {kernel!r} in the differential")

@@ -14,6 +14,7 @@ A record is used only for the transformers version it was read with, so a new tr
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.metadata
@@ -127,13 +128,11 @@ def _well_formed(kept: Any) -> bool:
 
 def _keep(key: str, kept: dict[str, Any]) -> None:
     folder = cache_dir()
-    try:
+    with contextlib.suppress(OSError):  # a read-only home: the answer is the same, only the next run is slower
         folder.mkdir(parents=True, exist_ok=True)
         part = folder / f"{key}.json.{os.getpid()}"
         part.write_text(json.dumps(kept))
         os.replace(part, folder / f"{key}.json")  # whole or absent, whoever reads it meanwhile
-    except OSError:  # a read-only home: the answer is the same, only the next run is slower
-        pass
 
 
 def read_config(raw: dict, where: str, through_transformers: Reader, text_of: Callable[[Any], Any]) -> tuple[Any, str]:
@@ -143,8 +142,6 @@ def read_config(raw: dict, where: str, through_transformers: Reader, text_of: Ca
     if kept is not None:
         return replay(kept)
     config, built_by = through_transformers(raw, where)
-    try:
+    with contextlib.suppress(Unrecordable):  # exotic field values: no record, the parser reads transformers' object
         _keep(key, record(config, text_of(config), built_by))
-    except Unrecordable:  # exotic field values: no record, the parser reads transformers' object itself
-        pass
     return config, built_by
