@@ -54,13 +54,15 @@ def test_no_finding_without_a_dflash_decode_over_an_swa_pool(model, args):
 
 @pytest.mark.sglang
 def test_the_family_and_the_eviction_calls_are_sglangs():
-    from swa_kit.launch.sglang_oracle import import_sglang
+    from sglang_support import require_sglang
 
-    spec_info = import_sglang("sglang.srt.speculative.spec_info")
+    spec_info, dflash_info, eagle_utils = require_sglang("sglang.srt.speculative.spec_info",
+                                                         "sglang.srt.speculative.dflash_info_v2",
+                                                         "sglang.srt.speculative.eagle_utils")
     family = {a.name for a in spec_info.SpeculativeAlgorithm if a.is_dflash_family()}
     assert family == {a.name for a in SpeculativeAlgorithm if a.traits.dflash_family} == DFLASH_FAMILY
-    dflash = import_sglang("sglang.srt.speculative.dflash_info_v2").DFlashDraftInputV2.prepare_for_decode
-    eagle = import_sglang("sglang.srt.speculative.eagle_utils").eagle_prepare_for_decode
+    dflash = dflash_info.DFlashDraftInputV2.prepare_for_decode
+    eagle = eagle_utils.eagle_prepare_for_decode
     for prepare in (dflash, eagle):
         assert "batch.maybe_evict_swa()" in inspect.getsource(prepare)
     assert "decode_batch_idx += 1" in inspect.getsource(dflash)

@@ -97,9 +97,10 @@ def test_each_reverted_rule_breaks_only_its_draft(model, spec, version, phrase, 
 
 @pytest.mark.sglang
 def test_sglang_passes_the_layers_window_as_window_left():
-    from swa_kit.launch.sglang_oracle import import_sglang
+    from sglang_support import require_sglang
 
-    source = Path(import_sglang("sglang.srt.layers.attention.trtllm_mha_backend").__file__).read_text()
+    backend, = require_sglang("sglang.srt.layers.attention.trtllm_mha_backend")
+    source = Path(backend.__file__).read_text()
     assert "window_left=layer.sliding_window_size" in source
     assert "window_left=layer.sliding_window_size - 1" not in source and "window_left=layer.sliding_window_size + 1" \
         not in source
