@@ -177,7 +177,7 @@ def _refused(tmp_path, raw, name: str = SAMPLE) -> str:
 def test_every_field_missing_or_mistyped_is_named(tmp_path, key):
     raw = _sample()
     del raw[key]
-    if key not in ("audit_gap", "after_fix"):
+    if key not in ("audit_gap", "after_fix", "releases"):
         assert f"field {key!r}" in _refused(tmp_path, raw)
     raw = _sample()
     raw[key] = [raw[key]]  # a list where the schema wants text, a number or an object (evidence: its item)
@@ -219,6 +219,35 @@ def test_inconsistent_values_are_named(tmp_path, change, field):
     raw = _sample()
     change(raw)
     assert f"field {field!r}" in _refused(tmp_path, raw)
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda r: r["releases"].update(first_with="0.5.19"), "releases.first_with"),  # not after last_without
+    (lambda r: r["releases"].update(last_without="0.5"), "releases.last_without"),
+    (lambda r: r["releases"].update(first_with="9.0.0"), "releases.first_with"),  # after the release the kit mirrors
+    (lambda r: r["releases"].update(runs="everything"), "releases.runs"),
+    (lambda r: r["releases"].pop("fix_code"), "releases.fix_code"),
+    (lambda r: r["releases"]["fix_code"].update(file="../setup.py"), "releases.fix_code.file"),
+    (lambda r: r["releases"]["fix_code"].update(line="  def _resolve_swa_kv_pool(model_runner):"),
+     "releases.fix_code.line"),  # a line is compared without its indentation
+    (lambda r: r["releases"].update(none=""), "releases.none"),  # a pair or a reason, not both
+    (lambda r: r.update(releases={"none": ""}), "releases.none"),
+    (lambda r: r.update(fixed_by="open", state="closed", kind="pr") or r.pop("after_fix"), "releases"),
+])
+def test_bad_release_pairs_are_named(tmp_path, change, field):
+    raw = _sample()
+    change(raw)
+    assert f"field {field!r}" in _refused(tmp_path, raw)
+
+
+def test_every_sglang_fix_records_its_releases():
+    """A merged SGLang fix says which releases stand for it, or why none does: never silently left out."""
+    for entry in CORPUS:
+        if entry.repository == "sgl-project/sglang" and entry.fixed_by != "open":
+            assert entry.releases is not None, entry.id
+        if entry.releases is not None and entry.releases.first_with:
+            assert entry.replayed_at == f"{entry.launch.sglang_version} setting, for release " \
+                                        f"{entry.releases.last_without}"
 
 
 def test_unreadable_files_are_named(tmp_path):

@@ -1,0 +1,96 @@
+"""The known-bugs corpus against real SGLang releases: each entry's release pair (``releases`` in data/bugs) read
+from the wheels on the package index.
+
+For every entry with a pair: the fix's own line is in its file of the first release with the fix and not in that
+file of the last release without it; the kit's replay raises the entry's finding at its ``before-<N>`` setting and
+not at the fixed version. Where an entry names a decision (``releases.runs``), both releases' own code for it runs on
+CPU, on stand-in runners and pools or a config (tests/release_support.py), and must agree with the kit's answer at
+``before-<N>`` and at SGLang 0.5.23. Each wheel is downloaded once per run, with no dependency and no install.
+
+CI runs this module in its own step (.ci/run, marker ``releases``); there a wheel that cannot be downloaded fails the
+test. Elsewhere it skips saying why.
+"""
+
+from __future__ import annotations
+
+import pytest
+from release_support import ReleaseWheels, backend_swa_pool, has_line, runners, sliding_window_argument
+
+from swa_kit.engine.resolver import RESOLVERS, resolver_for
+from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
+from swa_kit.measure import bugs
+from swa_kit.models.configs import as_of_version, load_model
+from swa_kit.sglang_versions import SGLANG_VERSION
+
+pytestmark = pytest.mark.releases
+CORPUS = bugs.load_corpus()
+PAIRED = [e for e in CORPUS if e.releases is not None and e.releases.first_with]
+RUN = [e for e in PAIRED if e.releases.runs]
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory) -> ReleaseWheels:
+    return ReleaseWheels(tmp_path_factory.mktemp("sglang-wheels"))
+
+
+@pytest.mark.parametrize("entry", PAIRED, ids=lambda e: e.id)
+def test_the_fix_is_absent_before_and_present_after(wheels, entry):
+    r = entry.releases
+    before, after = wheels.source(r.last_without, r.fix_file), wheels.source(r.first_with, r.fix_file)
+    assert before is not None, f"{r.last_without} has no {r.fix_file}: the pair compares nothing"
+    assert after is not None and has_line(after, r.fix_line), f"{r.first_with} lacks the fix's line"
+    assert not has_line(before, r.fix_line), f"{r.last_without} already has the fix's line"
+
+
+@pytest.mark.parametrize("entry", PAIRED, ids=lambda e: e.id)
+def test_the_replay_raises_before_the_fix_and_not_after(entry):
+    assert entry.launch.sglang_version == f"before-{entry.fixed_by}" and entry.after_fix == SGLANG_VERSION
+    assert bugs.replay(entry).verdict == "raised, gone after the fix"
+
+
+BACKEND_RUNS = {"aiter-resolver": ("aiter", "AiterAttnBackend", "sglang/srt/layers/attention/aiter_backend.py"),
+                "trtllm-resolver": ("trtllm_mha", "TRTLLMHAAttnBackend",
+                                    "sglang/srt/layers/attention/trtllm_mha_backend.py")}
+
+
+def _resolver_run(wheels, entry):
+    backend, cls, path = BACKEND_RUNS[entry.releases.runs]
+    differs = False
+    for algorithm in (SpeculativeAlgorithm.EAGLE, SpeculativeAlgorithm.FROZEN_KV_MTP):
+        for version, kit_version in ((entry.releases.last_without, entry.launch.sglang_version),
+                                     (entry.releases.first_with, SGLANG_VERSION)):
+            theirs = backend_swa_pool(wheels.source(version, path), cls)
+            kit = RESOLVERS[resolver_for(backend, kit_version)]
+            for name, runner in runners(algorithm).items():
+                assert theirs(runner) is kit(runner), (version, kit_version, algorithm.name, name)
+        draft = runners(algorithm)["draft"]
+        old = backend_swa_pool(wheels.source(entry.releases.last_without, path), cls)
+        new = backend_swa_pool(wheels.source(entry.releases.first_with, path), cls)
+        differs |= old(draft) is not new(draft)
+    assert differs, "the two releases decide alike on every runner: the pair shows no fix"
+
+
+def _gemma4_window_run(wheels, entry):
+    path = entry.releases.fix_file
+    model = load_model(entry.launch.model)
+    (window,) = {k.window.keys for k in model.kinds.values() if k.attention == "sliding"}
+    answers = {}
+    for version, kit_version in ((entry.releases.last_without, entry.launch.sglang_version),
+                                 (entry.releases.first_with, SGLANG_VERSION)):
+        kit = {k.sliding_window_size for k in as_of_version(model, kit_version).kinds.values()
+               if k.attention == "sliding"}
+        answers[version] = sliding_window_argument(wheels.source(version, path), window)
+        assert answers[version] == kit, (version, kit_version)
+    assert len(set(map(frozenset, answers.values()))) == 2, "both releases pass the same window"
+
+
+RUNS = {"aiter-resolver": _resolver_run, "trtllm-resolver": _resolver_run, "gemma4-window": _gemma4_window_run}
+
+
+def test_every_named_decision_is_run_here():
+    assert set(RUNS) == set(bugs.RELEASE_RUNS)
+
+
+@pytest.mark.parametrize("entry", RUN, ids=lambda e: e.id)
+def test_the_old_release_decides_as_the_kit_before_the_fix(wheels, entry):
+    RUNS[entry.releases.runs](wheels, entry)
