@@ -18,7 +18,10 @@ STATUSES = (f"exit status: {ExitCode.OK:d} = the list, or every replay as the co
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = f"{HELP}. {STATUSES}"
+    parser.description = (f"{HELP}. The list shows each fix's releases (the last SGLang release on the package index "
+                          "without it -> the first with it) and what the replay runs against: a release, or a "
+                          f"before-<N> setting ({SGLANG_VERSION} with PR #N's fix undone) and the release it stands "
+                          f"for. {STATUSES}")
     parser.add_argument("--replay", metavar="ID", help="build the entry's launch, run the audit on it and say whether "
                                                        "its finding class is raised; 'all' replays every entry")
     parser.add_argument("--json", action="store_true", help="print JSON")
