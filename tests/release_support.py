@@ -191,3 +191,28 @@ def sliding_window_argument(source: str, window: int) -> set[Any]:
                             {**namespace, "config": config, "layer_type": "sliding_attention"}))
     assert values, "no attention layer of the model file assigns self.sliding_window"
     return values
+
+
+def asserted_choices(source: str, message: str, subject: str) -> set[Any]:
+    """The values a start-up assert of this release accepts: the one ``assert`` whose message holds ``message`` and
+    whose test reads ``subject``, as ``x in (...)``, ``x in name`` (the collection assigned to ``name`` just
+    before), or ``x is None`` ({None})."""
+    tree = ast.parse(source)
+    assigned = [(node.lineno, ast.unparse(node.targets[0]), node.value) for node in ast.walk(tree)
+                if isinstance(node, ast.Assign) and len(node.targets) == 1]
+    asserts = [node for node in ast.walk(tree) if isinstance(node, ast.Assert) and node.msg is not None
+               and message in ast.unparse(node.msg) and subject in ast.unparse(node.test)]
+    assert len(asserts) == 1, f"{len(asserts)} asserts mention {message!r} on {subject!r}, not one"
+    (check,) = asserts
+    values: set[Any] = set()
+    for compare in (n for n in ast.walk(check.test) if isinstance(n, ast.Compare)):
+        (op,), (right,) = compare.ops, compare.comparators
+        if isinstance(op, ast.Is) and isinstance(right, ast.Constant) and right.value is None:
+            values.add(None)
+        elif isinstance(op, ast.In):
+            if isinstance(right, ast.Name):
+                right = max((a for a in assigned if a[1] == right.id and a[0] < check.lineno),
+                            key=lambda a: a[0])[2]
+            values |= set(ast.literal_eval(right))
+    assert values, f"the assert on {subject!r} accepts nothing the test can read"
+    return values

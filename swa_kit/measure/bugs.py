@@ -137,6 +137,11 @@ RELEASE_RUNS: dict[str, str] = {
     "trtllm-resolver": "the SWA pool trtllm_mha's backend translates against, from TRTLLMHAAttnBackend's own code "
                        "on stand-in runners and pools",
     "gemma4-window": "the window argument Gemma-4's sliding layers pass, from the model file's own code",
+    "gemma4-aiter": "whether Gemma-4's backend allow-list takes aiter, from the release's own start-up assert",
+    "llama4-trtllm-mha": "whether Llama-4's backend allow-list takes trtllm_mha, from the release's own start-up "
+                         "assert",
+    "unified-memory-dspark": "whether --enable-unified-memory admits DSPARK, from the release's own start-up "
+                             "assert",
 }
 _RELEASE = re.compile(r"\d+\.\d+\.\d+(\.post\d+)?")
 
