@@ -49,9 +49,11 @@ class ReleaseWheels:
         into = self.folder / version
         found = sorted(into.glob("sglang-*.whl"))
         if not found:
-            # The wheel for the running Python where the release has per-Python wheels; pure-Python ones otherwise.
+            # Only the Python source is read, so the platform is pinned (the same wheel on any host): the x86-64
+            # wheel for the running Python where a release has per-Python wheels, the pure-Python one otherwise.
             command = [sys.executable, "-m", "pip", "download", f"sglang=={version}", "--no-deps", "--only-binary",
-                       ":all:", "--disable-pip-version-check", "-q", "-d", str(into)]
+                       ":all:", "--platform", "manylinux_2_34_x86_64", "--platform", "any", "--implementation", "cp",
+                       "--disable-pip-version-check", "-q", "-d", str(into)]
             done = subprocess.run(command, capture_output=True, text=True, timeout=300)
             found = sorted(into.glob("sglang-*.whl"))
             if done.returncode or not found:
