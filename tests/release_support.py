@@ -218,3 +218,17 @@ def asserted_choices(source: str, message: str, subject: str) -> set[Any]:
             values |= set(ast.literal_eval(right))
     assert values, f"the assert on {subject!r} accepts nothing the test can read"
     return values
+
+
+def draft_layers_budgeted(source: str, class_name: str, runner: Any) -> int:
+    """How many draft layers pool configurator ``class_name`` of this release adds to the full pool's per-token
+    cost for ``runner`` (a target with its draft's layer count), by the statements of its ``__init__`` that set
+    ``self._draft_full_layers_num``; a release with no such statement budgets none."""
+    init = _method(_class(ast.parse(source), class_name), "__init__")
+    assert init is not None, f"{class_name} has no __init__"
+    target = "self._draft_full_layers_num"
+    statements = [s for s in init.body if any(isinstance(n, (ast.Assign, ast.AnnAssign)) and _assigns_to(n, {target})
+                                              for n in ast.walk(s))]
+    configurator = SimpleNamespace(_draft_full_layers_num=0)
+    exec(compile(ast.Module(statements, []), f"<{class_name}.__init__>", "exec"), {"self": configurator, "mr": runner})
+    return configurator._draft_full_layers_num

@@ -13,11 +13,14 @@ test. Elsewhere it skips saying why.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from release_support import (
     ReleaseWheels,
     asserted_choices,
     backend_swa_pool,
+    draft_layers_budgeted,
     has_line,
     runners,
     sliding_window_argument,
@@ -25,6 +28,7 @@ from release_support import (
 
 from swa_kit.engine.resolver import RESOLVERS, resolver_for
 from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
+from swa_kit.launch.pool_sizing import draft_layers, size_pools
 from swa_kit.launch.refusals import gemma4_backends, llama4_backends, unified_memory_backends
 from swa_kit.measure import bugs
 from swa_kit.models.configs import as_of_version, load_model
@@ -97,6 +101,21 @@ def _gemma4_window_run(wheels, entry):
     assert len(set(map(frozenset, answers.values()))) == 2, "both releases pass the same window"
 
 
+def _draft_budget_run(wheels, entry):
+    path, budgeted = entry.releases.fix_file, []
+    for version, kit_version in ((entry.releases.last_without, entry.launch.sglang_version),
+                                 (entry.releases.first_with, SGLANG_VERSION)):
+        launch = bugs.build_launch(entry, kit_version)
+        kit = size_pools(launch, hybrid=True, page_size=1).draft
+        drafts = draft_layers(launch).total  # the draft's layers, whether or not the budget counts them
+        runner = SimpleNamespace(spec_algorithm=launch.spec_algorithm, is_draft_worker=False,
+                                 eagle_draft_num_layers=drafts)
+        theirs = draft_layers_budgeted(wheels.source(version, path), "HybridSWAPoolConfigurator", runner)
+        assert theirs == kit.full + kit.swa, (version, kit_version, theirs, kit)
+        budgeted.append(theirs)
+    assert budgeted[0] == 0 < budgeted[1], "the pair shows no draft layer coming into the budget"
+
+
 #: Start-up asserts: (the assert's message, what its test reads, the value asked about, the kit's answer).
 ASSERT_RUNS = {
     "gemma4-aiter": ("Gemma4 only supports", "backend", "aiter", lambda v: "aiter" in gemma4_backends(v)),
@@ -119,7 +138,7 @@ def _assert_run(wheels, entry):
 
 
 RUNS = {"aiter-resolver": _resolver_run, "trtllm-resolver": _resolver_run, "gemma4-window": _gemma4_window_run,
-        **{name: _assert_run for name in ASSERT_RUNS}}
+        "swa-draft-budget": _draft_budget_run, **{name: _assert_run for name in ASSERT_RUNS}}
 
 
 def test_every_named_decision_is_run_here():

@@ -137,6 +137,8 @@ RELEASE_RUNS: dict[str, str] = {
     "trtllm-resolver": "the SWA pool trtllm_mha's backend translates against, from TRTLLMHAAttnBackend's own code "
                        "on stand-in runners and pools",
     "gemma4-window": "the window argument Gemma-4's sliding layers pass, from the model file's own code",
+    "swa-draft-budget": "how many EAGLE draft layers the hybrid-SWA pool configurator counts in the budget, from "
+                        "HybridSWAPoolConfigurator's own code on a stand-in runner",
     "gemma4-aiter": "whether Gemma-4's backend allow-list takes aiter, from the release's own start-up assert",
     "llama4-trtllm-mha": "whether Llama-4's backend allow-list takes trtllm_mha, from the release's own start-up "
                          "assert",
