@@ -282,6 +282,19 @@ def test_the_command_lists_and_replays(capsys):
     assert len(rows) == len(CORPUS) and all(r["as_expected"] for r in rows)
 
 
+def test_the_listing_names_each_replays_release(capsys):
+    """Per entry: the release pair (or why none), and what the replay runs against."""
+    seed, between = BY_ID["sglang-38756"], BY_ID["sglang-26966"]
+    assert main(["bugs", "--json"]) == 0
+    rows = {r["id"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows[seed.id]["releases"] == "0.5.19 -> 0.5.20"
+    assert rows[seed.id]["replayed_at"] == "before-38756 setting, for release 0.5.19"
+    assert rows[between.id]["releases"] == "none" and rows[between.id]["replayed_at"] == "before-26966 setting only"
+    assert {r["releases"] for r in rows.values() if BY_ID[r["id"]].fixed_by == "open"} <= {"no fix", "none"}
+    assert main(["bugs", "--replay", between.id]) == 0
+    assert f"releases: none ({between.releases.none})" in capsys.readouterr().out
+
+
 def test_an_unknown_id_is_one_line_and_exit_2(capsys):
     assert main(["bugs", "--replay", "sglang-1"]) == 2
     err = capsys.readouterr().err

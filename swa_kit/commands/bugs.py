@@ -37,7 +37,7 @@ def _replay_row(result) -> dict:
 def _releases_line(entry) -> str:
     releases = entry.releases
     if releases is None:
-        return "releases: not recorded"
+        return f"releases: {entry.releases_label}"
     if not releases.first_with:
         return f"releases: none ({releases.none})"
     from swa_kit.measure.bugs import RELEASE_RUNS  # loaded by run() already

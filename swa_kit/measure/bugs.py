@@ -239,6 +239,13 @@ class BugEntry:
         return f"{version} setting only"
 
     @property
+    def releases_label(self) -> str:
+        """The releases column: ``0.5.19 -> 0.5.20``, ``none`` (the entry says why), ``no fix``, or ``not recorded``."""
+        if self.releases is not None:
+            return self.releases.label
+        return "no fix" if self.fixed_by == "open" else "not recorded"
+
+    @property
     def fix_text(self) -> str:
         """What the audit and the listing say of the fix: ``no fix known``, ``fixed in #N``, or the regression."""
         if self.fixed_by == "regressed":
@@ -576,5 +583,5 @@ def match(report: Audit, corpus: Sequence[BugEntry] | None = None) -> list[Match
 def entry_rows(corpus: Sequence[BugEntry]) -> list[dict[str, Any]]:
     """The corpus as table rows: id, title, fixed by, finding class, and whether it replays or is a gap."""
     return [{"id": e.id, "title": e.title, "fixed_by": e.fixed_label, "finding_class": e.finding_class,
-             "replays": "gap" if e.gap else "yes", "releases": e.releases.label if e.releases else "not recorded",
+             "replays": "gap" if e.gap else "yes", "releases": e.releases_label,
              "replayed_at": e.replayed_at} for e in corpus]
