@@ -44,7 +44,7 @@ An entry (every key required unless marked optional; no other key is accepted):
     :data:`RELEASE_RUNS`, the decision CI runs from both releases' own code), or ``{"none": why}`` where no release
     pair stands for the entry (the fix is in no release, the failure never shipped in one, or it is not bisected).
     ``fix_code.file`` is a path inside the wheel (``sglang/srt/...py``) and ``fix_code.line`` a line the fix added
-    (compared without its indentation): CI checks that it is in that file of V2 and in no file of V's package.
+    (compared without its indentation): CI checks that it is in that file of V2 and not in that file of V.
 ``evidence``
     where the failure lives: a non-empty list of ``{"file", "function", "at", "line"}``: ``at`` names the source
     read (``sglang 0.5.23``, an aiter release, or ``the thread's diff`` where the code moved since), ``line`` is a
