@@ -355,6 +355,13 @@ def test_another_backends_trace_differs_from_the_plan(stand_ins, model_dir, tmp_
 def test_install_refuses_a_process_without_aiter(stand_ins, monkeypatch):
     for name in ("aiter", "aiter.ops", "aiter.ops.triton", "aiter.ops.triton.unified_attention"):
         monkeypatch.setitem(sys.modules, name, None)  # import aiter fails, as on any machine without ROCm
-    with pytest.raises(trace.UsageError, match="aiter did not import"):
-        vllm_trace.install(None)
-    assert "traced" not in repr(aiter_fa.AiterFlashAttentionImpl.forward)
+    ops = importlib.import_module("vllm._aiter_ops").rocm_aiter_ops
+    def wrapped():
+        return (vars(ops)["paged_attention_common"], torch.ops.aiter.paged_attention_v1,
+                vars(aiter_fa.AiterFlashAttentionImpl)["forward"])
+
+    held = wrapped()
+    with pytest.raises(trace.UsageError, match="^aiter flash_attn_varlen_func, aiter unified_attention cannot be"):
+        vllm_trace.install(None)  # the op registered above and vLLM's own kernels were found, and put back
+    assert wrapped() == held
+    assert isinstance(held[0], staticmethod)

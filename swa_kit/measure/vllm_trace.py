@@ -184,7 +184,7 @@ def install(path: str | Path | None = None) -> Tracer:
     missing = [name for name in AITER_KERNELS if name not in wrapped]
     if missing:
         tracer.uninstall()
-        raise UsageError(f"aiter's {', '.join(missing)} cannot be found in this process (aiter did not import): "
+        raise UsageError(f"{', '.join(missing)} cannot be found in this process (aiter did not import): "
                          "install the tracer in the vLLM worker that serves the model on ROCm")
     return tracer
 
