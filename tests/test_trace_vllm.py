@@ -3,8 +3,8 @@
 vLLM's real impl classes (``AiterFlashAttentionImpl``, ``RocmAttentionImpl``, ``RocmAiterUnifiedAttentionImpl``,
 ``TritonAttentionImpl``) are built for a sliding layer (window W = 128 keys) and a full layer of a small Cohere 2
 model, their real metadata builders build each batch from vLLM's ``CommonAttentionMetadata``, and their real
-``forward`` runs a prefill, a decode and a decode of three query tokens (a verify: the launch has two speculative
-tokens). The tracer is installed as in a server, and the records are held against the kit's vLLM plan of the same
+``forward`` runs a prefill, a decode, a decode of three query tokens (a verify: the launch has two speculative
+tokens) and a batch of a decode and a prefill. The tracer is installed as in a server, and the records are held against the kit's vLLM plan of the same
 launch; the outputs against the kit's reference attention with the window vLLM means (W keys).
 
 What is patched, and why:
@@ -245,38 +245,54 @@ class Layer:
             self.kv_cache[block, :, offset, :D], self.kv_cache[block, :, offset, D:] = k, v
 
 
-def _batch(layer: Layer, q_len: int, seq_len: int, blocks: list[int]):
-    """One request of ``seq_len`` keys, the last ``q_len`` of them new: vLLM's common metadata, and fresh K/V."""
-    query_start = torch.tensor([0, q_len], dtype=torch.int32)
-    seq_lens = torch.tensor([seq_len], dtype=torch.int32)
-    table = torch.tensor([blocks], dtype=torch.int32)
-    slots = [blocks[p // BLOCK] * BLOCK + p % BLOCK for p in range(seq_len)]
+def _batch(layer: Layer, requests: tuple[tuple[int, int], ...]):
+    """Requests of ``(q_len, seq_len)``: each ``seq_len`` keys, the last ``q_len`` of them new, in blocks from the
+    pool. vLLM's common metadata, and each request's fresh K/V."""
+    q_lens, seq_lens = [q for q, _ in requests], [n for _, n in requests]
+    width = max(-(-n // BLOCK) for n in seq_lens)
+    tables = [BLOCK_POOL[i * width:(i + 1) * width] for i in range(len(requests))]
+    query_start = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32)
+    lens = torch.tensor(seq_lens, dtype=torch.int32)
+    kv, new_slots = [], []
+    for table, (q_len, seq_len) in zip(tables, requests):
+        slots = [table[p // BLOCK] * BLOCK + p % BLOCK for p in range(seq_len)]
+        k, v = torch.randn(seq_len, HKV, D), torch.randn(seq_len, HKV, D)
+        for slot, k_row, v_row in zip(slots, k, v):
+            layer.write(slot, k_row, v_row)
+        kv.append((k, v))
+        new_slots += slots[-q_len:]
     common = backend_api.CommonAttentionMetadata(
-        query_start_loc=query_start, query_start_loc_cpu=query_start, seq_lens=seq_lens, num_reqs=1,
-        num_actual_tokens=q_len, max_query_len=q_len, max_seq_len=seq_len, block_table_tensor=table,
-        slot_mapping=torch.tensor(slots[-q_len:]), seq_lens_cpu_upper_bound=seq_lens)
-    k, v = torch.randn(seq_len, HKV, D), torch.randn(seq_len, HKV, D)
-    for slot, k_row, v_row in zip(slots, k, v):
-        layer.write(slot, k_row, v_row)
-    return layer.builder.build(0, common), k, v
+        query_start_loc=query_start, query_start_loc_cpu=query_start, seq_lens=lens, num_reqs=len(requests),
+        num_actual_tokens=sum(q_lens), max_query_len=max(q_lens), max_seq_len=max(seq_lens),
+        block_table_tensor=torch.tensor(tables, dtype=torch.int32), slot_mapping=torch.tensor(new_slots),
+        seq_lens_cpu_upper_bound=lens)
+    return layer.builder.build(0, common), kv
 
 
-def _run(layer: Layer, q_len: int, seq_len: int, blocks: list[int]):
-    """vLLM's forward for one batch; returns the output and the reference with the window vLLM means."""
-    metadata, k, v = _batch(layer, q_len, seq_len, blocks)
-    query = torch.randn(q_len, HQ, D)
-    out = torch.zeros(q_len, HQ, D)
-    layer.impl.forward(layer.module, query, k[-q_len:], v[-q_len:], layer.kv_cache, metadata, out)
-    meant = AttentionBatch(q=query, k_buffer=k, v_buffer=v, qo_indptr=torch.tensor([0, q_len]),
-                           kv_indptr=torch.tensor([0, seq_len]), kv_indices=torch.arange(seq_len), sm_scale=D ** -0.5)
+def _run(layer: Layer, requests: tuple[tuple[int, int], ...]):
+    """vLLM's forward for one batch; returns the output and the reference at the window vLLM means (W keys) and at
+    one key fewer."""
+    metadata, kv = _batch(layer, requests)
+    q_lens, seq_lens = [q for q, _ in requests], [n for _, n in requests]
+    query = torch.randn(sum(q_lens), HQ, D)
+    out = torch.zeros(sum(q_lens), HQ, D)
+    new_k = torch.cat([k[-q:] for (k, _), q in zip(kv, q_lens)])
+    new_v = torch.cat([v[-q:] for (_, v), q in zip(kv, q_lens)])
+    layer.impl.forward(layer.module, query, new_k, new_v, layer.kv_cache, metadata, out)
+    meant = AttentionBatch(q=query, k_buffer=torch.cat([k for k, _ in kv]), v_buffer=torch.cat([v for _, v in kv]),
+                           qo_indptr=metadata.query_start_loc.long(),
+                           kv_indptr=torch.tensor([0, *torch.tensor(seq_lens).cumsum(0).tolist()]),
+                           kv_indices=torch.arange(sum(seq_lens)), sm_scale=D ** -0.5)
     window = None if layer.impl.sliding_window == (-1, -1) else W
     return out, reference_attention(meant, window).out, reference_attention(meant, window and W - 1).out
 
 
-# Batches: (mode, query tokens, keys); every one longer than the window, so W - 1 and W keys differ.
-STEPS = (("prefill", 160, 160), ("decode", 1, 200), ("verify", 3, 203))
+# Batches of (query tokens, keys) per request; every request longer than the window, so W - 1 and W keys differ.
+# vLLM orders a batch's decodes first (the builders' reorder_batch_threshold).
+STEPS = (("prefill", ((160, 160),)), ("decode", ((1, 200),)), ("verify", ((3, 203),)),
+         ("decode+prefill", ((1, 200), (150, 150))))
 NUM_BLOCKS = 40
-BLOCKS = [5, 17, 2, 30, 9, 23, 11, 36, 1, 27, 14, 33, 7]  # scattered, as a block pool hands them out: 13 * 16 keys
+BLOCK_POOL = [5, 17, 2, 30, 9, 23, 11, 36, 1, 27, 14, 33, 7, 20, 39, 3, 25, 12, 31, 8, 18, 0, 34, 22, 15, 29]
 
 
 def _trace_launch(backends, backend: str, path):
@@ -284,31 +300,30 @@ def _trace_launch(backends, backend: str, path):
     outputs = []
     try:
         layers = [Layer(backends[backend], SLIDING, W, NUM_BLOCKS), Layer(backends[backend], FULL, None, NUM_BLOCKS)]
-        for mode, q_len, seq_len in STEPS:
+        for step, requests in STEPS:
             for layer in layers:
-                outputs.append((mode, layer.index, *_run(layer, q_len, seq_len, BLOCKS)))
+                outputs.append((step, layer.index, *_run(layer, requests)))
     finally:
         tracer.uninstall()
     return tracer, outputs
 
 
-#: The kernel and window argument each backend passes, per (mode, layer), read off vLLM 0.34's forward methods.
-EXPECTED = {
-    "ROCM_AITER_FA": {("prefill", SLIDING): ("aiter flash_attn_varlen_func", [W - 1, 0], None),
-                      ("prefill", FULL): ("aiter flash_attn_varlen_func", [-1, -1], None),
-                      ("decode", SLIDING): ("aiter paged_attention_v1", W, "window"),  # the #28539 call, fixed
-                      ("decode", FULL): ("aiter paged_attention_v1", 0, "full"),
-                      ("verify", SLIDING): ("aiter unified_attention", [W - 1, 0], "full"),  # #31625's route
-                      ("verify", FULL): ("aiter unified_attention", [-1, -1], "full")},
-    "ROCM_ATTN": {(m, layer): ("chunked_prefill_paged_decode", W if layer == SLIDING else 0, "full")
-                  for m, _, _ in STEPS for layer in (SLIDING, FULL)},
-    "ROCM_AITER_UNIFIED_ATTN": {(m, layer): ("aiter unified_attention", [W - 1, 0] if layer == SLIDING else [-1, -1],
-                                             "full") for m, _, _ in STEPS for layer in (SLIDING, FULL)},
-    "TRITON_ATTN": {(m, layer): ("vLLM Triton unified_attention", [W - 1, 0] if layer == SLIDING else [-1, -1],
-                                 "full") for m, _, _ in STEPS for layer in (SLIDING, FULL)},
-}
-#: A one-call backend cannot tell a prefill from a verify: both batches have several query tokens.
-RECORDED_MODE = {"ROCM_AITER_FA": {"prefill": "prefill", "decode": "decode", "verify": "verify"}}
+def _expected(backend: str, step: str, layer: int) -> list[tuple]:
+    """The calls (mode, kernel, window argument, block table) ``backend`` makes for one layer in one step, read off
+    vLLM 0.34's forward methods. ROCM_AITER_FA runs a batch's prefills, then its decodes, each through its own
+    kernel; the other backends make one call per batch, which the tracer calls ``mixed`` when a query has several
+    tokens (prefill or verify: the call does not tell them apart)."""
+    pair = [W - 1, 0] if layer == SLIDING else [-1, -1]
+    if backend != "ROCM_AITER_FA":
+        kernel, arg = {"ROCM_ATTN": ("chunked_prefill_paged_decode", W if layer == SLIDING else 0),
+                       "ROCM_AITER_UNIFIED_ATTN": ("aiter unified_attention", pair),
+                       "TRITON_ATTN": ("vLLM Triton unified_attention", pair)}[backend]
+        return [("decode" if step == "decode" else "mixed", kernel, arg, "full")]
+    prefill = ("prefill", "aiter flash_attn_varlen_func", pair, None)
+    decode = ("decode", "aiter paged_attention_v1", W, "window") if layer == SLIDING else \
+        ("decode", "aiter paged_attention_v1", 0, "full")  # the sliding call is vLLM #28539's, fixed
+    verify = ("verify", "aiter unified_attention", pair, "full")  # a multi-token decode: vLLM #31625's route
+    return {"prefill": [prefill], "decode": [decode], "verify": [verify], "decode+prefill": [prefill, decode]}[step]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -316,11 +331,10 @@ def test_trace_of_vllms_backend_matches_the_plan(stand_ins, model_dir, tmp_path,
     tracer, outputs = _trace_launch(stand_ins, backend, tmp_path / "trace.jsonl")
     records = trace.read_records(tmp_path / "trace.jsonl", "vllm")
     assert [r.to_json() for r in records] == [r.to_json() for r in tracer.records]
-    modes = RECORDED_MODE.get(backend, {"prefill": "mixed", "decode": "decode", "verify": "mixed"})
     impl = stand_ins[backend].get_impl_cls().__name__
-    expected = [(m, layer, *EXPECTED[backend][(m, layer)]) for m, _, _ in STEPS for layer in (SLIDING, FULL)]
     assert [(r.mode, r.layer, r.kernel, r.window_arg, r.page_table) for r in records] == \
-        [(modes[m], layer, kernel, arg, table) for m, layer, kernel, arg, table in expected]
+        [(mode, layer, kernel, arg, table) for step, _ in STEPS for layer in (SLIDING, FULL)
+         for mode, kernel, arg, table in _expected(backend, step, layer)]
     assert {(r.sliding_window_size, r.method, r.engine) for r in records if r.layer == SLIDING} == \
         {(W - 1, f"{impl}.forward", "vllm")}
 
@@ -330,8 +344,8 @@ def test_trace_of_vllms_backend_matches_the_plan(stand_ins, model_dir, tmp_path,
     assert [(f.severity, f.title) for f in findings if f.where == "trace"] == \
         [("info", f"the trace agrees with the plan: {len(records)} kernel calls")]
 
-    for mode, layer, out, meant, one_short in outputs:  # (b) W keys, as vLLM means; W - 1 would differ
-        torch.testing.assert_close(out.double(), meant, rtol=1e-5, atol=1e-5, msg=f"{backend} {mode} layer {layer}")
+    for step, layer, out, meant, one_short in outputs:  # (b) W keys, as vLLM means; W - 1 would differ
+        torch.testing.assert_close(out.double(), meant, rtol=1e-5, atol=1e-5, msg=f"{backend} {step} layer {layer}")
         if layer == SLIDING:
             assert not torch.allclose(out.double(), one_short, rtol=1e-3, atol=1e-3)
 
