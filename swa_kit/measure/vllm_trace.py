@@ -1,7 +1,8 @@
 """Record what vLLM 0.34's ROCm attention backends really pass to their kernels, in a live vLLM worker process.
 
 Import it in the process that runs the model (vLLM's worker) before the model is built, and serve with
-``--enforce-eager`` (under CUDA graphs the Python wrappers run only while a graph is captured)::
+``--enforce-eager``: vLLM 0.34's default CUDA-graph mode (``FULL_AND_PIECEWISE``) replays whole decode steps without
+running Python, so the wrappers would see only the calls made while a graph was captured::
 
     import swa_kit.measure.vllm_trace
     swa_kit.measure.vllm_trace.install("/tmp/vllm-trace.jsonl")   # e.g. from a sitecustomize.py on PYTHONPATH
