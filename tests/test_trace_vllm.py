@@ -4,8 +4,9 @@ vLLM's real impl classes (``AiterFlashAttentionImpl``, ``RocmAttentionImpl``, ``
 ``TritonAttentionImpl``) are built for a sliding layer (window W = 128 keys) and a full layer of a small Cohere 2
 model, their real metadata builders build each batch from vLLM's ``CommonAttentionMetadata``, and their real
 ``forward`` runs a prefill, a decode, a decode of three query tokens (a verify: the launch has two speculative
-tokens) and a batch of a decode and a prefill. The tracer is installed as in a server, and the records are held against the kit's vLLM plan of the same
-launch; the outputs against the kit's reference attention with the window vLLM means (W keys).
+tokens) and a batch of a decode and a prefill. The tracer is installed as in a server, and the records are held
+against the kit's vLLM plan of the same launch; the outputs against the kit's reference attention with the window
+vLLM means (W keys).
 
 What is patched, and why:
 

@@ -15,7 +15,9 @@ call, where vLLM looks them up:
   it at every call), aiter's Triton ``unified_attention`` (``aiter.ops.triton.unified_attention``: imported at the
   call in ``rocm_aiter_fa.py``, at construction in ``rocm_aiter_unified_attn.py``, hence "before the model is
   built"), aiter's ``paged_attention_v1`` (``torch.ops.aiter``; its window is the 20th positional argument,
-  ``sliding_window``) and ``rocm_aiter_ops.paged_attention_common`` (the shuffled KV layout; no window);
+  ``sliding_window``), ``rocm_aiter_ops.paged_attention_common`` (the shuffled KV layout; no window) and aiter's
+  ``flash_attn_with_kvcache`` (``ROCM_AITER_FA``'s non-causal decode, for DFlash drafting: the plan has no route
+  for it, so its records are findings, ranked by the keys they attend);
 * vLLM's own ``chunked_prefill_paged_decode`` (bound in ``rocm_attn.py``) and Triton ``unified_attention`` (bound in
   ``triton_attn.py``; ``rocm_aiter_unified_attn.py`` imports it from its ops module for non-causal layers).
 
@@ -71,6 +73,8 @@ KERNELS = (  # aiter first: importing it registers its ops under torch.ops.aiter
            ("window_size", None), ("block_table", None)),
     Kernel("torch.ops.aiter", "paged_attention_v1", "aiter paged_attention_v1", ("sliding_window", 19),
            ("block_tables", 6)),
+    Kernel("aiter.ops.triton.attention.mha_v3", "flash_attn_with_kvcache", "aiter flash_attn_with_kvcache",
+           ("window_size", None), ("page_table", None)),  # ROCM_AITER_FA's non-causal decode (DFlash drafting)
     Kernel("vllm._aiter_ops.rocm_aiter_ops", "paged_attention_common", "aiter paged_attention_common", None,
            ("block_tables", None)),
     Kernel("vllm.v1.attention.backends.rocm_attn", "chunked_prefill_paged_decode", "chunked_prefill_paged_decode",
