@@ -175,22 +175,26 @@ def _has(owner: Any, attribute: str) -> bool:
 
 def install(path: str | Path | None = None) -> Tracer:
     """Wrap the ROCm backends' ``forward`` and the kernels they call; records go to ``path`` (JSON lines) and
-    memory. Call it before vLLM builds the model. Refused where aiter's kernels are missing (not a ROCm process)."""
+    memory. Call it before vLLM builds the model. Refused where aiter's kernels are missing (not a ROCm process);
+    whatever stops it puts back what it had wrapped."""
     tracer = Tracer(path)
-    for module, (cls, _) in IMPLS.items():
-        _wrap_forward(tracer, getattr(importlib.import_module(module), cls))
-    wrapped = []
-    for kernel in KERNELS:
-        owner = _owner(kernel.module)
-        if owner is not None and _has(owner, kernel.attribute):
-            recorder: Callable[[tuple, dict], TraceRecord] = functools.partial(_record, kernel)
-            tracer.wrap_kernel(owner, kernel.attribute, recorder)
-            wrapped.append(kernel.name)
-    missing = [name for name in AITER_KERNELS if name not in wrapped]
-    if missing:
+    try:
+        for module, (cls, _) in IMPLS.items():
+            _wrap_forward(tracer, getattr(importlib.import_module(module), cls))
+        wrapped = []
+        for kernel in KERNELS:
+            owner = _owner(kernel.module)
+            if owner is not None and _has(owner, kernel.attribute):
+                recorder: Callable[[tuple, dict], TraceRecord] = functools.partial(_record, kernel)
+                tracer.wrap_kernel(owner, kernel.attribute, recorder)
+                wrapped.append(kernel.name)
+        missing = [name for name in AITER_KERNELS if name not in wrapped]
+        if missing:
+            raise UsageError(f"{', '.join(missing)} cannot be found in this process (aiter did not import): "
+                             "install the tracer in the vLLM worker that serves the model on ROCm")
+    except BaseException:
         tracer.uninstall()
-        raise UsageError(f"{', '.join(missing)} cannot be found in this process (aiter did not import): "
-                         "install the tracer in the vLLM worker that serves the model on ROCm")
+        raise
     return tracer
 
 
