@@ -338,6 +338,9 @@ def test_trace_of_vllms_backend_matches_the_plan(stand_ins, model_dir, tmp_path,
          for mode, kernel, arg, table in _expected(backend, step, layer)]
     assert {(r.sliding_window_size, r.method, r.engine) for r in records if r.layer == SLIDING} == \
         {(W - 1, f"{impl}.forward", "vllm")}
+    trimmed = {tuple(r.page_table_shape) for r in records if r.page_table == "window"}
+    # the builder's window-trimmed decode table: cdiv(W, BLOCK) + 1 blocks per request (_build_swa_decode_tables)
+    assert trimmed == ({(1, W // BLOCK + 1)} if backend == "ROCM_AITER_FA" else set())
 
     vllm_plan = _vllm_plan(model_dir, backend)
     assert vllm_trace.compare(records, vllm_plan) == []  # (a) the calls vLLM made are the ones the kit plans
