@@ -38,6 +38,8 @@ SKIPPED: dict[str, str] = {
     "swa-kit key-gap --model /models/gemma-4-31b-it --prompt-file long_prompt.txt": "needs Gemma-4's checkpoint",
     'swa-kit audit --hf-config config.json --server-args "..." --trace /tmp/swa-trace.jsonl':
         "needs a trace recorded in a live SGLang server",
+    'swa-kit audit --engine vllm --hf-config config.json --server-args "..." --trace /tmp/vllm-trace.jsonl':
+        "needs a trace recorded in a live vLLM server (tests/test_trace_vllm_records.py runs the command on records)",
 }
 _EXIT = re.compile(r"\s*\(?(?:refuses|refused)?,?\s*exit (\d+)")
 

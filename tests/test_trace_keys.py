@@ -6,6 +6,7 @@ import pytest
 
 from swa_kit.launch.inputs import Launch
 from swa_kit.measure.audit import audit
+from swa_kit.measure.bugs import finding_classes
 from swa_kit.measure.trace import TraceRecord, traced_keys
 
 SHUFFLED = {"SGLANG_USE_AITER": "1", "SGLANG_AITER_KV_CACHE_LAYOUT": "vectorized_5d"}
@@ -44,13 +45,13 @@ def test_a_traced_gluon_window_is_ranked_by_the_keys_it_attends():
     # sws + 1 (= W): the kernel keeps W - 1 = 127 of 128 keys, one short; not an unreadable window
     off = [f for f in audit(launch, [_gluon_record(128)]).findings if f.where.startswith("trace")]
     assert [(f.severity, f.title) for f in off] == [("one-short", "the server attends 127 of 128 keys where the plan "
-                                                                  "differs")]
+                                                                  "differs (one key short)")]
+    assert finding_classes(off[0]) == frozenset({"one-key-short"})  # the corpus's class, as the route finding's
 
 
 def test_the_shuffled_decode_is_two_keys_short_not_one():
     """SGLang passes sliding_window = sws = W - 1 (aiter_utils.py); the mask keeps W - 2: a finding of wrong keys."""
     from swa_kit.measure.audit import _route_rows
-    from swa_kit.measure.bugs import finding_classes
     report = audit(Launch.from_inputs(model="gpt-oss-20b", env=SHUFFLED))
     gap = [f for f in report.findings if "126 of 128" in f.title]
     assert [(f.severity, f.title) for f in gap] == [("wrong", "sliding layers attend 126 of 128 keys (2 keys short)")]

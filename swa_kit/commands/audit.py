@@ -84,8 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft-hf-config", metavar="PATH", default=None,
                         help="the draft model's config.json (what --speculative-draft-model-path points at)")
     parser.add_argument("--trace", metavar="FILE", default=None,
-                        help="kernel calls recorded by swa_kit.measure.trace in the live server (.jsonl), held "
-                             "against the plan: each difference is a finding")
+                        help="kernel calls recorded in the live server (.jsonl) by swa_kit.measure.trace (SGLang) or "
+                             "swa_kit.measure.vllm_trace (--engine vllm), held against the plan: each difference is "
+                             "a finding")
     parser.add_argument("--check-with-sglang", action="store_true",
                         help="also ask the SGLang installed here (its own parser, resolution, pool configurator and "
                              "model classes) the same launch, given raw, and report each field where the kit and "
@@ -96,10 +97,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--markdown", action="store_true", help="print Markdown ready to paste into a bug report")
 
 
-def _read_trace(path: str) -> list:
+def _read_trace(path: str, engine: str) -> list:
     from swa_kit.measure.trace import read_records
 
-    return read_records(path)
+    return read_records(path, engine)
 
 
 def _version(distribution: str) -> str:
@@ -161,7 +162,6 @@ def run_vllm(args: argparse.Namespace) -> int:
 
     sglang_only = [name for name, value, default in (("--sglang-version", args.sglang_version, SGLANG_VERSION),
                                                      ("--draft-hf-config", args.draft_hf_config, None),
-                                                     ("--trace", args.trace, None),
                                                      ("--check-with-sglang", args.check_with_sglang, False))
                    if value != default]
     if sglang_only:
@@ -171,7 +171,8 @@ def run_vllm(args: argparse.Namespace) -> int:
         text = read_text(text, "--server-args file", MAX_ARGS_BYTES)
     model = load_model(args.model) if args.model else load_hf_config(args.hf_config)
     report = audit_vllm(plan(model, parse_vllm_flags(text), env_pairs(args.env), args.platform,
-                             args.gpu_memory_gib, args.weights_gib))
+                             args.gpu_memory_gib, args.weights_gib),
+                        None if args.trace is None else _read_trace(args.trace, "vllm"))
     print(render_vllm_json(report) if args.json else render_vllm(report, markdown=args.markdown))
     return report.exit_code
 
@@ -193,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
                                 gpu_memory_gib=args.gpu_memory_gib, sglang_version=args.sglang_version,
                                 draft_hf_config=args.draft_hf_config, weights_gib=args.weights_gib)
     raw = _raw_launch(args, launch) if args.check_with_sglang else None
-    report = audit(launch, None if args.trace is None else _read_trace(args.trace), check_with=raw)
+    report = audit(launch, None if args.trace is None else _read_trace(args.trace, "sglang"), check_with=raw)
     context = ReportContext(
         versions={"swa-kit": _version("swa_kit"), "SGLang installed here": _version("sglang"),
                   "transformers": _version("transformers")},

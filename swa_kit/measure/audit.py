@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -278,39 +278,36 @@ def _input_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
     return out
 
 
-def _trace_severity(launch: Launch, mismatch: trace.TraceFinding, kernel: str,
-                    record_window: Any) -> tuple[str, str]:
-    """How bad one traced difference from the plan is, read through the keys the traced call attends."""
-    if mismatch.field in ("mode", "layer") or mismatch.layer is None:  # a layer-less record is a "mode" finding
-        return "info", "traced calls the plan does not cover (is the trace from this launch?)"
-    if mismatch.field == "page_table":
-        return "wrong", "the server passed another page table than planned (slot ids from the wrong pool)"
-    meant, keys = launch.model.window_keys(mismatch.layer), trace.traced_keys(kernel, record_window)
-    if meant is not None and keys == meant - 1:
-        return "one-short", f"the server attends {keys} of {meant} keys where the plan differs"
-    if keys == meant and mismatch.field == "window_arg":
-        return "info", f"the server attends all {meant} keys, but its window argument is not the planned one"
-    return "wrong", (f"the server's {mismatch.field} differs from the plan and attends "
-                     f"{'every key' if keys is None else keys} where {meant or 'every key'} are meant")
-
-
-def _trace_findings(launch: Launch, decisions: Decisions, records: Sequence[trace.TraceRecord]) -> list[Finding]:
-    """Traced kernel calls held against the plan (``trace.compare``); one finding per distinct difference."""
+def trace_findings(records: Sequence[trace.TraceRecord],
+                   compare_one: Callable[[trace.TraceRecord], list[trace.TraceFinding]],
+                   meant: Callable[[int], int | None], ways_out: dict[str, tuple[str, ...]],
+                   window_name: str = "sliding_window_size") -> list[Finding]:
+    """Traced kernel calls held against a plan (``compare_one`` per record); one finding per distinct difference,
+    ranked by :func:`trace.rank` on the keys the traced call attends against ``meant(layer)``."""
     found: dict[tuple, tuple[Finding, list[str]]] = {}
     for record in records:
-        for mismatch in trace.compare([record], decisions.routes):
-            severity, title = _trace_severity(launch, mismatch, record.kernel, record.window_arg)
+        for mismatch in compare_one(record):
+            layer = None if mismatch.field in ("mode", "layer") else mismatch.layer  # a layer the model has, or None
+            layer_meant = None if layer is None else meant(layer)
+            severity, title = trace.rank(mismatch, layer_meant, trace.traced_keys(record.kernel, record.window_arg))
             detail = (f"traced {record.kernel} with {mismatch.field}={mismatch.traced!r}; the plan says "
-                      f"{mismatch.planned!r} (sliding_window_size={record.sliding_window_size})")
-            key = (severity, mismatch.field, str(mismatch.traced), str(mismatch.planned))
-            where = found.setdefault(key, (Finding(severity, title, detail, _TRACE_WAYS_OUT[severity]), []))[1]
+                      f"{mismatch.planned!r} ({window_name}={record.sliding_window_size})")
+            key = (severity, title, mismatch.field, str(mismatch.traced), str(mismatch.planned))
+            where = found.setdefault(key, (Finding(severity, title, detail, ways_out[severity]), []))[1]
             if f"layer {record.layer} {record.mode}" not in where:
                 where.append(f"layer {record.layer} {record.mode}")
     if not found:
         return [Finding("info", f"the trace agrees with the plan: {len(records)} kernel calls",
-                        "every traced call has the planned kernel, window argument and page table",
+                        "every traced call has the planned kernel and window argument, and the planned page table "
+                        "(SGLang) or backend (vLLM)",
                         ("none needed",), "trace")]
     return [replace(f, where=f"trace: {', '.join(where)}") for f, where in found.values()]
+
+
+def _trace_findings(launch: Launch, decisions: Decisions, records: Sequence[trace.TraceRecord]) -> list[Finding]:
+    """Traced kernel calls held against the plan (``trace.compare``)."""
+    return trace_findings(records, lambda record: trace.compare([record], decisions.routes),
+                          launch.model.window_keys, _TRACE_WAYS_OUT)
 
 
 _TRACE_WAYS_OUT = {

@@ -12,7 +12,8 @@ appends one JSON line: the layer id, its ``sliding_window_size``, the kernel, th
 as passed, the page table's shape and whether it was the SWA-translated table, the forward mode and the
 process id. Nothing else changes: the wrapped kernel runs with the same arguments.
 
-``swa-kit audit --trace FILE`` holds the records against the kit's plan with :func:`compare`.
+``swa-kit audit --trace FILE`` holds the records against the kit's plan with :func:`compare`. vLLM's ROCm
+backends are traced by :mod:`swa_kit.measure.vllm_trace` into the same records (``engine="vllm"``).
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from swa_kit.engine.call_sites import DECLARED_SITES
 from swa_kit.errors import UsageError
 from swa_kit.files import parse_json, quote, read_text
+from swa_kit.window import to_keys
 
 BACKEND_MODULE = "sglang.srt.layers.attention.aiter_backend"
 EXTEND_MODULE = "sglang.kernels.ops.attention.extend_attention"
@@ -47,9 +49,11 @@ _call: contextvars.ContextVar[tuple[Any, Any, Any, str] | None] = contextvars.Co
 
 @dataclass(frozen=True)
 class TraceRecord:
-    """One kernel call, as the aiter backend made it."""
+    """One kernel call, as the engine's attention backend made it."""
 
     layer: int | None
+    # the layer's window as a left span, keys - 1 (-1: off): SGLang's sliding_window_size, vLLM's
+    # impl.sliding_window[0] (every vLLM ROCm backend stores (W - 1, 0), (-1, -1) when off)
     sliding_window_size: int | None
     kernel: str
     window_arg: Any  # the window argument exactly as passed (a list for a tuple), None when the kernel takes none
@@ -58,6 +62,7 @@ class TraceRecord:
     mode: str | None  # the kit's forward mode (decode, extend, verify, draft_extend)
     method: str | None
     pid: int
+    engine: str = "sglang"  # the engine that made the call: "sglang" or "vllm" (traces without it are SGLang's)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -118,19 +123,27 @@ class Tracer:
                 with self.path.open("a") as out:
                     out.write(json.dumps(record.to_json()) + "\n")
 
-    def _patch(self, owner: Any, name: str, replacement: Any) -> None:
+    def patch(self, owner: Any, name: str, replacement: Any) -> None:
+        held = owner.__dict__.get(name) if isinstance(owner, type) else None
+        if isinstance(held, staticmethod):  # a class's static method stays one (vLLM's rocm_aiter_ops)
+            self._restore.append((owner, name, held))
+            setattr(owner, name, staticmethod(replacement))
+            return
         self._restore.append((owner, name, getattr(owner, name)))
         setattr(owner, name, replacement)
 
-    def wrap_kernel(self, owner: Any, name: str) -> None:
+    def wrap_kernel(self, owner: Any, name: str,
+                    recorder: Callable[[tuple, dict], TraceRecord] | None = None) -> None:
+        """Record each call of ``owner.name`` (by default as SGLang's aiter backend makes it) and run it unchanged."""
         original = getattr(owner, name)
+        record = recorder or functools.partial(_record, name)
 
         @functools.wraps(original)
         def traced(*args: Any, **kwargs: Any) -> Any:
-            self.write(_record(name, args, kwargs))
+            self.write(record(args, kwargs))
             return original(*args, **kwargs)
 
-        self._patch(owner, name, traced)
+        self.patch(owner, name, traced)
 
     def wrap_method(self, cls: type, name: str) -> None:
         original = getattr(cls, name)
@@ -143,7 +156,7 @@ class Tracer:
             finally:
                 _call.reset(token)
 
-        self._patch(cls, name, traced)
+        self.patch(cls, name, traced)
 
     def uninstall(self) -> None:
         for owner, name, original in reversed(self._restore):
@@ -178,13 +191,15 @@ MAX_TRACE_BYTES = 256 << 20  # a long server run's kernel calls; past this, reco
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "layer": (int, type(None)), "sliding_window_size": (int, type(None)), "kernel": (str,),
     "page_table_shape": (list, type(None)), "page_table": (str, type(None)), "mode": (str, type(None)),
-    "method": (str, type(None)), "pid": (int,)}
+    "method": (str, type(None)), "pid": (int,), "engine": (str,)}
+ENGINES = ("sglang", "vllm")
 
 
 def _record_from(value: Any, where: str) -> TraceRecord:
     if not isinstance(value, dict):
         raise UsageError(f"{where}: a JSON {type(value).__name__}, not a swa_kit.measure.trace record (an object)")
     fields = set(TraceRecord.__dataclass_fields__)
+    value = {"engine": "sglang", **value}  # traces recorded before vLLM's were traced name no engine
     if set(value) != fields:
         lacks, extra = sorted(fields - set(value)), sorted(set(value) - fields)
         raise UsageError(f"{where}: not a swa_kit.measure.trace record (lacks {lacks}, unknown {quote(extra)})")
@@ -193,20 +208,32 @@ def _record_from(value: Any, where: str) -> TraceRecord:
         if not isinstance(item, types) or isinstance(item, bool):
             allowed = " or ".join("null" if t is type(None) else t.__name__ for t in types)
             raise UsageError(f"{where}: {name} is {quote(item)}; a trace record's {name} is {allowed}")
+    if value["engine"] not in ENGINES:
+        raise UsageError(f"{where}: engine is {quote(value['engine'])}; a trace record's engine is one of "
+                         f"{', '.join(ENGINES)}")
     return TraceRecord(**value)
 
 
-def read_records(path: str | Path) -> list[TraceRecord]:
-    """The records of a trace file, bounded; a malformed line is refused with its number, an empty file too."""
+_INSTALLERS = {"sglang": "swa_kit.measure.trace.install(PATH)", "vllm": "swa_kit.measure.vllm_trace.install(PATH)"}
+
+
+def read_records(path: str | Path, engine: str | None = None) -> list[TraceRecord]:
+    """The records of a trace file, bounded; a malformed line is refused with its number, an empty file too, and
+    with ``engine`` given, a record another engine made (a trace is held against one engine's plan)."""
     records = []
     for number, line in enumerate(read_text(path, "trace", MAX_TRACE_BYTES).splitlines(), 1):
         if not line.strip():
             continue
         where = f"trace {quote(str(path))} line {number}"
-        records.append(_record_from(parse_json(line, where), where))
+        record = _record_from(parse_json(line, where), where)
+        if engine is not None and record.engine != engine:
+            raise UsageError(f"{where}: a call {record.engine} made, but the audit is of a {engine} launch; way out: "
+                             f"--engine {record.engine}, or record the {engine} server with {_INSTALLERS[engine]}")
+        records.append(record)
     if not records:
-        raise UsageError(f"trace {quote(str(path))} holds no kernel calls: was swa_kit.measure.trace.install(PATH) "
-                         "called in the serving process before the first request?")
+        how = _INSTALLERS[engine] if engine else " or ".join(_INSTALLERS.values())
+        raise UsageError(f"trace {quote(str(path))} holds no kernel calls: was {how} called in the serving process "
+                         "before the first request?")
     return records
 
 
@@ -215,8 +242,19 @@ def read_records(path: str | Path) -> list[TraceRecord]:
 #: Kernels whose window is one int, and the keys it attends, read as the kit plans the call site that passes it:
 #: pa_decode_gluon keeps ``sliding_window - 1`` keys of ``seq_lens`` (aiter's mask), extend_attention_fwd masks
 #: ``q <= k + sliding_window_size`` (``sliding_window_size + 1`` keys).
-_INT_WINDOW_KEYS = {site.kernel: site.keys_of for site in (DECLARED_SITES["decode.gluon_5d"],
-                                                           DECLARED_SITES["triton.extend"])}
+_INT_WINDOW_KEYS: dict[str, Callable[[Any], int | None] | None] = {
+    site.kernel: site.keys_of for site in (DECLARED_SITES["decode.gluon_5d"], DECLARED_SITES["triton.extend"])}
+
+
+def _window_length(value: int) -> int | None:
+    """A window length W (W keys) where 0 is off: aiter's ``paged_attention_v1`` ``sliding_window`` (the kit's
+    ``aiter_v1`` convention); vLLM's ``chunked_prefill_paged_decode`` also turns any value <= 0 into 0 (off) and
+    masks ``context_len - key_pos < SLIDING_WINDOW``."""
+    return None if value <= 0 else to_keys("aiter_v1", value)
+
+
+#: vLLM's kernels that take the window as a length (vllm_trace names them as the vLLM plan does).
+_INT_WINDOW_KEYS.update({"aiter paged_attention_v1": _window_length, "chunked_prefill_paged_decode": _window_length})
 
 
 def traced_keys(kernel: str, window_arg: Any) -> int | None | str:
@@ -249,6 +287,25 @@ class TraceFinding:
     def __str__(self) -> str:
         return (f"layer {self.layer} ({self.mode}): traced {self.field}={self.traced!r}, the plan says "
                 f"{self.planned!r}")
+
+
+def rank(mismatch: TraceFinding, meant: int | None, keys: int | None | str) -> tuple[str, str]:
+    """How bad one traced difference from the plan is, read through the keys the traced call attends (``keys``,
+    :func:`traced_keys`) against the keys the layer means (``meant``): the audit's severity and a title."""
+    if mismatch.field in ("mode", "layer") or mismatch.layer is None:  # a layer-less record is a "mode" finding
+        return "info", "traced calls the plan does not cover (is the trace from this launch?)"
+    if mismatch.field == "page_table":
+        return "wrong", "the server passed another page table than planned (slot ids from the wrong pool)"
+    if meant is not None and keys == meant - 1:
+        return "one-short", f"the server attends {keys} of {meant} keys where the plan differs (one key short)"
+    if keys == meant:  # another call than planned, yet the keys the layer means: the plan is off, not the output
+        attended = "every key" if meant is None else f"all {meant} keys"
+        return "info", f"the server attends {attended} as meant, but its {mismatch.field} is not the planned one"
+    if keys is None and meant is not None:
+        return "wrong", (f"the server's {mismatch.field} differs from the plan and gets no window: it attends every "
+                         f"key where {meant} are meant")
+    return "wrong", (f"the server's {mismatch.field} differs from the plan and attends "
+                     f"{'every key' if keys is None else keys} where {meant or 'every key'} are meant")
 
 
 def _plain(value: Any) -> Any:

@@ -7,12 +7,15 @@ its ways out; exit status ``DISAGREES`` when a finding is above info.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from swa_kit.exit_codes import ExitCode
 from swa_kit.launch.vllm_plan import VllmPlan
-from swa_kit.measure.audit import SEVERITIES, Finding
+from swa_kit.measure import vllm_trace
+from swa_kit.measure.audit import SEVERITIES, Finding, trace_findings
+from swa_kit.measure.trace import TraceRecord
 from swa_kit.tables import format_table
 
 
@@ -83,8 +86,26 @@ def _info_findings(plan: VllmPlan) -> list[Finding]:
     return found
 
 
-def audit_vllm(plan: VllmPlan) -> VllmAudit:
+_TRACE_WAYS_OUT = {
+    "wrong": ("check the server's vLLM version, --attention-backend and VLLM_ROCM_* environment against this launch; "
+              "the traced call is what really ran",),
+    "one-short": ("check whether it matters for your model (swa-kit key-gap)", "a backend that passes the full window"),
+    "info": ("record the trace from the launch you audit (same vllm serve flags and environment)",),
+}
+
+
+def _trace_findings(plan: VllmPlan, records: Sequence[TraceRecord]) -> list[Finding]:
+    """Traced kernel calls (:mod:`swa_kit.measure.vllm_trace`) held against the plan's routes."""
+    return trace_findings(records, lambda record: vllm_trace.compare([record], plan), plan.model.window_keys,
+                          _TRACE_WAYS_OUT, window_name="impl.sliding_window[0]")
+
+
+def audit_vllm(plan: VllmPlan, records: Sequence[TraceRecord] | None = None) -> VllmAudit:
+    """Rank what the engineer should know about ``plan``; ``records``: kernel calls recorded in the live vLLM
+    server (:mod:`swa_kit.measure.vllm_trace`), held against the plan."""
     findings = _route_findings(plan) + _memory_findings(plan) + _info_findings(plan)
+    if records is not None:
+        findings += _trace_findings(plan, records)
     findings.sort(key=lambda f: SEVERITIES.index(f.severity))
     return VllmAudit(plan, findings)
 
