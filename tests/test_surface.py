@@ -118,9 +118,10 @@ def test_unified_memory_refuses_trees_and_non_hybrid_models():
         _check("--enable-unified-memory --speculative-algorithm eagle --attention-backend triton", model="gemma3-27b")
     # SGLang's own words, from the pool build (kv_cache_configurator.py KVCacheConfigurator._init_pools)
     with pytest.raises(LaunchRefusedError, match=r"when it builds the pools: --enable-unified-memory only supports "
-                                                 r"hybrid Mamba and hybrid sliding-window-attention models \(DeepSeek-V4 "
-                                                 r"excluded\); the current model \(Gemma3ForConditionalGeneration\) is "
-                                                 r"neither .*kv_cache_configurator.py KVCacheConfigurator._init_pools"):
+                                                 r"hybrid Mamba and hybrid sliding-window-attention models "
+                                                 r"\(DeepSeek-V4 excluded\); the current model "
+                                                 r"\(Gemma3ForConditionalGeneration\) is neither "
+                                                 r".*kv_cache_configurator.py KVCacheConfigurator._init_pools"):
         _check("--enable-unified-memory --attention-backend triton", model="gemma3-27b")
 
 

@@ -241,7 +241,7 @@ def _input_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
         out.append(Finding("info", "the architecture is inferred", launch.model.sources["architecture"],
                            ("none needed if it is the model you serve; else add \"architectures\" to the config",),
                            "inputs"))
-    # A surface the kit refuses by name (e.g. --enable-unified-memory, which changes the pools) has its own finding
+    # A surface the kit refuses by name (e.g. --swa-prefix-tails, which changes the pools) has its own finding
     # when set, and at SGLang's default changes nothing: it is not one of these.
     unread = [name for name in launch.server_args.not_read
               if getattr(SURFACE.get(("server_arg", name)), "status", None) != "refused"]
