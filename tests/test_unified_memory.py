@@ -127,3 +127,13 @@ def test_a_buffer_under_the_bs1_floor_is_refused():
         _decide(f"{UNIFIED} --max-total-tokens 64")
     assert _decide(f"{UNIFIED} --max-total-tokens 4096").unified_memory.value["total_bytes"] == \
         4096 * 24576 + int(4096 * 0.8) * 24576
+
+
+def test_the_audit_reports_one_buffer_and_not_the_static_split():
+    report = audit(Launch.from_inputs(model="gpt-oss-20b", server_args=UNIFIED, platform="cuda-sm90"))
+    titles = [f.title for f in report.findings]
+    assert any(t.startswith("one unified buffer of 61.4 GiB per GPU") for t in titles), titles
+    assert not any(t.startswith("the hybrid pool saves") for t in titles)  # the ratio is only the boot split
+    static = audit(Launch.from_inputs(model="gpt-oss-20b", server_args="--attention-backend triton",
+                                      platform="cuda-sm90"))
+    assert any(f.title.startswith("the hybrid pool saves") for f in static.findings)

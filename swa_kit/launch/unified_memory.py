@@ -132,7 +132,7 @@ def _refuse_draft(reason: str) -> LaunchRefusedError:
 
 def _fuses(launch: Launch) -> bool:
     """Whether ``_fused_draft_decision`` applies: unified memory, a hybrid-SWA host, an EAGLE or EAGLE3 draft."""
-    return enabled(launch) and launch.model.sglang_hybrid_swa_pool and launch.spec_algorithm.name in ("EAGLE", "EAGLE3")
+    return enabled(launch) and launch.model.sglang_hybrid_swa_pool and launch.spec_algorithm.traits.unified_fuses_draft
 
 
 def unmodelled_draft(launch: Launch) -> str | None:
