@@ -107,6 +107,9 @@ def surface_launches() -> list[tuple[str, str, str]]:
         ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --speculative-algorithm EAGLE {steps}"),
         ("gpt-oss-120b", "cuda-sm100", f"{unified} --attention-backend trtllm_mha --page-size 64 --tp 4"),
         ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --max-total-tokens 64"),
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --disable-hybrid-swa-memory"),
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --disable-hybrid-swa-memory "
+                                     f"--speculative-algorithm EAGLE {steps} --speculative-draft-model-path DRAFT"),
         ("gpt-oss-20b", "rocm-gfx950", f"--speculative-algorithm DFLASH {steps} --speculative-draft-model-path DRAFT "
                                        "--attention-backend aiter"),
         ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm DFLASH {steps} --speculative-draft-model-path DRAFT "

@@ -137,3 +137,12 @@ def test_the_audit_reports_one_buffer_and_not_the_static_split():
     static = audit(Launch.from_inputs(model="gpt-oss-20b", server_args="--attention-backend triton",
                                       platform="cuda-sm90"))
     assert any(f.title.startswith("the hybrid pool saves") for f in static.findings)
+
+
+def test_unified_memory_needs_the_hybrid_pool_on():
+    """ModelConfig.is_hybrid_swa reads the resolved --disable-hybrid-swa-memory: no hybrid pool, nothing to unify."""
+    with pytest.raises(LaunchRefusedError, match=r"GptOssForCausalLM \(hybrid SWA memory off by "
+                                                 r"--disable-hybrid-swa-memory\)\) is neither"):
+        _decide(f"{UNIFIED} --disable-hybrid-swa-memory")
+    with pytest.raises(LaunchRefusedError, match="EAGLE needs a hybrid-SWA"):
+        _decide(f"{UNIFIED} --disable-hybrid-swa-memory {EAGLE}", draft=DRAFT_LLAMA)

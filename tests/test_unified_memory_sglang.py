@@ -86,6 +86,12 @@ def test_the_buffer_and_the_fused_draft_are_sglangs(dirs, args, draft):
     ("gpt-oss-20b", f"--enable-unified-memory --attention-backend triton {EAGLE}", None, "cannot fuse"),
     # a window draft layer off the triton rail: the draft is declined, so refused
     ("gpt-oss-20b", f"--enable-unified-memory --attention-backend fa3 {EAGLE}", "swa", "cannot fuse"),
+    # --disable-hybrid-swa-memory leaves no hybrid pool to unify (ModelConfig.is_hybrid_swa): refused as Gemma-3 is,
+    # and with EAGLE by the hook (handle_unified_memory_pool: "requires a unified target")
+    ("gpt-oss-20b", "--enable-unified-memory --attention-backend triton --disable-hybrid-swa-memory", None,
+     "only supports hybrid Mamba and hybrid sliding-window-attention models"),
+    ("gpt-oss-20b", f"--enable-unified-memory --attention-backend triton --disable-hybrid-swa-memory {EAGLE}",
+     "llama", "requires a unified target"),
     # a buffer under init_unified_swa_pools's bs=1 floor
     ("gpt-oss-20b", "--enable-unified-memory --attention-backend triton --max-total-tokens 64", None, "bs=1 floor"),
 ])

@@ -46,7 +46,7 @@ from swa_kit.launch.backend import BackendChoice, choose_backend
 from swa_kit.launch.inputs import Launch
 from swa_kit.launch.memory_fraction import derived_context_length
 from swa_kit.launch.parallel import parallel_of
-from swa_kit.launch.unified_memory import check_hybrid
+from swa_kit.launch.unified_memory import check_hybrid, hybrid_pool
 from swa_kit.sglang_versions import SGLANG_VERSION, has_fix
 
 ATTENTION_BACKEND_CHOICES = (
@@ -232,7 +232,7 @@ def check_unified_memory(launch: Launch) -> None:
         raise _refuse(f"--enable-unified-memory drafts a linear chain only, got --speculative-eagle-topk "
                       f"{args.speculative_eagle_topk}", source, "use --speculative-eagle-topk 1")
     fused = algorithm.traits.unified_fuses_draft
-    if fused and not launch.model.sglang_hybrid_swa_pool:
+    if fused and not hybrid_pool(launch):  # ModelConfig.is_hybrid_swa: --disable-hybrid-swa-memory turns it off
         raise _refuse(f"--enable-unified-memory + {algorithm.name} needs a hybrid-SWA (or Mamba-hybrid) target, and "
                       f"{launch.model.architecture} is not", source, "drop --enable-unified-memory")
     if allowed:

@@ -33,6 +33,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 
 from swa_kit.errors import LaunchRefusedError
+from swa_kit.launch.backend import hybrid_swa_memory_off
 from swa_kit.launch.inputs import Launch
 from swa_kit.launch.parallel import Parallel
 from swa_kit.models.configs import LayerKind, ModelLayout, text_fields
@@ -94,12 +95,20 @@ def enabled(launch: Launch) -> bool:
     return launch.server_args.enable_unified_memory
 
 
+def hybrid_pool(launch: Launch) -> bool:
+    """``ModelConfig.is_hybrid_swa``: a hybrid-SWA architecture whose hybrid SWA memory stays on (the user's
+    ``--disable-hybrid-swa-memory`` or the architecture's override turns it off)."""
+    return launch.model.sglang_hybrid_swa_pool and not hybrid_swa_memory_off(launch)[0]
+
+
 def check_hybrid(launch: Launch) -> None:
     """Refuse, in SGLang's words, a model whose pools are not hybrid (``_init_pools``, after the model loads)."""
-    if enabled(launch) and not launch.model.sglang_hybrid_swa_pool:
+    if enabled(launch) and not hybrid_pool(launch):
+        off, by = hybrid_swa_memory_off(launch)
+        why = f" (hybrid SWA memory off by {by})" if off and launch.model.sglang_hybrid_swa_pool else ""
         raise LaunchRefusedError(
             f"SGLang refuses this launch when it builds the pools: {NOT_HYBRID_REASON}; the current model "
-            f"({launch.model.architecture}) is neither ({_SRC}/kv_cache_configurator.py KVCacheConfigurator."
+            f"({launch.model.architecture}{why}) is neither ({_SRC}/kv_cache_configurator.py KVCacheConfigurator."
             "_init_pools); drop --enable-unified-memory for this model")
 
 
@@ -132,7 +141,7 @@ def _refuse_draft(reason: str) -> LaunchRefusedError:
 
 def _fuses(launch: Launch) -> bool:
     """Whether ``_fused_draft_decision`` applies: unified memory, a hybrid-SWA host, an EAGLE or EAGLE3 draft."""
-    return enabled(launch) and launch.model.sglang_hybrid_swa_pool and launch.spec_algorithm.traits.unified_fuses_draft
+    return enabled(launch) and hybrid_pool(launch) and launch.spec_algorithm.traits.unified_fuses_draft
 
 
 def unmodelled_draft(launch: Launch) -> str | None:
