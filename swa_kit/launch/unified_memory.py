@@ -75,7 +75,6 @@ class UnifiedPool:
     """The unified buffer of one GPU: its bytes, each sub-pool's entry and the slots it could take alone."""
 
     total_bytes: int
-    solved_bytes: int  # unified_memory_pool_bytes: the boot split's full and SWA tokens at their per-token bytes
     entry_bytes: dict[str, int]  # "full" / "swa"
     fused: FusedDraft | None
     how: str
@@ -311,5 +310,5 @@ def unified_pool(launch: Launch, cells: UnifiedCells, full: int, swa: int, budge
             f"worst-case request (bs=1 floor {floor} B = one window of SWA KV {swa_bs1 * entries['swa']} + the "
             f"slot-0 sink {sink}) ({_SRC}/unified_memory_pool.py init_unified_swa_pools); raise "
             "--mem-fraction-static or lower the context length")
-    return UnifiedPool(total, solved, entries, cells.fused, f"{_SRC}/kv_cache_configurator.py "
+    return UnifiedPool(total, entries, cells.fused, f"{_SRC}/kv_cache_configurator.py "
                        f"_init_unified_swa_pools: {how}; entries as unified_memory_pool.py MHASubPoolSpec.entry_bytes")
