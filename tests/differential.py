@@ -108,6 +108,10 @@ def surface_launches() -> list[tuple[str, str, str]]:
         ("gpt-oss-120b", "cuda-sm100", f"{unified} --attention-backend trtllm_mha --page-size 64 --tp 4"),
         ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --max-total-tokens 64"),
         ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --disable-hybrid-swa-memory"),
+        # a path-less MTP draft: the target rewritten to its MTP form, its window layer fused into the SWA entries
+        ("mimo-v2-flash", "cuda-sm90", f"{unified} --attention-backend triton --tp 8 --speculative-algorithm EAGLE "
+                                       f"{steps}"),
+        ("gemma4-31b", "cuda-sm100", f"{unified} --attention-backend triton --speculative-algorithm NEXTN {steps}"),
         ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --disable-hybrid-swa-memory "
                                      f"--speculative-algorithm EAGLE {steps} --speculative-draft-model-path DRAFT"),
         ("gpt-oss-20b", "rocm-gfx950", f"--speculative-algorithm DFLASH {steps} --speculative-draft-model-path DRAFT "

@@ -146,3 +146,14 @@ def test_unified_memory_needs_the_hybrid_pool_on():
         _decide(f"{UNIFIED} --disable-hybrid-swa-memory")
     with pytest.raises(LaunchRefusedError, match="EAGLE needs a hybrid-SWA"):
         _decide(f"{UNIFIED} --disable-hybrid-swa-memory {EAGLE}", draft=DRAFT_LLAMA)
+
+
+def test_a_path_less_mtp_draft_is_the_targets_mtp_form_fused_into_the_swa_entries():
+    """MiMo-V2's EAGLE without a draft path: SGLang rewrites the target to MiMoV2MTP (one sliding layer), whose window
+    (ModelConfig.sliding_window_size) fits the target's, so on triton it rides in the SWA entries."""
+    d = _decide(f"{UNIFIED} --tp 8 {EAGLE}", model="mimo-v2-flash")
+    assert d.unified_memory.value["draft_lanes"] == {"swa": 1}
+    assert d.draft_pool.value.layout.architecture == "MiMoV2MTP"
+    plain = _decide(f"{UNIFIED} --tp 8", model="mimo-v2-flash").unified_memory.value["entry_bytes"]
+    assert d.unified_memory.value["entry_bytes"]["full"] == plain["full"]
+    assert d.unified_memory.value["entry_bytes"]["swa"] > plain["swa"]

@@ -39,12 +39,14 @@ def dirs(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("unified")
     out = {}
     for name, path in {"gpt-oss-20b": ROOT / "data" / "models" / "gpt-oss-20b.json",
-                       "gemma3-27b": ROOT / "data" / "models" / "gemma3-27b.json", **DRAFTS}.items():
+                       "gemma3-27b": ROOT / "data" / "models" / "gemma3-27b.json",
+                       "mimo-v2-flash": ROOT / "data" / "models" / "mimo-v2-flash.json", **DRAFTS}.items():
         raw = json.loads(path.read_text())
         (root / name).mkdir()
         (root / name / "config.json").write_text(json.dumps(raw.get("hf_config", raw)))
         out[name] = root / name
-    out["built"] = built_models_apart([str(out["gpt-oss-20b"]), str(out["gemma3-27b"])])  # type: ignore[assignment]
+    targets = [str(out[name]) for name in ("gpt-oss-20b", "gemma3-27b", "mimo-v2-flash")]
+    out["built"] = built_models_apart(targets)  # type: ignore[assignment]
     return out
 
 
@@ -73,9 +75,21 @@ def _both(dirs, model: str, args: str, draft: str | None = None, platform: str =
 ])
 def test_the_buffer_and_the_fused_draft_are_sglangs(dirs, args, draft):
     kit, sglang = _both(dirs, "gpt-oss-20b", args, draft)
+    _agree(kit, sglang)
+
+
+def _agree(kit, sglang) -> None:
     assert kit.refused is None and sglang.refused is None, (kit.refused, sglang.refused)
     assert sglang.fields["unified_pool"]["total_bytes"] > 0  # SGLang reached the buffer: the check compares
     assert {f: kit.fields[f] for f in COMPARED} == {f: sglang.fields[f] for f in COMPARED}
+
+
+def test_a_path_less_mtp_draft_is_fused_as_sglang_fuses_it(dirs):
+    """MiMo-V2 without a draft path: SGLang's draft is its config rewritten to MiMoV2MTP, fused into the SWA
+    entries."""
+    kit, sglang = _both(dirs, "mimo-v2-flash", f"--enable-unified-memory --attention-backend triton --tp 8 {EAGLE}")
+    _agree(kit, sglang)
+    assert sglang.fields["unified_pool"]["draft_lanes"] == {"swa": 1}
 
 
 @pytest.mark.parametrize(("model", "args", "draft", "sglang_says"), [

@@ -37,6 +37,7 @@ from swa_kit.launch.backend import hybrid_swa_memory_off
 from swa_kit.launch.inputs import Launch
 from swa_kit.launch.parallel import Parallel
 from swa_kit.models.configs import LayerKind, ModelLayout, text_fields
+from swa_kit.models.drafts import default_draft_layout
 from swa_kit.sglang_versions import SGLANG_VERSION
 
 _SRC = f"sglang {SGLANG_VERSION} mem_cache"
@@ -50,6 +51,15 @@ WINDOW_RAIL_BACKENDS = ("triton",)
 #: SGLang's words when it refuses a model without a hybrid pool (``kv_cache_configurator.py _init_pools``).
 NOT_HYBRID_REASON = ("--enable-unified-memory only supports hybrid Mamba and hybrid sliding-window-attention models "
                      "(DeepSeek-V4 excluded)")
+
+
+def config_window(model: ModelLayout) -> int | None:
+    """``ModelConfig.sliding_window_size``: the text config's ``sliding_window_size``, ``sliding_window`` or
+    ``window_size``, the first set (``configs/model_config.py _get_sliding_window_size``)."""
+    fields = text_fields(model)
+    value = next((fields[key] for key in ("sliding_window_size", "sliding_window", "window_size")
+                  if fields.get(key) is not None), None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _ceil(value: int, unit: int) -> int:
@@ -143,6 +153,13 @@ def _fuses(launch: Launch) -> bool:
     return enabled(launch) and hybrid_pool(launch) and launch.spec_algorithm.traits.unified_fuses_draft
 
 
+def _mtp_rewrite(launch: Launch) -> ModelLayout | None:
+    """A path-less draft's config: the target's rewritten to its MTP architecture (``ModelConfig(...,
+    is_draft_model=True)``), where the algorithm takes its draft from the target and the architecture has one."""
+    layout, _ = default_draft_layout(launch.model, launch.spec_algorithm.traits.mtp_draft_from_target)
+    return None if layout is launch.model else layout
+
+
 def unmodelled_draft(launch: Launch) -> str | None:
     """The part of a unified-memory EAGLE launch the kit does not model (None: all of it is): a draft whose config
     is not on this machine, the target's own MTP layers as a path-less draft, or the hierarchical cache."""
@@ -150,7 +167,8 @@ def unmodelled_draft(launch: Launch) -> str | None:
         return None
     if launch.draft_model is None and launch.server_args.speculative_draft_model_path is not None:
         return "--enable-unified-memory with an EAGLE draft whose config is not read (give --draft-hf-config)"
-    if launch.draft_model is None and isinstance(text_fields(launch.model).get("num_nextn_predict_layers"), int):
+    if launch.draft_model is None and _mtp_rewrite(launch) is None and \
+            isinstance(text_fields(launch.model).get("num_nextn_predict_layers"), int):
         return "--enable-unified-memory with the target's own MTP layers as a path-less EAGLE draft"
     if launch.server_args.enable_hierarchical_cache:
         return "--enable-unified-memory + EAGLE with --enable-hierarchical-cache (validate_fused_hicache_draft)"
@@ -166,9 +184,9 @@ def fused_draft(launch: Launch, backends: tuple[str, ...], parallel: Parallel, d
     """
     if not _fuses(launch) or unmodelled_draft(launch):
         return None
-    draft = launch.draft_model
-    if draft is None:  # path-less, and the target has no MTP layers: draft_kv_num_layers stays unset
-        raise _refuse_draft("fusion does not apply to it: no draft path, and the target has no "
+    draft = launch.draft_model or _mtp_rewrite(launch)
+    if draft is None:  # path-less, and the target has no MTP form: draft_kv_num_layers stays unset
+        raise _refuse_draft("fusion does not apply to it: no draft path, and the target has no MTP draft form nor "
                             "num_nextn_predict_layers")
     depths = text_fields(draft).get("num_nextn_predict_layers")
     if isinstance(depths, int) and depths > 1:
@@ -205,9 +223,9 @@ def _check_rows(kinds: dict[str, tuple[int, LayerKind]], rows: dict[str, tuple[i
 
 def _window_refused(launch: Launch) -> str | None:
     """``WindowHostKind.admits``: why the draft's window layers cannot ride in the target's 'swa' sub-pool."""
-    draft = launch.draft_model
-    target_window = text_fields(launch.model).get("sliding_window")
-    draft_window = None if draft is None else text_fields(draft).get("sliding_window")
+    draft = launch.draft_model or _mtp_rewrite(launch)
+    target_window = config_window(launch.model)
+    draft_window = None if draft is None else config_window(draft)
     if not isinstance(draft_window, int):
         return "the draft declares no sliding window size"
     if not isinstance(target_window, int):
@@ -300,7 +318,7 @@ def unified_pool(launch: Launch, cells: UnifiedCells, full: int, swa: int, budge
     how = ("the whole KV budget floored to 4096 B (config_from_budget; no speculation)" if whole else
            "the boot split's bytes (unified_memory_pool_bytes)")
     entries = {"full": cells.full_entry, "swa": cells.swa_entry}
-    window = text_fields(launch.model).get("sliding_window")
+    window = config_window(launch.model)
     swa_bs1 = min(context_len, window + page_size) if isinstance(window, int) else context_len
     sink = max([max(entries.values())] + [page_size * e for e in entries.values()])
     floor = swa_bs1 * entries["swa"] + sink
