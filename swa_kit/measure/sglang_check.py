@@ -157,11 +157,9 @@ def kit_side(launch: Launch, decisions: Decisions) -> Side:
     fields["draft_pool"] = {"architecture": draft.layout.architecture,
                             "hybrid_swa": draft.pool.startswith("own SWA pool")} if owns and draft.layout else None
     if draft.layout is not None and draft.pool.startswith("fused"):  # no pool of its own: lanes in the target's
-        from swa_kit.launch.backend import hybrid_swa_memory_off
-
-        hybrid = draft.layout.sglang_hybrid_swa_pool and not hybrid_swa_memory_off(launch)[0]
-        fields["draft_pool"] = {"architecture": draft.layout.architecture, "hybrid_swa": hybrid,
-                                "fused": unified["draft_lanes"]}
+        # fusion needs the target's hybrid pool on, so the draft's ModelConfig.is_hybrid_swa is its architecture's
+        fields["draft_pool"] = {"architecture": draft.layout.architecture,
+                                "hybrid_swa": draft.layout.sglang_hybrid_swa_pool, "fused": unified["draft_lanes"]}
     return Side("refused: SWA pool under its floor" if pools.refused else None, fields)
 
 
