@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from swa_kit.engine.spec_algorithms import FROZEN_KV_DUMMY_POOL_SIZE
 from swa_kit.launch.backend import hybrid_swa_memory_off
 from swa_kit.launch.inputs import Launch
+from swa_kit.launch.unified_memory import FusedDraft
 from swa_kit.models.drafts import DraftPool, default_draft_layout
 
 
@@ -34,3 +37,13 @@ def draft_pool(launch: Launch) -> DraftPool:
     return DraftPool(algorithm, pool, layout, origin, window,
                      "sglang 0.5.23 model_executor/pool_configurator.py (eagle_draft_swa_num_layers), "
                      "model_runner_components/spec_aux_hidden_state.py, configs/model_config.py from_server_args")
+
+
+def fused_draft_pool(pool: DraftPool, fused: FusedDraft) -> DraftPool:
+    """The draft's pool under ``--enable-unified-memory``: none of its own, its KV fused into the target's entries."""
+    lanes = ", ".join(f"{n} in '{host}'" for host, n in fused.lanes.items())
+    return dataclasses.replace(pool, pool=f"fused into the target's unified pool ({fused.pool_class}, lanes {lanes}): "
+                                          "the target's slot ids and page table",
+                               source="sglang 0.5.23 mem_cache/kv_cache_configurator.py _fused_draft_decision, "
+                                      "mem_cache/unified_draft_pool.py _bind_dense"
+                                      + (f"; {fused.note}" if fused.note else ""))
