@@ -11,13 +11,14 @@ from typing import Any
 
 from swa_kit.errors import UsageError
 from swa_kit.launch.inputs import GIB, PLATFORMS
-from swa_kit.launch.vllm_args import VLLM_VERSION, VllmArgs, merged_env, vllm_env
+from swa_kit.launch.vllm_args import VllmArgs, merged_env, vllm_env
 from swa_kit.launch.vllm_backends import DEFAULT_BLOCK_SIZE, LayerQuery, Selection, block_size, select
 from swa_kit.engine.spec_algorithms import VLLM_SPEC_METHODS
 from swa_kit.launch.vllm_kv_cache import (Group, KvCachePlan, LayerSpec, group_layers,
                                           hybrid_manager_disabled, sliding_block_size)
 from swa_kit.launch.vllm_routes import MODES, VllmRoute, route
 from swa_kit.models.configs import LayerKind, ModelLayout
+from swa_kit.vllm_versions import VLLM_VERSION, VLLM_VERSIONS, versions_help
 
 VLLM_PLATFORMS = ("rocm-gfx942", "rocm-gfx950")
 #: ``ModelArchConfigConvertor.is_mm_prefix_lm`` (vllm/transformers_utils/model_arch_config_convertor.py).
@@ -53,6 +54,7 @@ class VllmPlan:
     block_size: int
     decisions: tuple[Decision, ...]
     available_bytes: int
+    vllm_version: str = VLLM_VERSION
 
     @property
     def num_blocks(self) -> int:
@@ -144,8 +146,11 @@ def _full_group(groups: list[Group]) -> Group:
 
 
 def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str = "rocm-gfx942",
-         gpu_memory_gib: float | None = None, weights_gib: float | None = None) -> VllmPlan:
-    """The whole launch as vLLM 0.34 decides it."""
+         gpu_memory_gib: float | None = None, weights_gib: float | None = None,
+         vllm_version: str = VLLM_VERSION) -> VllmPlan:
+    """The whole launch as vLLM 0.34 decides it (or ``vllm_version``: 0.34 with one modelled fix undone)."""
+    if vllm_version not in VLLM_VERSIONS:
+        raise UsageError(f"--vllm-version {vllm_version[:80]!r}: the kit models {versions_help()}")
     _check_supported(model, args, platform)
     env = merged_env(args, env)
     flags = vllm_env(env)
@@ -164,11 +169,12 @@ def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str 
         KindPlan(kind, model.layer_types.count(name), selections[name],
                  tuple(route(selections[name].backend, mode, kind.retained_tokens if kind.attention == "sliding"
                              else None, kind.head_dim, _query(model, kind, block).has_sink,
-                             flags["VLLM_ROCM_SHUFFLE_KV_CACHE_LAYOUT"]) for mode in modes))
+                             flags["VLLM_ROCM_SHUFFLE_KV_CACHE_LAYOUT"], vllm_version) for mode in modes))
         for name, kind in model.kinds.items())
     available, memory = _available(args, platform, gpu_memory_gib, weights_gib)
     decisions = (
-        Decision("vLLM version", VLLM_VERSION, "the version modelled"),
+        Decision("vLLM version", vllm_version, "the version modelled" if vllm_version == VLLM_VERSION else
+                 f"vLLM {VLLM_VERSION} with one fix undone (--vllm-version)"),
         Decision("platform", platform, "assumed: a ROCm image with aiter installed (is_aiter_found_and_supported)"),
         *(Decision(f"backend, {name} layers", f"{s.backend} ({s.how})", "vllm/platforms/rocm.py "
                    "RocmPlatform.get_attn_backend_cls" + (f"; rejected: {s.rejected_text}" if s.rejected else ""))
@@ -189,4 +195,4 @@ def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str 
                  "blocks x the full-attention group's block size: the tokens its block table can address when it "
                  "has the pool (every group draws block ids from the one pool)"),
     )
-    return VllmPlan(model, args, dict(env), platform, kinds, kv, block, decisions, available)
+    return VllmPlan(model, args, dict(env), platform, kinds, kv, block, decisions, available, vllm_version)
