@@ -15,7 +15,8 @@ import pytest
 
 from swa_kit.cli import main
 from swa_kit.errors import UsageError
-from swa_kit.launch import vllm_routes
+from swa_kit.launch import vllm_args, vllm_kv_cache, vllm_routes
+from swa_kit.launch.vllm_args import parse_vllm_flags
 from swa_kit.measure import bugs, vllm_audit
 from swa_kit.vllm_versions import REVERTIBLE_FIXES, VLLM_VERSION, VLLM_VERSIONS, before, has_fix
 
@@ -26,7 +27,7 @@ SAMPLE = "vllm-28539"  # a full vLLM entry (config object, env, after_fix) to co
 
 
 def test_the_vllm_threads_are_in_the_corpus_and_replay_on_vllm():
-    assert {"vllm-28539", "vllm-31625", "vllm-39254"} <= set(BY_ID)
+    assert {"vllm-28539", "vllm-31625", "vllm-39254", "vllm-41830", "vllm-42024", "vllm-46847"} <= set(BY_ID)
     for entry in VLLM:
         assert entry.repository == "vllm-project/vllm" and entry.label == f"vLLM #{entry.number}"
         assert entry.launch.vllm_version in VLLM_VERSIONS
@@ -90,11 +91,65 @@ def test_the_memory_rule_switched_off_loses_39254(monkeypatch):
     assert (result.verdict, result.ok) == ("NOT RAISED", False)
 
 
+def test_a_connector_table_that_loses_nixls_support_keeps_42024_after_the_fix(monkeypatch):
+    monkeypatch.setitem(vllm_args.VLLM_KV_CONNECTORS, "NixlConnector", False)
+    result = bugs.replay(BY_ID["vllm-42024"])
+    assert (result.verdict, result.ok) == ("still raised after the fix", False)
+
+
+def test_a_switch_that_ignores_the_connector_leaves_41830_and_42024_silent(monkeypatch):
+    real = vllm_kv_cache.hybrid_manager_disabled
+    monkeypatch.setattr(vllm_kv_cache, "hybrid_manager_disabled",
+                        lambda flag, chunked, method, env, connector=None, version=VLLM_VERSION:
+                        real(flag, chunked, method, env, None, version))
+    monkeypatch.setattr("swa_kit.launch.vllm_plan.hybrid_manager_disabled",
+                        vllm_kv_cache.hybrid_manager_disabled)
+    for ident in ("vllm-41830", "vllm-42024"):
+        assert bugs.replay(BY_ID[ident]).verdict == "NOT RAISED", ident
+
+
+@pytest.mark.parametrize("config, supports", [
+    ('{"kv_connector": "NixlConnector", "kv_role": "kv_both"}', True),
+    ('{"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}', False),
+    ('{"kv_connector": "MultiConnector", "kv_connector_extra_config": {"connectors": '
+     '[{"kv_connector": "NixlConnector"}, {"kv_connector": "OffloadingConnector"}]}}', True),
+    ('{"kv_connector": "MultiConnector", "kv_connector_extra_config": {"connectors": '
+     '[{"kv_connector": "NixlConnector"}, {"kv_connector": "ExampleConnector"}]}}', False),
+    ('{"kv_connector": "MultiConnector"}', False),  # no child: supports_hma_config says no
+])
+def test_the_connector_decides_the_switch_as_supports_hma_config_does(config, supports):
+    args = parse_vllm_flags(f"--kv-transfer-config '{config}'")
+    assert args.kv_connector_hma()[1] is supports
+    disabled, rule = vllm_kv_cache.hybrid_manager_disabled(None, False, None, True, args.kv_connector_hma())
+    assert disabled is not supports and (supports or "supports_hma_config" in rule)
+    assert vllm_kv_cache.hybrid_manager_disabled(None, False, None, True, args.kv_connector_hma(),
+                                                 "before-41847")[0] is True
+    if supports:
+        assert vllm_kv_cache.hybrid_manager_disabled(False, False, None, True, args.kv_connector_hma())[0] is False
+    else:  # forced on with a connector that cannot: vLLM's create_connector refuses
+        with pytest.raises(UsageError, match="does not support HMA"):
+            vllm_kv_cache.hybrid_manager_disabled(False, False, None, True, args.kv_connector_hma())
+
+
+@pytest.mark.parametrize("config, named", [
+    ('{"kv_connector": "PirateConnector"}', "PirateConnector"),
+    ('{"kv_connector": "LMCacheMPConnector"}', "LMCacheMPConnector"),  # its class lives in lmcache: not modelled
+    ('{"kv_connector": "MultiConnector", "kv_connector_extra_config": {"connectors": [{"kv_connector": "X"}]}}',
+     "'X'"),
+    ('{"kv_connector": "MultiConnector", "kv_connector_extra_config": {"connectors": "NixlConnector"}}',
+     "list of connector configs"),
+    ("[1]", "JSON object"),
+])
+def test_an_unknown_connector_is_refused_by_name(config, named):
+    with pytest.raises(UsageError, match=named):
+        parse_vllm_flags(f"--kv-transfer-config '{config}'")
+
+
 def test_39254_is_raised_only_with_the_manager_off():
     entry = BY_ID["vllm-39254"]
     assert "--disable-hybrid-kv-cache-manager" in entry.launch.server_args and entry.fixed_by == "open"
     on = dataclasses.replace(entry, launch=dataclasses.replace(entry.launch, server_args=""))
-    assert not any("sliding-sized-as-full" in bugs.finding_classes(f) for f in bugs.entry_findings(on))
+    assert not any("local-sized-as-full" in bugs.finding_classes(f) for f in bugs.entry_findings(on))
 
 
 # -- bad vLLM entries are refused by file and field ----------------------------------------------------------------

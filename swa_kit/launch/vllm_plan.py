@@ -161,7 +161,8 @@ def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str 
     method = (args.speculative_config or {}).get("method")
     disabled, rule = hybrid_manager_disabled(args.disable_hybrid_kv_cache_manager,
                                              any(k.attention == "chunked" for k in model.kinds.values()), method,
-                                             flags["VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"])
+                                             flags["VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"],
+                                             args.kv_connector_hma(), vllm_version)
     specs, groups, how = group_layers(layer_specs(model, args, selections, block), disabled)
     kv = KvCachePlan(tuple(specs), tuple(groups), disabled, rule, how)
     modes = MODES if method else MODES[:2]

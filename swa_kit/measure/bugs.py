@@ -132,8 +132,11 @@ FINDING_CLASSES: dict[str, FindingClass] = {c.name: c for c in (
     FindingClass("verify-as-one-token", "a speculative verify step's query tokens reach a decode kernel told "
                  "max_seqlen_q=1, which attends them as one", "wrong",
                  ("draft tokens are attended as if they were one",)),
-    FindingClass("sliding-sized-as-full", "with vLLM's hybrid KV-cache manager off, sliding layers are sized for "
-                 "the whole context", "memory", ("pay for the whole context",)),
+    FindingClass("local-sized-as-full", "with vLLM's hybrid KV-cache manager off, sliding (and chunked-local) "
+                 "layers are sized for the whole context", "memory", ("pay for the whole context",)),
+    FindingClass("shuffled-kv-window", "with aiter's shuffled KV layout, vLLM's ROCM_AITER_FA stops at an assertion "
+                 "on a sliding-window, sinks or multi-token decode", "raises",
+                 ("Shuffle KV cache layout is not supported",)),
 )}
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from swa_kit.exit_codes import ExitCode
+from swa_kit.launch.vllm_args import VLLM_KV_CONNECTORS
 from swa_kit.launch.vllm_plan import VllmPlan
 from swa_kit.measure.audit import SEVERITIES, Finding
 from swa_kit.tables import format_table
@@ -69,7 +70,20 @@ def _memory_findings(plan: VllmPlan) -> list[Finding]:
                     f"{every_layer:,} B across the layers, against {full_only:,} B for the full layers with the "
                     f"manager on, where {names} layers keep only {windows} tokens (plus in-flight ones) per "
                     "request (vLLM #39254)",
-                    ("drop --disable-hybrid-kv-cache-manager",), "KV-cache groups")]
+                    _hybrid_ways(plan.kv.hybrid_rule), "KV-cache groups")]
+
+
+def _hybrid_ways(rule: str) -> tuple[str, ...]:
+    """How to turn the manager back on, by the rule that turned it off."""
+    if "PR #41847" in rule:
+        return (f"vLLM {VLLM_VERSION} (PR #41847 keeps it on for a connector that supports it)",
+                "--no-disable-hybrid-kv-cache-manager")
+    if "--kv-transfer-config" in rule:
+        return ("a KV connector whose class supports the hybrid manager (SupportsHMA): " +
+                ", ".join(name for name, hma in VLLM_KV_CONNECTORS.items() if hma),)
+    if "chunked" in rule:
+        return ("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (without a drafter on hidden states)",)
+    return ("drop --disable-hybrid-kv-cache-manager",)
 
 
 def _info_findings(plan: VllmPlan) -> list[Finding]:
