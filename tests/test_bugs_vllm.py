@@ -17,7 +17,12 @@ from swa_kit.cli import main
 from swa_kit.errors import UsageError
 from swa_kit.launch import vllm_args, vllm_kv_cache, vllm_routes
 from swa_kit.launch.vllm_args import parse_vllm_flags
+from swa_kit.launch.vllm_plan import plan
 from swa_kit.measure import bugs, vllm_audit
+from swa_kit.measure.vllm_audit import audit_vllm
+from swa_kit.measure.vllm_bug_launch import build_plan
+from swa_kit.measure.vllm_bug_match import match_vllm
+from swa_kit.models.configs import load_model
 from swa_kit.vllm_versions import REVERTIBLE_FIXES, VLLM_VERSION, VLLM_VERSIONS, before, has_fix
 
 CORPUS = bugs.load_corpus()
@@ -231,3 +236,62 @@ def test_the_audit_plans_a_before_version_and_refuses_it_where_it_does_not_apply
     assert refused.returncode == 2 and "--engine vllm" in refused.stderr
     unknown = _audit(*args, "--vllm-version", "0.11.0")
     assert unknown.returncode == 2 and "0.11.0" in unknown.stderr
+
+
+# -- the known vLLM bugs under the vLLM audit's findings --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("entry", VLLM, ids=lambda e: e.id)
+def test_an_entrys_own_vllm_launch_matches_it(entry):
+    report = audit_vllm(build_plan(entry.launch, entry.id))
+    hits = [m for m in match_vllm(report, CORPUS) if entry in m.entries]
+    assert hits and all(entry.finding_class in bugs.finding_classes(m.finding) for m in hits)
+    assert f"matches {entry.label}, {entry.fix_text}" in hits[0].lines()
+    if entry.after_fix:  # at the release with the fix, the launch matches nothing of this entry
+        fixed = audit_vllm(build_plan(entry.launch, entry.id, entry.after_fix))
+        assert not any(entry in m.entries for m in match_vllm(fixed, CORPUS))
+
+
+def _vllm_report(model: str, flags: str, env: dict[str, str] | None = None, version: str = VLLM_VERSION):
+    return audit_vllm(plan(load_model(model), parse_vllm_flags(flags), env or {}, vllm_version=version))
+
+
+def test_a_memory_class_matches_whatever_the_backend_but_not_across_versions():
+    for env in ({}, {"VLLM_ROCM_USE_AITER": "1"}):  # ROCM_AITER_UNIFIED_ATTN, then ROCM_AITER_FA
+        ids = {e.id for m in match_vllm(_vllm_report("gpt-oss-20b", "--disable-hybrid-kv-cache-manager", env), CORPUS)
+               for e in m.entries}
+        assert ids == {"vllm-39254"}, env
+    nixl = "--kv-transfer-config '{\"kv_connector\": \"NixlConnector\", \"kv_role\": \"kv_both\"}'"
+    before = {e.id for m in match_vllm(_vllm_report("gpt-oss-20b", nixl, version="before-41847"), CORPUS)
+              for e in m.entries}
+    assert before == {"vllm-41830", "vllm-42024"}
+    assert match_vllm(_vllm_report("gpt-oss-20b", nixl), CORPUS) == []
+
+
+def test_a_route_class_needs_the_backend_and_the_drafter():
+    eagle = "--speculative-config '{\"method\": \"eagle3\", \"model\": \"x\", \"num_speculative_tokens\": 3}'"
+    fa = _vllm_report("gpt-oss-20b", f"--attention-backend ROCM_AITER_FA {eagle}", {"VLLM_ROCM_USE_AITER": "1"},
+                      "before-32877")
+    assert {e.id for m in match_vllm(fa, CORPUS) for e in m.entries} == {"vllm-31625"}
+    assert match_vllm(_vllm_report("gpt-oss-20b", f"--attention-backend ROCM_AITER_UNIFIED_ATTN {eagle}",
+                                   version="before-32877"), CORPUS) == []
+
+
+def test_sglang_audits_never_match_vllm_entries():
+    from swa_kit.launch.inputs import Launch
+    from swa_kit.measure.audit import audit
+
+    report = audit(Launch.from_inputs(model="gemma3-27b", sglang_version="before-38756"))
+    ids = {e.id for m in bugs.match(report, CORPUS) for e in m.entries}
+    assert "aiter-1362" in ids and not any(i.startswith("vllm-") for i in ids)
+
+
+def test_the_vllm_audit_names_the_known_bugs(capsys):
+    args = ["audit", "--engine", "vllm", "--model", "gemma4-31b", "--server-args", "--disable-hybrid-kv-cache-manager"]
+    assert main(args) == 1
+    assert "matches vLLM #39254, no fix known" in capsys.readouterr().out
+    assert main([*args, "--json"]) == 1
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    assert [f["known_bugs"] for f in findings if f["severity"] == "memory"] == [["matches vLLM #39254, no fix known"]]
+    assert main([*args, "--markdown"]) == 1
+    assert "   - known bugs:\n     - matches vLLM #39254, no fix known" in capsys.readouterr().out

@@ -161,6 +161,7 @@ def run_vllm(args: argparse.Namespace) -> int:
     from swa_kit.launch.vllm_args import parse_vllm_flags
     from swa_kit.launch.vllm_plan import plan
     from swa_kit.measure.vllm_audit import audit_vllm, render_vllm, render_vllm_json
+    from swa_kit.measure.vllm_bug_match import match_vllm
     from swa_kit.models.configs import load_hf_config, load_model
 
     sglang_only = [name for name, value, default in (("--sglang-version", args.sglang_version, SGLANG_VERSION),
@@ -176,7 +177,8 @@ def run_vllm(args: argparse.Namespace) -> int:
     model = load_model(args.model) if args.model else load_hf_config(args.hf_config)
     report = audit_vllm(plan(model, parse_vllm_flags(text), env_pairs(args.env), args.platform,
                              args.gpu_memory_gib, args.weights_gib, args.vllm_version))
-    print(render_vllm_json(report) if args.json else render_vllm(report, markdown=args.markdown))
+    known = {m.finding: m.lines() for m in match_vllm(report)}
+    print(render_vllm_json(report, known) if args.json else render_vllm(report, args.markdown, known))
     return report.exit_code
 
 

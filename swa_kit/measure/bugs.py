@@ -486,8 +486,8 @@ class LaunchFacts:
     """What a finding's mechanism depends on, beyond its class: the backends, the speculation, the version."""
 
     backends: frozenset[str]
-    speculation: str | None  # "EAGLE family", another algorithm's name, or None
-    sglang_version: str
+    speculation: str | None  # "EAGLE family", another algorithm's name (vLLM: the drafter's method), or None
+    version: str  # the engine's
 
 
 def launch_facts(launch: Launch) -> LaunchFacts:
@@ -500,9 +500,9 @@ def launch_facts(launch: Launch) -> LaunchFacts:
                        launch.sglang_version)
 
 
-def _facts_match(entry: LaunchFacts, audited: LaunchFacts) -> bool:
+def facts_match(entry: LaunchFacts, audited: LaunchFacts) -> bool:
     """The audited launch has the entry's backend and version, and its speculation where the entry has one."""
-    return bool(entry.backends & audited.backends) and entry.sglang_version == audited.sglang_version and \
+    return bool(entry.backends & audited.backends) and entry.version == audited.version and \
         (entry.speculation is None or entry.speculation == audited.speculation)
 
 
@@ -532,7 +532,7 @@ def match(report: Audit, corpus: Sequence[BugEntry] | None = None) -> list[Match
                 except SwaKitError:  # a launch the kit refuses shares no facts with one it audited
                     facts[entry.id] = None
             known = facts[entry.id]
-            if known is not None and _facts_match(known, audited):
+            if known is not None and facts_match(known, audited):
                 hits.append(entry)
         if hits:
             matches.append(Match(finding, tuple(hits)))

@@ -7,6 +7,7 @@ its ways out; exit status ``DISAGREES`` when a finding is above info.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,16 +130,21 @@ def _group_rows(plan: VllmPlan) -> list[dict[str, Any]]:
              * g.specs[0].block_size} for i, g in enumerate(plan.kv.groups)]
 
 
-def to_json(report: VllmAudit) -> dict[str, Any]:
+#: The known bugs under each finding ("matches vLLM #28539, fixed in #29234"), filled by the command layer.
+KnownBugs = Mapping[Finding, Sequence[str]]
+
+
+def to_json(report: VllmAudit, known_bugs: KnownBugs | None = None) -> dict[str, Any]:
     plan = report.plan
     return {"engine": "vllm", "model": {"name": plan.model.name, "architecture": plan.model.architecture},
             "platform": plan.platform, "vllm_args": plan.args.given(), "env": plan.env,
             "decisions": [{"decision": d.decision, "value": d.value, "source": d.source} for d in plan.decisions],
             "routes": _route_rows(plan), "kv_cache_groups": _group_rows(plan),
-            "findings": [f.to_json() for f in report.findings], "exit_code": int(report.exit_code)}
+            "findings": [{**f.to_json(), "known_bugs": list((known_bugs or {}).get(f, ()))} for f in report.findings],
+            "exit_code": int(report.exit_code)}
 
 
-def render_vllm(report: VllmAudit, markdown: bool = False) -> str:
+def render_vllm(report: VllmAudit, markdown: bool = False, known_bugs: KnownBugs | None = None) -> str:
     plan, h = report.plan, ("## " if markdown else "== ")
     lines = [f"{'# ' if markdown else ''}swa-kit audit: {plan.model.display_name} ({plan.model.architecture}) on "
              f"{plan.platform}, vLLM {plan.decisions[0].value}", ""]
@@ -161,8 +167,11 @@ def render_vllm(report: VllmAudit, markdown: bool = False) -> str:
         ways = f"way out: {'; or '.join(f.ways_out)}" if f.ways_out else "way out: see the detail"
         if markdown:
             lines += [f"{i}. **[{f.severity}]** {f.title} ({f.where})", f"   - {f.detail}", f"   - {ways}"]
+            bugs = list((known_bugs or {}).get(f, ()))
+            lines += ["   - known bugs:", *(f"     - {bug}" for bug in bugs)] if bugs else []
         else:
-            lines += [f"{i}. [{f.severity}] {f.title} ({f.where})", f"   {f.detail}", f"   {ways}"]
+            lines += [f"{i}. [{f.severity}] {f.title} ({f.where})", f"   {f.detail}", f"   {ways}",
+                      *(f"   {bug}" for bug in (known_bugs or {}).get(f, ()))]
     if not report.findings:
         lines.append("none")
     code = report.exit_code
@@ -170,5 +179,5 @@ def render_vllm(report: VllmAudit, markdown: bool = False) -> str:
     return "\n".join(lines)
 
 
-def render_vllm_json(report: VllmAudit) -> str:
-    return json.dumps(to_json(report), indent=2, default=str)
+def render_vllm_json(report: VllmAudit, known_bugs: KnownBugs | None = None) -> str:
+    return json.dumps(to_json(report, known_bugs), indent=2, default=str)
