@@ -12,7 +12,7 @@ from typing import Any
 from swa_kit.errors import UsageError
 from swa_kit.launch.inputs import GIB, PLATFORMS
 from swa_kit.launch.vllm_args import VllmArgs, merged_env, vllm_env
-from swa_kit.launch.vllm_backends import DEFAULT_BLOCK_SIZE, LayerQuery, Selection, block_size, select
+from swa_kit.launch.vllm_backends import DEFAULT_BLOCK_SIZE, LayerQuery, Selection, block_size, model_backend, select
 from swa_kit.engine.spec_algorithms import VLLM_SPEC_METHODS
 from swa_kit.launch.vllm_kv_cache import (Group, KvCachePlan, LayerSpec, group_layers,
                                           hybrid_manager_disabled, sliding_block_size)
@@ -155,7 +155,8 @@ def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str 
     env = merged_env(args, env)
     flags = vllm_env(env)
     query_block = args.block_size if args.block_size is not None else DEFAULT_BLOCK_SIZE
-    selections = {name: select(_query(model, kind, query_block), flags, args.attention_backend)
+    named, how = model_backend(model.architecture, {k.head_dim for k in model.kinds.values()}, args.attention_backend)
+    selections = {name: select(_query(model, kind, query_block), flags, named, how)
                   for name, kind in model.kinds.items()}
     block = block_size([s.backend for s in selections.values()], args.block_size)
     method = (args.speculative_config or {}).get("method")
