@@ -18,7 +18,7 @@ from swa_kit.launch.vllm_kv_cache import (Group, KvCachePlan, LayerSpec, group_l
                                           hybrid_manager_disabled, sliding_block_size)
 from swa_kit.launch.vllm_routes import MODES, VllmRoute, route
 from swa_kit.models.configs import LayerKind, ModelLayout
-from swa_kit.vllm_versions import VLLM_VERSION, VLLM_VERSIONS, versions_help
+from swa_kit.vllm_versions import REVERTIBLE_FIXES, VLLM_VERSION, VLLM_VERSIONS, reverted_fix, versions_help
 
 VLLM_PLATFORMS = ("rocm-gfx942", "rocm-gfx950")
 #: ``ModelArchConfigConvertor.is_mm_prefix_lm`` (vllm/transformers_utils/model_arch_config_convertor.py).
@@ -155,8 +155,9 @@ def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str 
     env = merged_env(args, env)
     flags = vllm_env(env)
     query_block = args.block_size if args.block_size is not None else DEFAULT_BLOCK_SIZE
-    named, how = model_backend(model.architecture, {k.head_dim for k in model.kinds.values()}, args.attention_backend)
-    selections = {name: select(_query(model, kind, query_block), flags, named, how)
+    named, named_by = model_backend(model.architecture, {k.head_dim for k in model.kinds.values()},
+                                    args.attention_backend)
+    selections = {name: select(_query(model, kind, query_block), flags, named, named_by)
                   for name, kind in model.kinds.items()}
     block = block_size([s.backend for s in selections.values()], args.block_size)
     method = (args.speculative_config or {}).get("method")
@@ -175,8 +176,8 @@ def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str 
         for name, kind in model.kinds.items())
     available, memory = _available(args, platform, gpu_memory_gib, weights_gib)
     decisions = (
-        Decision("vLLM version", vllm_version, "the version modelled" if vllm_version == VLLM_VERSION else
-                 f"vLLM {VLLM_VERSION} with one fix undone (--vllm-version)"),
+        Decision("vLLM version", vllm_version, "the version modelled" if (pr := reverted_fix(vllm_version)) is None
+                 else f"vLLM {VLLM_VERSION} with PR #{pr}'s fix undone: {REVERTIBLE_FIXES[pr]}"),
         Decision("platform", platform, "assumed: a ROCm image with aiter installed (is_aiter_found_and_supported)"),
         *(Decision(f"backend, {name} layers", f"{s.backend} ({s.how})", "vllm/platforms/rocm.py "
                    "RocmPlatform.get_attn_backend_cls" + (f"; rejected: {s.rejected_text}" if s.rejected else ""))
