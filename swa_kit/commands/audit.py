@@ -11,8 +11,9 @@ from swa_kit.models.configs import list_models
 from swa_kit.engine.environment import ENV_VARS
 from swa_kit.exit_codes import ExitCode
 from swa_kit.launch.inputs import PLATFORMS
-from swa_kit.launch.vllm_args import VLLM_VERSION
 from swa_kit.sglang_versions import SGLANG_VERSION, SGLANG_VERSIONS, versions_help
+from swa_kit.vllm_versions import VLLM_VERSION, VLLM_VERSIONS
+from swa_kit.vllm_versions import versions_help as vllm_versions_help
 
 if TYPE_CHECKING:
     from swa_kit.launch.inputs import Launch
@@ -81,6 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="model weights per GPU in GiB, subtracted from the static memory budget")
     parser.add_argument("--sglang-version", default=SGLANG_VERSION, choices=SGLANG_VERSIONS,
                         help=versions_help())
+    parser.add_argument("--vllm-version", default=VLLM_VERSION, choices=VLLM_VERSIONS,
+                        help="with --engine vllm: " + vllm_versions_help())
     parser.add_argument("--draft-hf-config", metavar="PATH", default=None,
                         help="the draft model's config.json (what --speculative-draft-model-path points at)")
     parser.add_argument("--trace", metavar="FILE", default=None,
@@ -119,6 +122,7 @@ def command_line(args: argparse.Namespace) -> str:
     for option, value in (("--hf-config", args.hf_config), ("--model", args.model), ("--server-args", args.server_args),
                           ("--platform", args.platform), ("--gpu-memory-gib", args.gpu_memory_gib),
                           ("--weights-gib", args.weights_gib), ("--sglang-version", args.sglang_version),
+                          ("--vllm-version", None if args.vllm_version == VLLM_VERSION else args.vllm_version),
                           ("--draft-hf-config", args.draft_hf_config), ("--trace", args.trace)):
         if value is not None:  # a value that starts with "-" must be joined to its option
             words += [f"{option}={value}"] if str(value).startswith("-") else [option, str(value)]
@@ -171,7 +175,7 @@ def run_vllm(args: argparse.Namespace) -> int:
         text = read_text(text, "--server-args file", MAX_ARGS_BYTES)
     model = load_model(args.model) if args.model else load_hf_config(args.hf_config)
     report = audit_vllm(plan(model, parse_vllm_flags(text), env_pairs(args.env), args.platform,
-                             args.gpu_memory_gib, args.weights_gib))
+                             args.gpu_memory_gib, args.weights_gib, args.vllm_version))
     print(render_vllm_json(report) if args.json else render_vllm(report, markdown=args.markdown))
     return report.exit_code
 
@@ -179,6 +183,11 @@ def run_vllm(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.engine == "vllm":
         return run_vllm(args)
+    if args.vllm_version != VLLM_VERSION:
+        from swa_kit.errors import UsageError
+
+        raise UsageError(f"--vllm-version {args.vllm_version}: the vLLM audit's only (--engine vllm); SGLang's "
+                         "release is --sglang-version")
     # builds pools and reads transformers: import when asked
     from swa_kit.measure.audit import ReportContext, audit, render, render_json
     from swa_kit.measure.bugs import match

@@ -15,8 +15,7 @@ from typing import Any
 
 from swa_kit.errors import UsageError
 from swa_kit.files import quote
-
-VLLM_VERSION = "0.34.0"
+from swa_kit.vllm_versions import VLLM_VERSION as VLLM_VERSION  # its one place; named here for older imports
 
 #: Backends the kit models (``vllm/v1/attention/backends/registry.py``, ``AttentionBackendEnum``), by the name
 #: ``--attention-backend`` takes.

@@ -256,7 +256,7 @@ def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str 
         KindPlan(kind, model.layer_types.count(name), selections[name],
                  tuple(route(selections[name].backend, mode, kind.retained_tokens if kind.attention == "sliding"
                              else None, kind.head_dim, _query(model, kind, block).has_sink,
-                             flags["VLLM_ROCM_SHUFFLE_KV_CACHE_LAYOUT"]) for mode in modes))
+                             flags["VLLM_ROCM_SHUFFLE_KV_CACHE_LAYOUT"], vllm_version) for mode in modes))
         for name, kind in model.kinds.items())
     available, memory = _available(args, platform, gpu_memory_gib, weights_gib)
     gate, gate_rows = _admission(args, model, kv, available // kv.bytes_per_block, memory[0].value, placed,

@@ -15,6 +15,7 @@ from swa_kit.launch.vllm_plan import VllmPlan
 from swa_kit.measure.audit import SEVERITIES, Finding
 from swa_kit.measure.vllm_drafter_audit import admission_findings, admission_rows, drafter_findings, drafter_rows
 from swa_kit.tables import format_table
+from swa_kit.vllm_versions import VLLM_VERSION
 
 
 @dataclass
@@ -41,11 +42,15 @@ def _route_findings(plan: VllmPlan) -> list[Finding]:
                 found.append(Finding("raises", f"{r.kernel} stops at the first {r.mode}", r.raises,
                                      ("unset VLLM_ROCM_SHUFFLE_KV_CACHE_LAYOUT",
                                       "--attention-backend ROCM_AITER_UNIFIED_ATTN"), where))
+            if r.wrong:
+                found.append(Finding("wrong", f"{r.kernel} computes a wrong {r.mode}", f"{r.wrong}; source: {r.source}",
+                                     (f"vLLM {VLLM_VERSION}", "--attention-backend ROCM_AITER_UNIFIED_ATTN"), where))
             meant = _meant(kp)
             if r.keys != meant and kp.kind.attention != "chunked":
                 gap = None if r.keys is None or meant is None else r.keys - meant
-                found.append(Finding("wrong" if gap is None or abs(gap) > 1 else "one-short",
-                                     f"{r.kernel} attends {r.keys} keys, {meant} meant",
+                title = f"{r.kernel} gets no window: it attends the whole context, {meant} keys meant" \
+                    if r.keys is None else f"{r.kernel} attends {r.keys} keys, {meant} meant"
+                found.append(Finding("wrong" if gap is None or abs(gap) > 1 else "one-short", title,
                                      f"window argument {r.window_arg!r} ({r.convention}); source: {r.source}",
                                      ("a backend whose call passes the window in the kernel's convention",), where))
     return found
@@ -96,7 +101,7 @@ def _route_rows(plan: VllmPlan) -> list[dict[str, Any]]:
     for kp in plan.kinds:
         meant = _meant(kp)
         for r in kp.routes:
-            keys = "all" if r.keys is None and meant is None else f"{r.keys}/{meant}"
+            keys = "all" if r.keys is None and meant is None else f"{'all' if r.keys is None else r.keys}/{meant}"
             if kp.kind.attention == "chunked":
                 keys = f"chunks of {kp.kind.chunk_size} (ChunkedLocalAttention's virtual batches)"
             rows.append({"mode": r.mode, "backend": kp.selection.backend, "kind": kp.kind.name, "layers": kp.layers,
