@@ -20,8 +20,8 @@ REVERTIBLE_FIXES: dict[int, str] = {
            "told max_seqlen_q=1",
     50169: "DFlash writes every drafter layer's context KV through the first drafter group's slot mapping, not "
            "each layer's own group's (0.34.0's per-layer mapping undone; the PR itself is open)",
-    55800: "admission charges a drafter's sliding-window group for the whole prompt, not its "
-           "max_admission_blocks_per_request cap (the fix proposed, #55818, is open)",
+    55800: "start-up sizes a drafter's sliding-window group for its window while admission charges it the prompt "
+           "(0.34.0 sizes both from max_admission_blocks_per_request; the thread is open)",
 }
 
 

@@ -14,10 +14,14 @@ groups' ``SingleTypeKVCacheManager.get_num_blocks_to_allocate(..., apply_admissi
 * ``max_in_flight_tokens`` is ``VllmConfig.max_in_flight_tokens``: concurrent batches (pipeline stages, plus one
   with async scheduling, on by default) x ``max_num_batched_tokens``.
 
-``before-55800`` undoes the cap on the groups that hold drafter layers (:mod:`swa_kit.vllm_versions`), as vLLM
-#55800 reports it: the drafter's sliding group is charged for the whole prompt rather than the window, so a request
-the pool holds waits in the queue until it times out. A cold admission is modelled: an empty pool, no prefix-cache
-hit, no watermark (it applies only while other requests run).
+The start-up check (``_check_enough_kv_cache_memory`` on ``_max_memory_usage_bytes_from_groups``, vllm/v1/core/
+kv_cache_planning.py) charges one ``max_model_len`` request the same per-group blocks (``max_memory_usage_bytes`` is
+``max_admission_blocks_per_request`` pages: "single source of truth for both startup pool sizing and the runtime
+admission gate"), so a launch that starts admits every prompt up to ``max_model_len``. ``before-55800``
+(:mod:`swa_kit.vllm_versions`) undoes that for the drafter's groups, as vLLM #55800 shows it: start-up sizes the
+drafter's sliding group for its window, admission still charges it the prompt (up to the window plus the in-flight
+tokens), so the engine starts and a long request waits in the queue until it times out. A cold admission is
+modelled: an empty pool, no prefix-cache hit, no watermark (it applies only while other requests run).
 """
 
 from __future__ import annotations
@@ -80,14 +84,14 @@ class Admission:
     pool_blocks: int
     groups: tuple[Group, ...]
     drafter_groups: frozenset[int]
-    uncapped: frozenset[int] = frozenset()  # local groups charged without their cap (before-55800: the drafter's)
+    sized_for_window: frozenset[int] = frozenset()  # groups start-up sizes for the window alone (before-55800)
 
     def charges(self, tokens: int) -> tuple[GroupCharge, ...]:
         """Each group's ``get_num_blocks_to_allocate`` for a cold request of ``tokens``."""
         tokens = min(tokens, self.max_model_len)
         out = []
         for g, group in enumerate(self.groups):
-            cap = None if g in self.uncapped else admission_cap(group, self.max_in_flight_tokens, self.max_model_len)
+            cap = admission_cap(group, self.max_in_flight_tokens, self.max_model_len)
             size = group.specs[0].block_size
             blocks = cdiv(tokens, size) if cap is None else min(cdiv(tokens, size), cap)
             out.append(GroupCharge(g, group.kind, size, cap, blocks, g in self.drafter_groups))
@@ -95,6 +99,20 @@ class Admission:
 
     def blocks(self, tokens: int) -> int:
         return sum(c.blocks for c in self.charges(tokens))
+
+    @property
+    def startup_blocks(self) -> int:
+        """What the start-up check charges one ``max_model_len`` request, in pool blocks."""
+        total = 0
+        for c in self.charges(self.max_model_len):
+            window = admission_cap(self.groups[c.group], 0, self.max_model_len)
+            total += min(c.blocks, window) if c.group in self.sized_for_window and window is not None else c.blocks
+        return total
+
+    @property
+    def starts(self) -> bool:
+        """Whether the start-up check passes (else vLLM refuses to start at this max_model_len)."""
+        return self.startup_blocks <= self.pool_blocks
 
     @property
     def prompt_charges(self) -> tuple[GroupCharge, ...]:
@@ -119,7 +137,7 @@ class Admission:
 
 def admission(groups: tuple[Group, ...], pool_blocks: int, prompt_tokens: int, max_model_len: int,
               max_in_flight_tokens: int, drafter_groups: frozenset[int], version: str) -> Admission:
-    """The admission gate at vLLM ``version`` (``before-55800``: no cap on the drafter's groups)."""
-    uncapped = frozenset() if has_fix(version, 55800) else drafter_groups
+    """The admission gate at vLLM ``version`` (``before-55800``: start-up sizes the drafter's groups for the window)."""
+    window_sized = frozenset() if has_fix(version, 55800) else drafter_groups
     return Admission(prompt_tokens, max_model_len, max_in_flight_tokens, pool_blocks, groups, drafter_groups,
-                     uncapped)
+                     window_sized)

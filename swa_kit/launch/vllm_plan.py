@@ -198,8 +198,12 @@ def _admission(args: VllmArgs, model: ModelLayout, kv: KvCachePlan, pool_blocks:
                  + ("--max-num-batched-tokens" if args.max_num_batched_tokens else
                     "EngineArgs.get_batch_defaults for vllm serve, by GPU memory") + ")"),
         Decision(f"admission, a {prompt}-token prompt", f"{gate.blocks(prompt)} blocks (per group: admission table)",
-                 "KVCacheManager.allocate_slots(full_sequence_must_fit=True): get_num_blocks_to_allocate per group"
-                 + (f"; groups {sorted(gate.uncapped)} uncapped (before-55800)" if gate.uncapped else "")),
+                 "KVCacheManager.allocate_slots(full_sequence_must_fit=True): get_num_blocks_to_allocate per group"),
+        Decision("start-up check, one max_model_len request", f"{gate.startup_blocks} blocks: "
+                 + ("starts" if gate.starts else "vLLM refuses to start (or --max-model-len auto fits it lower)"),
+                 "_check_enough_kv_cache_memory on _max_memory_usage_bytes_from_groups"
+                 + (f"; groups {sorted(gate.sized_for_window)} sized for the window (before-55800)"
+                    if gate.sized_for_window else "")),
         Decision("longest prompt admitted", gate.largest_prompt,
                  f"the longest prompt whose admission charge fits the {pool_blocks} blocks of an empty pool"),
     ]

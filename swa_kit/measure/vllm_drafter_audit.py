@@ -3,7 +3,6 @@ charged at admission, and the findings they raise (vLLM #50169, #55800)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from swa_kit.launch.vllm_drafter import NO_DRAFT_MODEL
@@ -56,24 +55,24 @@ def drafter_findings(plan: VllmPlan) -> list[Finding]:
 
 
 def admission_findings(plan: VllmPlan) -> list[Finding]:
+    """A launch that starts but cannot admit a prompt it was started for: the request waits until it times out."""
     gate = plan.admission
-    if gate is None or not gate.uncapped:
+    if gate is None or not gate.starts or gate.largest_prompt >= gate.max_model_len:
         return []
-    capped = replace(gate, uncapped=frozenset())
-    longest, meant = gate.largest_prompt, capped.largest_prompt
-    if longest >= meant:
-        return []
-    charges = {c.group: c for c in gate.charges(meant)}
-    whole = "; ".join(f"group {c.group} ({c.kind}, drafter) {c.blocks} blocks where its cap is "
-                      f"{capped.charges(meant)[c.group].blocks}" for c in charges.values() if c.group in gate.uncapped
-                      and c.kind in ("SlidingWindowSpec", "ChunkedLocalAttentionSpec"))
+    longest, charges = gate.largest_prompt, gate.charges(gate.max_model_len)
+    drafter = "; ".join(f"group {c.group} ({c.kind}) {c.blocks} blocks" for c in charges
+                        if c.group in gate.drafter_groups and c.kind == "SlidingWindowSpec")
     return [Finding(
-        "raises", f"a prompt of {longest + 1} to {meant} tokens {NEVER_ADMITTED}: it waits until it times out",
-        f"admission (allocate_slots, full_sequence_must_fit) charges the drafter's local group for the whole "
-        f"prompt, not the window: at {meant} tokens {whole}, {gate.blocks(meant)} blocks in all against the "
-        f"{gate.pool_blocks} of the pool, which the start-up check sized with the cap. The request stays WAITING "
-        "with the KV cache empty (vLLM #55800)",
-        ("a vLLM that caps the drafter's sliding group at max_admission_blocks_per_request (0.34.0)",
+        "raises", f"a prompt of {longest + 1} to {gate.max_model_len} tokens {NEVER_ADMITTED}: it waits until it "
+                  "times out",
+        f"the start-up check passed on {gate.startup_blocks} blocks"
+        + (f" (drafter groups {sorted(gate.sized_for_window)} sized for their window)" if gate.sized_for_window
+           else "")
+        + f", but admission (allocate_slots, full_sequence_must_fit) charges a {gate.max_model_len}-token prompt "
+        f"{gate.blocks(gate.max_model_len)} of the pool's {gate.pool_blocks} blocks, the drafter's sliding group "
+        f"for the prompt, not its window ({drafter}). The request stays WAITING with the KV cache empty "
+        "(vLLM #55800)",
+        ("a vLLM that sizes start-up and admission from one rule, max_admission_blocks_per_request (0.34.0)",
          f"--max-model-len {longest}"), "admission")]
 
 
