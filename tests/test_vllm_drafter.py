@@ -247,3 +247,42 @@ def test_admission_charges_what_vllm_managers_charge(target, drafter, method, fl
     assert gate.startup_blocks == _vllm_startup_blocks(p, config, gate.sized_for_window)
     if version == "0.34.0":  # one rule: a launch that starts admits max_model_len
         assert gate.startup_blocks == sum(_vllm_charges(p, config, gate.max_model_len))
+
+
+def test_launches_reach_every_placement_and_both_admission_outcomes() -> None:
+    """The pairs reach what the kit models: a drafter sharing the target's groups, one in groups of its own, one
+    spread over several groups, Gemma-4's aliases, and pools that admit max_model_len or stop short of it."""
+    seen = set()
+    for target, drafter, method, flags in LAUNCHES:
+        try:
+            _, p = _launch(target, drafter, method, flags)
+        except UsageError:
+            continue
+        d = p.drafter
+        seen |= {"aliases"} if any(layer.shares_kv_with is not None for layer in d.layers) else set()
+        seen |= {"shared"} if d.groups_shared_with_target else set()
+        seen |= {"own group"} if set(d.groups) - set(d.groups_shared_with_target) else set()
+        seen |= {"several groups"} if len(d.groups) > 1 else set()
+    assert seen == {"aliases", "shared", "own group", "several groups"}
+    short = [p.admission.largest_prompt < p.admission.max_model_len
+             for t, d, m, f, v in ADMISSIONS if v == "0.34.0"
+             for _, p in [_launch(t, d, m, f"{f} --gpu-memory-utilization 0.02", v)]]
+    assert any(short) and not all(short)
+
+
+@pytest.mark.parametrize("name", ["gemma3-27b", "gemma4-31b", "gpt-oss-20b", "gpt-oss-120b", "llama4-scout"])
+def test_max_model_len_is_vllms_derived_length(name: str) -> None:
+    """``_get_and_verify_max_len`` on the config transformers builds (defaults and all), against the kit's reading."""
+    import transformers
+
+    from swa_kit.launch.vllm_plan import derived_max_model_len
+
+    arch = require_vllm("vllm.transformers_utils.model_arch_config_convertor")[0]
+    model_config = require_vllm("vllm.config.model")[0]
+    raw = dict(load_model(name).hf_config)
+    config = transformers.AutoConfig.for_model(raw.pop("model_type"), **raw)
+    text = config.get_text_config()
+    derived = arch.ModelArchConfigConvertorBase(config, text).derive_max_model_len_and_key()
+    theirs = model_config._get_and_verify_max_len(text, SimpleNamespace(derived_max_model_len_and_key=derived), None,
+                                                  None, False, None)
+    assert derived_max_model_len(load_model(name))[0] == theirs

@@ -28,6 +28,8 @@ MM_PREFIX_LM_MODELS = ("bagel", "gemma3", "molmo2", "moondream3", "paligemma")
 #: Models whose attention layers carry sinks (vllm/model_executor/models/gpt_oss.py: ``sinks=self.sinks``).
 SINK_ARCHITECTURES = ("GptOssForCausalLM",)
 _KV_BYTES = {"fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
+#: RoPE types whose ``max_position_embeddings`` is already scaled (``_get_and_verify_max_len``).
+_PRESCALED_ROPE = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
 #: ``derive_max_model_len_and_key``'s keys, in its order.
 _MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
                  "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
@@ -160,17 +162,27 @@ def _available(args: VllmArgs, platform: str, gpu_memory_gib: float | None,
 
 
 def derived_max_model_len(model: ModelLayout) -> tuple[int, str]:
-    """``derive_max_model_len_and_key`` (vllm/transformers_utils/model_arch_config_convertor.py): the smallest of
-    the text config's length keys, ``model_max_length`` first when set (rope scaling is not applied here)."""
+    """``_get_and_verify_max_len`` (vllm/config/model.py) for an unset --max-model-len: the smallest of the text
+    config's length keys (``derive_max_model_len_and_key``; ``model_max_length`` wins when set; 2048 when none),
+    times the RoPE ``factor`` of a scaling type that does not already scale it (not YaRN, LongRoPE, Llama-3; never
+    for Gemma-3)."""
     text = text_fields(model)
-    if isinstance(text.get("model_max_length"), int) and text["model_max_length"]:
-        return text["model_max_length"], "model_max_length"
     found = {k: text[k] for k in _MAX_LEN_KEYS if isinstance(text.get(k), int) and not isinstance(text[k], bool)}
-    if not found:
-        raise UsageError(f"{model.name}: its config names no context length ({', '.join(_MAX_LEN_KEYS)}); give "
-                         "--max-model-len")
-    key = min(found, key=lambda k: found[k])
-    return found[key], key
+    if text.get("model_max_length"):
+        key = "model_max_length"
+    elif found:
+        key = min(found, key=lambda k: found[k])
+    else:
+        return 2048, "none of its length keys: vLLM's default 2048"
+    rope = text.get("rope_parameters") or text.get("rope_scaling") or {}
+    nested = [p for p in rope.values() if isinstance(p, dict)] if isinstance(rope, dict) else []
+    factor = 1.0
+    if "gemma3" not in str(text.get("model_type", "")):
+        for params in nested or ([rope] if isinstance(rope, dict) and rope else []):
+            if params.get("rope_type", params.get("type")) not in _PRESCALED_ROPE:
+                factor = params.get("factor", factor) or 1.0
+    length = int(text["model_max_length"] if key == "model_max_length" else found[key])
+    return int(length * factor), key + (f" x RoPE factor {factor:g}" if factor != 1 else "")
 
 
 def _admission(args: VllmArgs, model: ModelLayout, kv: KvCachePlan, pool_blocks: int, memory: int,
@@ -181,7 +193,7 @@ def _admission(args: VllmArgs, model: ModelLayout, kv: KvCachePlan, pool_blocks:
         max_len, len_from = args.max_model_len, "--max-model-len"
     else:
         max_len, key = derived_max_model_len(model)
-        len_from = f"the config's {key} (derive_max_model_len_and_key; rope scaling not applied: pass --max-model-len)"
+        len_from = f"the config's {key} (ModelConfig: _get_and_verify_max_len)"
     prompt = max_len if prompt_tokens is None else prompt_tokens
     if not 0 < prompt <= max_len:
         raise UsageError(f"--prompt-tokens {prompt}: vLLM refuses a prompt over max_model_len ({max_len}) before "
