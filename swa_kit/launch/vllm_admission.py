@@ -54,7 +54,7 @@ class GroupCharge:
     block_size: int
     cap: int | None  # max_admission_blocks_per_request; None: uncapped
     blocks: int  # blocks charged for the prompt
-    drafter: bool  # the group holds drafter layers
+    drafter: bool  # the group holds drafter layers that own KV (not Gemma-4's aliases)
 
     @property
     def tokens(self) -> int:

@@ -200,8 +200,8 @@ def _admission(args: VllmArgs, model: ModelLayout, kv: KvCachePlan, pool_blocks:
                          f"admission; give 1..{max_len}")
     mnbt = args.max_num_batched_tokens or default_max_num_batched_tokens(memory / GIB)
     batches = 1 if args.async_scheduling is False else 2  # pipeline stages (1), plus one with async scheduling
-    gate = admission(kv.groups, pool_blocks, prompt, max_len, batches * mnbt,
-                     frozenset(drafter.groups if drafter else ()), version)
+    owned = frozenset(layer.group for layer in (drafter.layers if drafter else ()) if layer.layer_id is not None)
+    gate = admission(kv.groups, pool_blocks, prompt, max_len, batches * mnbt, owned, version)
     return gate, [
         Decision("max_model_len", max_len, len_from),
         Decision("max in-flight tokens", gate.max_in_flight_tokens,
