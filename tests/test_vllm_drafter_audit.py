@@ -7,7 +7,6 @@ Where the layers land and what the managers charge is held against vLLM's own co
 from __future__ import annotations
 
 import json
-import shlex
 import subprocess
 import sys
 from dataclasses import replace
@@ -182,4 +181,7 @@ def test_cli_reads_the_drafter_config_and_prompt_length():
     bad = subprocess.run([sys.executable, "-m", "swa_kit.cli", "audit", "--model", "gpt-oss-20b", "--prompt-tokens",
                           "5"], capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "--prompt-tokens" in bad.stderr and "--engine vllm" in bad.stderr
-    assert shlex.split(DFLASH)  # the flag text is one shell word pair
+    missing = subprocess.run([sys.executable, "-m", "swa_kit.cli", "audit", "--engine", "vllm", "--model",
+                              "gpt-oss-20b", "--server-args", DFLASH, "--draft-hf-config", "/no/such/config.json"],
+                             capture_output=True, text=True, check=False)
+    assert missing.returncode == 2 and "/no/such/config.json" in missing.stderr

@@ -33,7 +33,11 @@ JSON_SHAPE = ("--json prints one object: model {name, architecture, sources, con
               "[{decision, value, source, how}], routes [{worker, mode, backend, kind, layers, kernel, window_arg, "
               "keys, page_table, sglang, kit}], findings [{severity, title, detail, ways_out: [alternatives], where, "
               "known_bugs: [lines]}] worst first, exit_code, versions {swa-kit, SGLang installed here, transformers}, "
-              "command, and with --check-with-sglang sglang_check {version, fields [{field, kit, sglang, agree}]}")
+              "command, and with --check-with-sglang sglang_check {version, fields [{field, kit, sglang, agree}]}. "
+              "With --engine vllm: engine, model, platform, vllm_args, env, decisions, routes, kv_cache_groups, "
+              "drafter_layers [{layer, attention, window, spec, block_size, group, reads_kv_of, "
+              "writes_through_group}], admission [{group, spec, drafter, block_size, cap, blocks, tokens}], findings, "
+              "exit_code")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
