@@ -14,6 +14,8 @@ VLLM_VERSION = "0.34.0"
 #: The fixes the kit can undo, by PR number: what ``before-<N>`` changes in the kit's model of vLLM
 #: :data:`VLLM_VERSION`.
 REVERTIBLE_FIXES: dict[int, str] = {
+    41847: "a --kv-transfer-config turns the hybrid KV-cache manager off whatever its connector, one that supports "
+           "the manager (SupportsHMA) included",
     29234: "ROCM_AITER_FA decodes a sliding layer's single-token steps with aiter's paged_attention_v1 and no "
            "window (the backend before its sliding-window support)",
     32877: "ROCM_AITER_FA sends a multi-token decode (a speculative verify step) to its single-token paged decode, "

@@ -172,6 +172,7 @@ def run_vllm(args: argparse.Namespace) -> int:
     from swa_kit.launch.vllm_drafter import read_drafter
     from swa_kit.launch.vllm_plan import plan
     from swa_kit.measure.vllm_audit import audit_vllm, render_vllm, render_vllm_json
+    from swa_kit.measure.vllm_bug_match import match_vllm
     from swa_kit.models.configs import MAX_CONFIG_BYTES, load_hf_config, load_model
 
     sglang_only = [name for name, value, default in (("--sglang-version", args.sglang_version, SGLANG_VERSION),
@@ -192,7 +193,8 @@ def run_vllm(args: argparse.Namespace) -> int:
                                           f"--draft-hf-config {file}"), file)
     report = audit_vllm(plan(model, parse_vllm_flags(text), env_pairs(args.env), args.platform,
                              args.gpu_memory_gib, args.weights_gib, args.vllm_version, drafter, args.prompt_tokens))
-    print(render_vllm_json(report) if args.json else render_vllm(report, markdown=args.markdown))
+    known = {m.finding: m.lines() for m in match_vllm(report)}
+    print(render_vllm_json(report, known) if args.json else render_vllm(report, args.markdown, known))
     return report.exit_code
 
 
