@@ -68,6 +68,24 @@ def test_before_50169_leaves_eagle3_alone_its_attention_writes_per_layer():
     assert all(not layer.misrouted for layer in report.plan.drafter.layers)
 
 
+def test_a_dflash_config_is_read_as_vllm_resolves_it():
+    raw = json.loads((DATA / "draft-dflash-3l.json").read_text())
+    report = audit_vllm(plan(load_model("gpt-oss-20b"), parse_vllm_flags(DFLASH), {},
+                             drafter=read_drafter(raw, "dflash.json")))
+    assert [(layer.attention, layer.window) for layer in report.plan.drafter.layers] == \
+        [("sliding", 128), ("sliding", 128), ("full", None)]
+    assert not any(MISROUTED in t for t in _titles(report))
+
+
+def test_lagunas_dflash_class_writes_through_one_group_even_at_0_34():
+    """laguna_dflash.py declares no get_draft_kv_cache_layer_names: vLLM 0.34.0 still has #50169's failure."""
+    raw = {**json.loads((DATA / "draft-dflash-3l.json").read_text()), "architectures": ["DFlashLagunaForCausalLM"]}
+    report = audit_vllm(plan(load_model("gpt-oss-20b"), parse_vllm_flags(DFLASH), {},
+                             drafter=read_drafter(raw, "laguna.json")))
+    assert [layer.index for layer in report.plan.drafter.layers if layer.misrouted] == [2]
+    assert any(MISROUTED in t for t in _titles(report)) and int(report.exit_code) == 1
+
+
 def test_a_drafter_in_one_group_is_never_misrouted():
     report = _audit("gpt-oss-20b", DFLASH, "draft-llama-2l", "before-50169")  # two full layers, head size 128
     assert len(report.plan.drafter.groups) == 1
@@ -157,6 +175,11 @@ def test_bad_drafter_configs_are_refused_by_name():
         read_drafter({"model_type": "gemma4_assistant"}, "assistant.json")
     with pytest.raises(ModelConfigError, match="unknown architecture"):
         read_drafter({"architectures": ["NoSuchDrafter"]}, "d.json")
+    dflash = {"architectures": ["DFlashDraftModel"], "num_hidden_layers": 2, "layer_types": ["full_attention"]}
+    with pytest.raises(UsageError, match="num_hidden_layers 2"):
+        read_drafter(dflash, "d.json")
+    with pytest.raises(UsageError, match="needs a window"):
+        read_drafter({**dflash, "num_hidden_layers": 1, "layer_types": ["sliding_attention"]}, "d.json")
     raw = json.loads((DATA / "draft-gemma4-assistant-4l.json").read_text())
     chunked = {**raw, "text_config": {**raw["text_config"], "layer_types": ["full_attention"] * 4}}
     target = replace(load_model("gemma4-31b"), layer_types=("sliding",) * 60)  # no full layer owning KV
