@@ -21,6 +21,10 @@ REVERTIBLE_FIXES: dict[int, str] = {
            "window (the backend before its sliding-window support)",
     32877: "ROCM_AITER_FA sends a multi-token decode (a speculative verify step) to its single-token paged decode, "
            "told max_seqlen_q=1",
+    50169: "DFlash writes every drafter layer's context KV through the first drafter group's slot mapping, not "
+           "each layer's own group's (0.34.0's per-layer mapping undone; the PR itself is open)",
+    55800: "start-up sizes a drafter's sliding-window group for its window while admission charges it the prompt "
+           "(0.34.0 sizes both from max_admission_blocks_per_request, merged PR #40946; the thread is open)",
 }
 
 

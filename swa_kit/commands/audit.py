@@ -33,7 +33,11 @@ JSON_SHAPE = ("--json prints one object: model {name, architecture, sources, con
               "[{decision, value, source, how}], routes [{worker, mode, backend, kind, layers, kernel, window_arg, "
               "keys, page_table, sglang, kit}], findings [{severity, title, detail, ways_out: [alternatives], where, "
               "known_bugs: [lines]}] worst first, exit_code, versions {swa-kit, SGLang installed here, transformers}, "
-              "command, and with --check-with-sglang sglang_check {version, fields [{field, kit, sglang, agree}]}")
+              "command, and with --check-with-sglang sglang_check {version, fields [{field, kit, sglang, agree}]}. "
+              "With --engine vllm: engine, model, platform, vllm_args, env, decisions, routes, kv_cache_groups, "
+              "drafter_layers [{layer, attention, window, spec, block_size, group, reads_kv_of, "
+              "writes_through_group}], admission [{group, spec, drafter, block_size, cap, blocks, tokens}], findings, "
+              "exit_code")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,7 +89,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vllm-version", default=VLLM_VERSION, choices=VLLM_VERSIONS,
                         help="with --engine vllm: " + vllm_versions_help())
     parser.add_argument("--draft-hf-config", metavar="PATH", default=None,
-                        help="the draft model's config.json (what --speculative-draft-model-path points at)")
+                        help="the draft model's config.json (what --speculative-draft-model-path points at; with "
+                             "--engine vllm, what --speculative-config's model points at: its layers are placed "
+                             "in vLLM's KV-cache groups)")
+    parser.add_argument("--prompt-tokens", type=int, default=None, metavar="N",
+                        help="with --engine vllm: the prompt whose admission is shown, per KV-cache group (default: "
+                             "max_model_len)")
     parser.add_argument("--trace", metavar="FILE", default=None,
                         help="kernel calls recorded by swa_kit.measure.trace in the live server (.jsonl), held "
                              "against the plan: each difference is a finding")
@@ -123,7 +132,8 @@ def command_line(args: argparse.Namespace) -> str:
                           ("--platform", args.platform), ("--gpu-memory-gib", args.gpu_memory_gib),
                           ("--weights-gib", args.weights_gib), ("--sglang-version", args.sglang_version),
                           ("--vllm-version", None if args.vllm_version == VLLM_VERSION else args.vllm_version),
-                          ("--draft-hf-config", args.draft_hf_config), ("--trace", args.trace)):
+                          ("--draft-hf-config", args.draft_hf_config), ("--prompt-tokens", args.prompt_tokens),
+                          ("--trace", args.trace)):
         if value is not None:  # a value that starts with "-" must be joined to its option
             words += [f"{option}={value}"] if str(value).startswith("-") else [option, str(value)]
     for pair in args.env:
@@ -156,16 +166,16 @@ def _raw_launch(args: argparse.Namespace, launch: Launch) -> RawLaunch:
 def run_vllm(args: argparse.Namespace) -> int:
     """``--engine vllm``: the vLLM launch's plan and findings; SGLang-only options are refused by name."""
     from swa_kit.errors import UsageError
-    from swa_kit.files import read_text
+    from swa_kit.files import parse_json, read_text
     from swa_kit.launch.inputs import MAX_ARGS_BYTES, env_pairs
     from swa_kit.launch.vllm_args import parse_vllm_flags
+    from swa_kit.launch.vllm_drafter import read_drafter
     from swa_kit.launch.vllm_plan import plan
     from swa_kit.measure.vllm_audit import audit_vllm, render_vllm, render_vllm_json
     from swa_kit.measure.vllm_bug_match import match_vllm
-    from swa_kit.models.configs import load_hf_config, load_model
+    from swa_kit.models.configs import MAX_CONFIG_BYTES, load_hf_config, load_model
 
     sglang_only = [name for name, value, default in (("--sglang-version", args.sglang_version, SGLANG_VERSION),
-                                                     ("--draft-hf-config", args.draft_hf_config, None),
                                                      ("--trace", args.trace, None),
                                                      ("--check-with-sglang", args.check_with_sglang, False))
                    if value != default]
@@ -175,8 +185,14 @@ def run_vllm(args: argparse.Namespace) -> int:
     if os.path.isfile(text):  # a file holding the launch command
         text = read_text(text, "--server-args file", MAX_ARGS_BYTES)
     model = load_model(args.model) if args.model else load_hf_config(args.hf_config)
+    drafter = None
+    if args.draft_hf_config is not None:
+        file = args.draft_hf_config
+        file = os.path.join(file, "config.json") if os.path.isdir(file) else file
+        drafter = read_drafter(parse_json(read_text(file, "--draft-hf-config", MAX_CONFIG_BYTES),
+                                          f"--draft-hf-config {file}"), file)
     report = audit_vllm(plan(model, parse_vllm_flags(text), env_pairs(args.env), args.platform,
-                             args.gpu_memory_gib, args.weights_gib, args.vllm_version))
+                             args.gpu_memory_gib, args.weights_gib, args.vllm_version, drafter, args.prompt_tokens))
     known = {m.finding: m.lines() for m in match_vllm(report)}
     print(render_vllm_json(report, known) if args.json else render_vllm(report, args.markdown, known))
     return report.exit_code
@@ -185,9 +201,11 @@ def run_vllm(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.engine == "vllm":
         return run_vllm(args)
-    if args.vllm_version != VLLM_VERSION:
+    if args.vllm_version != VLLM_VERSION or args.prompt_tokens is not None:
         from swa_kit.errors import UsageError
 
+        if args.prompt_tokens is not None:
+            raise UsageError("--prompt-tokens: the vLLM audit's only (--engine vllm)")
         raise UsageError(f"--vllm-version {args.vllm_version}: the vLLM audit's only (--engine vllm); SGLang's "
                          "release is --sglang-version")
     # builds pools and reads transformers: import when asked

@@ -62,6 +62,8 @@ class VllmArgs:
     kv_transfer_config: dict[str, Any] | None = None
     kv_cache_dtype: str = "auto"
     block_size: int | None = None
+    max_num_batched_tokens: int | None = None  # None: EngineArgs.get_batch_defaults (by GPU memory)
+    async_scheduling: bool | None = None  # None: VllmConfig turns it on (a generative model, the default executor)
     line_env: tuple[tuple[str, str], ...] = ()  # NAME=VALUE words before `vllm serve`, read as the environment
 
     def kv_connector_hma(self) -> tuple[str, bool] | None:
@@ -169,9 +171,13 @@ _VALUED = {
     "--speculative-config": ("speculative_config", _speculative), "-sc": ("speculative_config", _speculative),
     "--kv-cache-dtype": ("kv_cache_dtype", lambda f, t: _choice(f, t, VLLM_KV_DTYPES)),
     "--block-size": ("block_size", _human_int),
+    "--max-num-batched-tokens": ("max_num_batched_tokens", _human_int),
     "--kv-transfer-config": ("kv_transfer_config", _kv_transfer),
 }
-_SWITCHES = {"--disable-hybrid-kv-cache-manager": True, "--no-disable-hybrid-kv-cache-manager": False}
+#: flag -> (field, value).
+_SWITCHES = {"--disable-hybrid-kv-cache-manager": ("disable_hybrid_kv_cache_manager", True),
+             "--no-disable-hybrid-kv-cache-manager": ("disable_hybrid_kv_cache_manager", False),
+             "--async-scheduling": ("async_scheduling", True), "--no-async-scheduling": ("async_scheduling", False)}
 ACCEPTED_FLAGS = tuple(_VALUED) + tuple(_SWITCHES)
 
 
@@ -203,7 +209,8 @@ def parse_vllm_flags(text: str) -> VllmArgs:
         word = words[i]
         flag, eq, inline = word.partition("=")
         if flag in _SWITCHES and not eq:
-            values["disable_hybrid_kv_cache_manager"] = _SWITCHES[flag]
+            name, value = _SWITCHES[flag]
+            values[name] = value
         elif flag in _VALUED:
             if not eq:
                 if i + 1 >= len(words):

@@ -64,6 +64,7 @@ from swa_kit.launch.inputs import PLATFORMS, SGLANG_VERSIONS, Launch, Platform, 
 from swa_kit.engine.spec_algorithms import EAGLE_FAMILY_HANDLER, SpeculativeAlgorithm
 from swa_kit.engine.environment import check_env
 from swa_kit.measure.audit import Audit, Finding, audit
+from swa_kit.measure.vllm_drafter_audit import MISROUTED, NEVER_ADMITTED
 from swa_kit.measure.vllm_bug_launch import VLLM_LAUNCH_KEYS, LaunchFieldError, VllmLaunchSpec, check_launch
 from swa_kit.measure.vllm_bug_launch import findings as vllm_findings
 from swa_kit.models.configs import list_models, load_model, parse_hf_config
@@ -137,6 +138,10 @@ FINDING_CLASSES: dict[str, FindingClass] = {c.name: c for c in (
     FindingClass("shuffled-kv-window", "with aiter's shuffled KV layout, vLLM's ROCM_AITER_FA stops at an assertion "
                  "on a sliding-window, sinks or multi-token decode", "raises",
                  ("Shuffle KV cache layout is not supported",)),
+    FindingClass("drafter-wrong-block-table", "a drafter layer's KV is written through another KV-cache group's "
+                 "block table than its own", "wrong", (MISROUTED,)),
+    FindingClass("admission-whole-sequence", "admission charges a drafter's sliding group for the whole prompt, "
+                 "so a request the pool holds waits until it times out", "raises", (NEVER_ADMITTED,)),
 )}
 
 
@@ -283,7 +288,7 @@ def _launch(raw: Any, where: str) -> LaunchSpec:
 
 
 def _vllm_launch(raw: Any, where: str) -> VllmLaunchSpec:
-    raw = _keys(raw, where, "launch", VLLM_LAUNCH_KEYS, {"note"})
+    raw = _keys(raw, where, "launch", VLLM_LAUNCH_KEYS, {"note", "draft_model"})
     model = raw["model"]
     if isinstance(model, str):
         _choice(raw, "model", where, list_models(), "launch.model")
@@ -294,8 +299,11 @@ def _vllm_launch(raw: Any, where: str) -> VllmLaunchSpec:
         raise _fail(where, "launch.env", "must map variable names to text values")
     texts = {k: _text(raw, k, where, f"launch.{k}", empty=k == "server_args")
              for k in ("server_args", "vllm_version", "platform")}
+    draft = raw.get("draft_model")
+    if draft is not None and (not isinstance(draft, dict) or not draft):
+        raise _fail(where, "launch.draft_model", "the drafter's config.json fields as an object")
     spec = VllmLaunchSpec(model=model, env=env, note=_text(raw, "note", where, "launch.note") if "note" in raw
-                          else "", **texts)
+                          else "", draft_model=draft, **texts)
     try:
         check_launch(spec)  # the vLLM audit's own reading: a value it refuses is refused here, by name
     except LaunchFieldError as error:

@@ -15,6 +15,7 @@ from swa_kit.exit_codes import ExitCode
 from swa_kit.launch.vllm_args import VLLM_KV_CONNECTORS
 from swa_kit.launch.vllm_plan import VllmPlan
 from swa_kit.measure.audit import SEVERITIES, Finding
+from swa_kit.measure.vllm_drafter_audit import admission_findings, admission_rows, drafter_findings, drafter_rows
 from swa_kit.tables import format_table
 from swa_kit.vllm_versions import VLLM_VERSION
 
@@ -104,7 +105,8 @@ def _info_findings(plan: VllmPlan) -> list[Finding]:
 
 
 def audit_vllm(plan: VllmPlan) -> VllmAudit:
-    findings = _route_findings(plan) + _memory_findings(plan) + _info_findings(plan)
+    findings = (_route_findings(plan) + _memory_findings(plan) + drafter_findings(plan) + admission_findings(plan)
+                + _info_findings(plan))
     findings.sort(key=lambda f: SEVERITIES.index(f.severity))
     return VllmAudit(plan, findings)
 
@@ -140,6 +142,7 @@ def to_json(report: VllmAudit, known_bugs: KnownBugs | None = None) -> dict[str,
             "platform": plan.platform, "vllm_args": plan.args.given(), "env": plan.env,
             "decisions": [{"decision": d.decision, "value": d.value, "source": d.source} for d in plan.decisions],
             "routes": _route_rows(plan), "kv_cache_groups": _group_rows(plan),
+            "drafter_layers": drafter_rows(plan), "admission": admission_rows(plan),
             "findings": [{**f.to_json(), "known_bugs": list((known_bugs or {}).get(f, ()))} for f in report.findings],
             "exit_code": int(report.exit_code)}
 
@@ -162,6 +165,17 @@ def render_vllm(report: VllmAudit, markdown: bool = False, known_bugs: KnownBugs
     lines += format_table(_group_rows(plan), ["group", "spec", "layers", "block_size", "sliding_window", "page_bytes",
                                               "bytes_per_token_per_layer", "token_slots"],
                           markdown=markdown).splitlines()
+    if plan.drafter is not None:
+        lines += ["", f"{h}Drafter layers ({plan.drafter.method}; KV writes: {plan.drafter.writes})", ""]
+        lines += format_table(drafter_rows(plan), ["layer", "attention", "window", "spec", "block_size", "group",
+                                                   "reads_kv_of", "writes_through_group"],
+                              markdown=markdown).splitlines()
+    if plan.admission is not None:
+        gate = plan.admission
+        lines += ["", f"{h}Admission of a {gate.prompt_tokens}-token prompt ({gate.blocks(gate.prompt_tokens)} of "
+                      f"{gate.pool_blocks} blocks; longest admitted: {gate.largest_prompt} tokens)", ""]
+        lines += format_table(admission_rows(plan), ["group", "spec", "drafter", "block_size", "cap", "blocks",
+                                                     "tokens"], markdown=markdown).splitlines()
     lines += ["", f"{h}Findings (worst first)", ""]
     for i, f in enumerate(report.findings, 1):
         ways = f"way out: {'; or '.join(f.ways_out)}" if f.ways_out else "way out: see the detail"

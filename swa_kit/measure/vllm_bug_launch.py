@@ -5,7 +5,8 @@ take it: ``model`` (a bundled model name, or a config.json's fields as an object
 serve`` flags as typed, ``--speculative-config`` JSON included; ``""`` for none), ``env`` (vLLM's variables the kit
 reads), ``vllm_version`` (``0.34.0`` or ``before-<N>``: 0.34.0 with vLLM PR #N's change undone, one of
 :data:`~swa_kit.vllm_versions.REVERTIBLE_FIXES`), ``platform`` (a ROCm platform the vLLM audit models) and
-optionally ``note``. The launch is read here by the vLLM audit's own readers, so a value the audit refuses is
+optionally ``note`` and ``draft_model`` (the drafter's config.json fields as an object, what ``--draft-hf-config``
+reads). The launch is read here by the vLLM audit's own readers, so a value the audit refuses is
 refused in the corpus too, by field.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 
 from swa_kit.errors import UsageError
 from swa_kit.launch.vllm_args import merged_env, parse_vllm_flags, vllm_env
+from swa_kit.launch.vllm_drafter import read_drafter
 from swa_kit.launch.vllm_plan import VLLM_PLATFORMS, VllmPlan, plan
 from swa_kit.measure.audit import Finding
 from swa_kit.measure.vllm_audit import audit_vllm
@@ -24,7 +26,7 @@ from swa_kit.models.configs import load_model, parse_hf_config
 from swa_kit.vllm_versions import VLLM_VERSIONS
 
 #: The launch's keys (every one required but ``note``).
-VLLM_LAUNCH_KEYS = {"model", "server_args", "env", "vllm_version", "platform", "note"}
+VLLM_LAUNCH_KEYS = {"model", "server_args", "env", "vllm_version", "platform", "note", "draft_model"}
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class VllmLaunchSpec:
     vllm_version: str
     platform: str
     note: str = ""
+    draft_model: Mapping[str, Any] | None = None
 
     @property
     def version(self) -> str:
@@ -71,8 +74,10 @@ def build_plan(spec: VllmLaunchSpec, where: str, vllm_version: str | None = None
     """The launch planned by the vLLM audit (at ``vllm_version`` instead of the launch's, when given)."""
     model = load_model(spec.model) if isinstance(spec.model, str) else \
         parse_hf_config(dict(spec.model), where=f"{where} launch.model")
+    drafter = None if spec.draft_model is None else \
+        read_drafter(dict(spec.draft_model), f"{where} launch.draft_model")
     return plan(model, parse_vllm_flags(spec.server_args), dict(spec.env), spec.platform,
-                vllm_version=vllm_version or spec.vllm_version)
+                vllm_version=vllm_version or spec.vllm_version, drafter=drafter)
 
 
 def findings(spec: VllmLaunchSpec, where: str, vllm_version: str | None = None) -> list[Finding]:
