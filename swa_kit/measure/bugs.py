@@ -36,11 +36,12 @@ An entry (every key required unless marked optional; no other key is accepted):
 ``symptom``
     what users reported, in the kit's paraphrase.
 ``finding_class``
-    one of :data:`FINDING_CLASSES`: what the audit must raise on the launch.
+    one of :data:`~swa_kit.measure.bug_classes.FINDING_CLASSES`: what the audit must raise on the launch.
 ``audit_gap`` (optional)
     what the audit lacks to raise the class on this launch (a backend it does not plan, say). A class the audit
-    cannot raise at all is a gap by itself (:attr:`FindingClass.lacks`). A gap replays with the class expected *not*
-    to be raised, so a gap that closes fails the corpus test until the entry is updated.
+    cannot raise at all is a gap by itself (:attr:`~swa_kit.measure.bug_classes.FindingClass.lacks`). A gap
+    replays with the class expected *not* to be raised, so a gap that closes fails the corpus test until the entry
+    is updated.
 ``after_fix`` (optional)
     ``{"sglang_version": V}`` (``{"vllm_version": V}`` for a vLLM entry): replayed at V, the class must be gone
     (the fix the kit models).
@@ -64,8 +65,8 @@ from swa_kit.launch.inputs import PLATFORMS, SGLANG_VERSIONS, Launch, Platform, 
 from swa_kit.engine.spec_algorithms import EAGLE_FAMILY_HANDLER, SpeculativeAlgorithm
 from swa_kit.engine.environment import check_env
 from swa_kit.measure.audit import Audit, Finding, audit
-from swa_kit.measure.vllm_drafter_audit import MISROUTED, NEVER_ADMITTED
-from swa_kit.measure.vllm_bug_launch import VLLM_LAUNCH_KEYS, LaunchFieldError, VllmLaunchSpec, check_launch
+from swa_kit.measure.bug_classes import FINDING_CLASSES, REFUSAL_TITLE, finding_classes
+from swa_kit.measure.vllm_bug_launch import VLLM_LAUNCH_KEYS, LaunchFieldError, VllmLaunchSpec, read_launch
 from swa_kit.measure.vllm_bug_launch import findings as vllm_findings
 from swa_kit.models.configs import list_models, load_model, parse_hf_config
 from swa_kit.resources import data_path
@@ -80,69 +81,8 @@ MAX_ENTRY_BYTES = 64 * 1024  # an entry is a page of text; anything larger is no
 MAX_TEXT = 1200  # characters in one text field
 
 
-#: The finding that stands for the audit's answer to a launch SGLang refuses at start-up (one line, exit 2).
-REFUSAL_TITLE = "SGLang refuses this launch at start-up"
-
-
 class BugEntryError(UsageError):
     """A corpus entry that is missing, malformed or inconsistent (the message names its file and field)."""
-
-
-@dataclass(frozen=True)
-class FindingClass:
-    """A kind of failure: how the audit shows it (severity and the wording of its finding), or what it lacks."""
-
-    name: str
-    what: str
-    severity: str | None = None  # None: the audit cannot raise this class yet
-    markers: tuple[str, ...] = ()  # text of the finding's title or detail that marks the class
-    lacks: str = ""
-
-
-FINDING_CLASSES: dict[str, FindingClass] = {c.name: c for c in (
-    FindingClass("untranslated-slots", "a sliding layer's SWA buffer is indexed with untranslated full-pool slot "
-                 "ids", "wrong", ("untranslated full-pool slot ids",)),
-    FindingClass("window-not-passed", "a sliding layer reaches a kernel that gets no window and attends the whole "
-                 "context", "wrong", ("takes no window", "gets no window")),
-    FindingClass("one-key-short", "a sliding layer attends W - 1 keys where the model means W", "one-short",
-                 ("one key short",)),
-    FindingClass("swa-pool-too-small", "the SWA pool is below the window plus a page: SGLang cannot admit a "
-                 "request", "raises", ("the SWA pool is too small",)),
-    FindingClass("mistranslated-slots", "an EAGLE draft that owns a full-only pool reads it through the target's "
-                 "full->SWA mapping", "wrong", ("SWA-translated slot ids would index a full-size buffer",)),
-    FindingClass("draft-pool-smaller", "the draft's full pool is smaller than the target's, so draft KV writes go "
-                 "out of bounds", "wrong", ("the draft's full pool is smaller than the target's",)),
-    FindingClass("draft-kv-outside-budget", "the draft's KV pool is allocated on top of a budget sized for the "
-                 "target alone", "raises", ("the draft's KV pool is allocated outside the KV budget",)),
-    FindingClass("swa-eviction", "out-of-window SWA slots are never freed, or freed twice, at run time",
-                 "memory", ("out-of-window SWA slots are never freed",)),
-    FindingClass("window-with-sinks", "attention sinks and a window together in one kernel give wrong output",
-                 lacks="the audit models no attention sinks and does not plan the deterministic Triton path"),
-    FindingClass("window-too-wide", "a model file passes W where SGLang's convention wants W - 1: one key too "
-                 "many", "one-short", ("one key too many",)),
-    FindingClass("ck-head-dim-cap", "aiter's CK prefill refuses head_dim over 256", "raises",
-                 ("supports a head dimension of at most",)),
-    FindingClass("startup-refusal", "SGLang refuses the launch at start-up (a model's backend allow-list)",
-                 "raises", (REFUSAL_TITLE,)),
-    FindingClass("tree-window-by-row", "an EAGLE tree's drafts get their window bound by flattened row, not "
-                 "depth: a draft past a sibling's branch attends fewer keys than meant", "wrong", ("not its depth",)),
-    FindingClass("backend-replaced", "SGLang runs another attention backend than the one the flags give, and "
-                 "refuses nothing", "info", ("SGLang replaces the attention backend given",)),
-    FindingClass("ck-window-dispatch", "aiter's batch prefill loads a masked module where its kernel computes "
-                 "no mask, and fails", "raises", ("invalid argument for batch_prefill",)),
-    FindingClass("verify-as-one-token", "a speculative verify step's query tokens reach a decode kernel told "
-                 "max_seqlen_q=1, which attends them as one", "wrong",
-                 ("draft tokens are attended as if they were one",)),
-    FindingClass("local-sized-as-full", "with vLLM's hybrid KV-cache manager off, sliding (and chunked-local) "
-                 "layers are sized for the whole context", "memory", ("pay for the whole context",)),
-    FindingClass("shuffled-kv-window", "with aiter's shuffled KV layout, vLLM's ROCM_AITER_FA stops at an assertion "
-                 "on a sliding-window, sinks or multi-token decode", "raises",
-                 ("Shuffle KV cache layout is not supported",)),
-    FindingClass("drafter-wrong-block-table", "a drafter layer's KV is written through another KV-cache group's "
-                 "block table than its own", "wrong", (MISROUTED,)),
-    FindingClass("admission-whole-sequence", "admission charges a drafter's sliding group for the whole prompt, "
-                 "so a request the pool holds waits until it times out", "raises", (NEVER_ADMITTED,)),
-)}
 
 
 @dataclass(frozen=True)
@@ -289,26 +229,12 @@ def _launch(raw: Any, where: str) -> LaunchSpec:
 
 def _vllm_launch(raw: Any, where: str) -> VllmLaunchSpec:
     raw = _keys(raw, where, "launch", VLLM_LAUNCH_KEYS, {"note", "draft_model"})
-    model = raw["model"]
-    if isinstance(model, str):
-        _choice(raw, "model", where, list_models(), "launch.model")
-    elif not isinstance(model, dict) or not model:
-        raise _fail(where, "launch.model", "a bundled model name or a config.json's fields as an object")
-    env = raw["env"]
-    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-        raise _fail(where, "launch.env", "must map variable names to text values")
     texts = {k: _text(raw, k, where, f"launch.{k}", empty=k == "server_args")
-             for k in ("server_args", "vllm_version", "platform")}
-    draft = raw.get("draft_model")
-    if draft is not None and (not isinstance(draft, dict) or not draft):
-        raise _fail(where, "launch.draft_model", "the drafter's config.json fields as an object")
-    spec = VllmLaunchSpec(model=model, env=env, note=_text(raw, "note", where, "launch.note") if "note" in raw
-                          else "", draft_model=draft, **texts)
+             for k in ("server_args", "vllm_version", "platform", "note") if k in raw}
     try:
-        check_launch(spec)  # the vLLM audit's own reading: a value it refuses is refused here, by name
+        return read_launch(raw, texts)  # the vLLM audit's own reading: a value it refuses is refused, by name
     except LaunchFieldError as error:
         raise _fail(where, error.field, error.problem) from None
-    return spec
 
 
 def _evidence(raw: Any, where: str) -> tuple[Evidence, ...]:
@@ -400,16 +326,6 @@ def find_entry(corpus: Sequence[BugEntry], ident: str) -> BugEntry:
         if entry.id == ident:
             return entry
     raise UsageError(f"no bug entry {ident[:80]!r}; known: {', '.join(e.id for e in corpus)}")
-
-
-# -- the audit's findings as classes ----------------------------------------------------------------------------
-
-
-def finding_classes(finding: Finding) -> frozenset[str]:
-    """The classes one finding shows (a route finding may join several problems)."""
-    text = f"{finding.title}\n{finding.detail}"
-    return frozenset(c.name for c in FINDING_CLASSES.values()
-                     if c.severity == finding.severity and any(m in text for m in c.markers))
 
 
 # -- replaying an entry ------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from swa_kit.launch.vllm_drafter import read_drafter
 from swa_kit.launch.vllm_plan import VLLM_PLATFORMS, VllmPlan, plan
 from swa_kit.measure.audit import Finding
 from swa_kit.measure.vllm_audit import audit_vllm
-from swa_kit.models.configs import load_model, parse_hf_config
+from swa_kit.models.configs import list_models, load_model, parse_hf_config
 from swa_kit.vllm_versions import VLLM_VERSIONS
 
 #: The launch's keys (every one required but ``note``).
@@ -51,6 +51,24 @@ class LaunchFieldError(UsageError):
     def __init__(self, field: str, problem: str) -> None:
         super().__init__(f"field {field!r}: {problem}")
         self.field, self.problem = field, problem
+
+
+def read_launch(raw: Mapping[str, Any], texts: Mapping[str, str]) -> VllmLaunchSpec:
+    """The launch from an entry's ``launch`` object (``texts``: its text fields, already checked as text)."""
+    model, env, draft = raw["model"], raw["env"], raw.get("draft_model")
+    if isinstance(model, str):
+        if model not in list_models():
+            raise LaunchFieldError("launch.model", f"{model[:80]!r} is not one of {', '.join(list_models())}")
+    elif not isinstance(model, dict) or not model:
+        raise LaunchFieldError("launch.model", "a bundled model name or a config.json's fields as an object")
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise LaunchFieldError("launch.env", "must map variable names to text values")
+    if draft is not None and (not isinstance(draft, dict) or not draft):
+        raise LaunchFieldError("launch.draft_model", "the drafter's config.json fields as an object")
+    spec = VllmLaunchSpec(model=model, server_args=texts["server_args"], env=env, vllm_version=texts["vllm_version"],
+                          platform=texts["platform"], note=texts.get("note", ""), draft_model=draft)
+    check_launch(spec)
+    return spec
 
 
 def check_launch(spec: VllmLaunchSpec) -> None:

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 from swa_kit.errors import SwaKitError
 from swa_kit.launch.vllm_plan import VllmPlan
-from swa_kit.measure.bugs import FINDING_CLASSES, BugEntry, LaunchFacts, Match, facts_match, finding_classes, \
-    load_corpus
+from swa_kit.measure.bug_classes import FINDING_CLASSES, finding_classes
+from swa_kit.measure.bugs import BugEntry, LaunchFacts, Match, facts_match, load_corpus
 from swa_kit.measure.vllm_audit import VllmAudit
 from swa_kit.measure.vllm_bug_launch import VllmLaunchSpec, build_plan
 
