@@ -177,7 +177,7 @@ def _refused(tmp_path, raw, name: str = SAMPLE) -> str:
 def test_every_field_missing_or_mistyped_is_named(tmp_path, key):
     raw = _sample()
     del raw[key]
-    if key not in ("audit_gap", "after_fix"):
+    if key not in ("audit_gap", "after_fix", "releases"):
         assert f"field {key!r}" in _refused(tmp_path, raw)
     raw = _sample()
     raw[key] = [raw[key]]  # a list where the schema wants text, a number or an object (evidence: its item)
@@ -221,6 +221,35 @@ def test_inconsistent_values_are_named(tmp_path, change, field):
     assert f"field {field!r}" in _refused(tmp_path, raw)
 
 
+@pytest.mark.parametrize("change, field", [
+    (lambda r: r["releases"].update(first_with="0.5.19"), "releases.first_with"),  # not after last_without
+    (lambda r: r["releases"].update(last_without="0.5"), "releases.last_without"),
+    (lambda r: r["releases"].update(first_with="9.0.0"), "releases.first_with"),  # after the release the kit mirrors
+    (lambda r: r["releases"].update(runs="everything"), "releases.runs"),
+    (lambda r: r["releases"].pop("fix_code"), "releases.fix_code"),
+    (lambda r: r["releases"]["fix_code"].update(file="../setup.py"), "releases.fix_code.file"),
+    (lambda r: r["releases"]["fix_code"].update(line="  def _resolve_swa_kv_pool(model_runner):"),
+     "releases.fix_code.line"),  # a line is compared without its indentation
+    (lambda r: r["releases"].update(none=""), "releases.none"),  # a pair or a reason, not both
+    (lambda r: r.update(releases={"none": ""}), "releases.none"),
+    (lambda r: r.update(fixed_by="open", state="closed", kind="pr") or r.pop("after_fix"), "releases"),
+])
+def test_bad_release_pairs_are_named(tmp_path, change, field):
+    raw = _sample()
+    change(raw)
+    assert f"field {field!r}" in _refused(tmp_path, raw)
+
+
+def test_every_sglang_fix_records_its_releases():
+    """A merged SGLang fix says which releases stand for it, or why none does: never silently left out."""
+    for entry in CORPUS:
+        if entry.repository == "sgl-project/sglang" and entry.fixed_by != "open":
+            assert entry.releases is not None, entry.id
+        if entry.releases is not None and entry.releases.first_with and not entry.gap:
+            assert entry.replayed_at == f"{entry.launch.sglang_version} setting, for release " \
+                                        f"{entry.releases.last_without}"
+
+
 def test_unreadable_files_are_named(tmp_path):
     assert "not valid JSON" in _refused(tmp_path, "{")
     assert "nested too deeply" in _refused(tmp_path, "[" * 20_000 + "]" * 20_000)
@@ -251,6 +280,19 @@ def test_the_command_lists_and_replays(capsys):
     assert main(["bugs", "--replay", "all", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == len(CORPUS) and all(r["as_expected"] for r in rows)
+
+
+def test_the_listing_names_each_replays_release(capsys):
+    """Per entry: the release pair (or why none), and what the replay runs against."""
+    seed, between = BY_ID["sglang-38756"], BY_ID["sglang-26966"]
+    assert main(["bugs", "--json"]) == 0
+    rows = {r["id"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows[seed.id]["releases"] == "0.5.19 -> 0.5.20"
+    assert rows[seed.id]["replayed_at"] == "before-38756 setting, for release 0.5.19"
+    assert rows[between.id]["releases"] == "none" and rows[between.id]["replayed_at"] == "before-26966 setting only"
+    assert {r["releases"] for r in rows.values() if BY_ID[r["id"]].fixed_by == "open"} <= {"no fix", "none"}
+    assert main(["bugs", "--replay", between.id]) == 0
+    assert f"releases: none ({between.releases.none})" in capsys.readouterr().out
 
 
 def test_an_unknown_id_is_one_line_and_exit_2(capsys):

@@ -45,6 +45,13 @@ An entry (every key required unless marked optional; no other key is accepted):
 ``after_fix`` (optional)
     ``{"sglang_version": V}`` (``{"vllm_version": V}`` for a vLLM entry): replayed at V, the class must be gone
     (the fix the kit models).
+``releases`` (optional; required by the corpus test on an SGLang entry fixed by a merged PR)
+    where the fix lands among the SGLang releases on the package index, found by bisecting wheels on the fix's own
+    code: ``{"last_without": V, "first_with": V2, "fix_code": {"file", "line"}}`` (optionally ``"runs"``: one of
+    :data:`RELEASE_RUNS`, the decision CI runs from both releases' own code), or ``{"none": why}`` where no release
+    pair stands for the entry (the fix is in no release, the failure never shipped in one, or it is not bisected).
+    ``fix_code.file`` is a path inside the wheel (``sglang/srt/...py``) and ``fix_code.line`` a line the fix added
+    (compared without its indentation): CI checks that it is in that file of V2 and not in that file of V.
 ``evidence``
     where the failure lives: a non-empty list of ``{"file", "function", "at", "line"}``: ``at`` names the source
     read (``sglang 0.5.23``, an aiter release, or ``the thread's diff`` where the code moved since), ``line`` is a
@@ -54,6 +61,7 @@ An entry (every key required unless marked optional; no other key is accepted):
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,7 +79,7 @@ from swa_kit.measure.vllm_bug_launch import findings as vllm_findings
 from swa_kit.models.configs import list_models, load_model, parse_hf_config
 from swa_kit.resources import data_path
 from swa_kit.sglang_versions import SGLANG_VERSION
-from swa_kit.vllm_versions import VLLM_VERSIONS
+from swa_kit.vllm_versions import VLLM_VERSION, VLLM_VERSIONS
 
 BUGS_DIR = data_path("bugs")
 REPOSITORIES = {"sgl-project/sglang": ("sglang", "SGLang"), "vllm-project/vllm": ("vllm", "vLLM"),
@@ -83,6 +91,48 @@ MAX_TEXT = 1200  # characters in one text field
 
 class BugEntryError(UsageError):
     """A corpus entry that is missing, malformed or inconsistent (the message names its file and field)."""
+
+
+#: The decisions CI runs from an older release's own source, on CPU, next to the kit's ``before-<N>`` answer
+#: (tests/test_bugs_releases.py implements each; an entry names one in ``releases.runs``).
+RELEASE_RUNS: dict[str, str] = {
+    "aiter-resolver": "the SWA pool aiter's backend translates against, from AiterAttnBackend's own code on "
+                      "stand-in runners and pools",
+    "trtllm-resolver": "the SWA pool trtllm_mha's backend translates against, from TRTLLMHAAttnBackend's own code "
+                       "on stand-in runners and pools",
+    "gemma4-window": "the window argument Gemma-4's sliding layers pass, from the model file's own code",
+    "swa-draft-budget": "how many EAGLE draft layers the hybrid-SWA pool configurator counts in the budget, from "
+                        "HybridSWAPoolConfigurator's own code on a stand-in runner",
+    "gemma4-aiter": "whether Gemma-4's backend allow-list takes aiter, from the release's own start-up assert",
+    "llama4-trtllm-mha": "whether Llama-4's backend allow-list takes trtllm_mha, from the release's own start-up "
+                         "assert",
+    "unified-memory-dspark": "whether --enable-unified-memory admits DSPARK, from the release's own start-up "
+                             "assert",
+}
+_RELEASE = re.compile(r"\d+\.\d+\.\d+(\.post\d+)?")
+
+
+def release_key(version: str) -> tuple[int, ...]:
+    """Order of SGLang releases ``0.5.12 < 0.5.12.post1 < 0.5.13``."""
+    base, _, post = version.partition(".post")
+    return (*(int(part) for part in base.split(".")), int(post) if post else -1)
+
+
+@dataclass(frozen=True)
+class Releases:
+    """Where an entry's fix lands among the SGLang releases on the package index (or why no pair stands for it)."""
+
+    last_without: str = ""
+    first_with: str = ""
+    fix_file: str = ""  # a path inside the wheel, sglang/...py
+    fix_line: str = ""  # a line the fix added, without its indentation
+    runs: str = ""  # one of RELEASE_RUNS, or "" where no decision is run from the releases' code
+    none: str = ""  # why no release pair stands for the entry
+
+    @property
+    def label(self) -> str:
+        """``0.5.19 -> 0.5.20``, or ``none``."""
+        return f"{self.last_without} -> {self.first_with}" if self.first_with else "none"
 
 
 @dataclass(frozen=True)
@@ -128,6 +178,7 @@ class BugEntry:
     audit_gap: str = ""
     after_fix: str | None = None  # the engine version at which the class must be gone
     engine: str = "sglang"  # whose audit replays the launch (ENGINES)
+    releases: Releases | None = None  # where the fix lands among released wheels (None: not recorded)
 
     @property
     def gap(self) -> str:
@@ -147,6 +198,24 @@ class BugEntry:
         return "open" if self.fixed_by == "open" else f"#{self.fixed_by}"
 
     @property
+    def replayed_at(self) -> str:
+        """What the replay runs against: a release the kit mirrors, or a ``before-<N>`` setting and the release
+        that setting stands for (where one is recorded)."""
+        version = self.launch.version
+        if version == (VLLM_VERSION if self.engine == "vllm" else SGLANG_VERSION):
+            return f"release {version}"
+        if self.releases is not None and self.releases.first_with:
+            return f"{version} setting, for release {self.releases.last_without}"
+        return f"{version} setting only"
+
+    @property
+    def releases_label(self) -> str:
+        """The releases column: ``0.5.19 -> 0.5.20``, ``none`` (the entry says why), ``no fix``, or ``not recorded``."""
+        if self.releases is not None:
+            return self.releases.label
+        return "no fix" if self.fixed_by == "open" else "not recorded"
+
+    @property
     def fix_text(self) -> str:
         """What the audit and the listing say of the fix: ``no fix known``, ``fixed in #N``, or the regression."""
         if self.fixed_by == "regressed":
@@ -157,8 +226,8 @@ class BugEntry:
 # -- reading and checking ---------------------------------------------------------------------------------------
 
 _KEYS = {"id", "repository", "number", "kind", "state", "title", "fixed_by", "confirmed_by", "launch", "symptom",
-         "finding_class", "evidence", "audit_gap", "after_fix", "engine"}
-_OPTIONAL = {"audit_gap", "after_fix", "engine"}
+         "finding_class", "evidence", "audit_gap", "after_fix", "engine", "releases"}
+_OPTIONAL = {"audit_gap", "after_fix", "engine", "releases"}
 _LAUNCH_KEYS = {"model", "server_args", "env", "sglang_version", "platform", "note", "draft_model"}
 _EVIDENCE_KEYS = {"file", "function", "at", "line"}
 
@@ -237,6 +306,36 @@ def _vllm_launch(raw: Any, where: str) -> VllmLaunchSpec:
         raise _fail(where, error.field, error.problem) from None
 
 
+def _release(raw: Mapping[str, Any], key: str, where: str) -> str:
+    value = raw[key]
+    if not isinstance(value, str) or not _RELEASE.fullmatch(value) or \
+            release_key(value) > release_key(SGLANG_VERSION):
+        raise _fail(where, f"releases.{key}", f"must be an SGLang release up to {SGLANG_VERSION} (like 0.5.12.post1), "
+                                              f"got {str(value)[:80]!r}")
+    return value
+
+
+def _releases(raw: Any, where: str, fixed_by: int | str) -> Releases:
+    if isinstance(raw, dict) and set(raw) == {"none"}:
+        return Releases(none=_text(raw, "none", where, "releases.none"))
+    raw = _keys(raw, where, "releases", {"last_without", "first_with", "fix_code", "runs"}, {"runs"})
+    if fixed_by == "open":
+        raise _fail(where, "releases", "a release pair needs a fix; an open thread has none (give {\"none\": why})")
+    before, after = _release(raw, "last_without", where), _release(raw, "first_with", where)
+    if release_key(before) >= release_key(after):
+        raise _fail(where, "releases.first_with", f"{after!r} must come after last_without {before!r}")
+    code = _keys(raw["fix_code"], where, "releases.fix_code", {"file", "line"}, set())
+    file, line = _text(code, "file", where, "releases.fix_code.file"), _text(code, "line", where,
+                                                                             "releases.fix_code.line")
+    if not re.fullmatch(r"sglang(/[A-Za-z0-9_]+)+\.py", file):
+        raise _fail(where, "releases.fix_code.file", f"must be a .py path inside the wheel, sglang/..., got {file!r}")
+    if line != line.strip() or "\n" in line or len(line) > 200:
+        raise _fail(where, "releases.fix_code.line", "must be one line of code without its indentation, at most 200 "
+                                                     "characters")
+    runs = _choice(raw, "runs", where, RELEASE_RUNS, "releases.runs") if "runs" in raw else ""
+    return Releases(before, after, file, line, runs)
+
+
 def _evidence(raw: Any, where: str) -> tuple[Evidence, ...]:
     if not isinstance(raw, list) or not raw:
         raise _fail(where, "evidence", "must be a non-empty list of {file, function, at, line}")
@@ -292,7 +391,8 @@ def parse_entry(raw: Any, where: str, stem: str | None = None) -> BugEntry:
                     confirmed_by=_choice(raw, "confirmed_by", where, ("search", "notes")), launch=launch,
                     symptom=_text(raw, "symptom", where), finding_class=cls.name, evidence=_evidence(raw["evidence"],
                                                                                                        where),
-                    audit_gap=gap, after_fix=after, engine=engine)
+                    audit_gap=gap, after_fix=after, engine=engine,
+                    releases=_releases(raw["releases"], where, fixed_by) if "releases" in raw else None)
 
 
 def read_entry(path: str | Path) -> BugEntry:
@@ -466,4 +566,5 @@ def match(report: Audit, corpus: Sequence[BugEntry] | None = None) -> list[Match
 def entry_rows(corpus: Sequence[BugEntry]) -> list[dict[str, Any]]:
     """The corpus as table rows: id, title, fixed by, finding class, and whether it replays or is a gap."""
     return [{"id": e.id, "engine": e.engine, "title": e.title, "fixed_by": e.fixed_label,
-             "finding_class": e.finding_class, "replays": "gap" if e.gap else "yes"} for e in corpus]
+             "finding_class": e.finding_class, "replays": "gap" if e.gap else "yes", "releases": e.releases_label,
+             "replayed_at": e.replayed_at} for e in corpus]
