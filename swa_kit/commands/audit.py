@@ -11,8 +11,9 @@ from swa_kit.models.configs import list_models
 from swa_kit.engine.environment import ENV_VARS
 from swa_kit.exit_codes import ExitCode
 from swa_kit.launch.inputs import PLATFORMS
-from swa_kit.launch.vllm_args import VLLM_VERSION
 from swa_kit.sglang_versions import SGLANG_VERSION, SGLANG_VERSIONS, versions_help
+from swa_kit.vllm_versions import VLLM_VERSION, VLLM_VERSIONS
+from swa_kit.vllm_versions import versions_help as vllm_versions_help
 
 if TYPE_CHECKING:
     from swa_kit.launch.inputs import Launch
@@ -32,7 +33,11 @@ JSON_SHAPE = ("--json prints one object: model {name, architecture, sources, con
               "[{decision, value, source, how}], routes [{worker, mode, backend, kind, layers, kernel, window_arg, "
               "keys, page_table, sglang, kit}], findings [{severity, title, detail, ways_out: [alternatives], where, "
               "known_bugs: [lines]}] worst first, exit_code, versions {swa-kit, SGLang installed here, transformers}, "
-              "command, and with --check-with-sglang sglang_check {version, fields [{field, kit, sglang, agree}]}")
+              "command, and with --check-with-sglang sglang_check {version, fields [{field, kit, sglang, agree}]}. "
+              "With --engine vllm: engine, model, platform, vllm_args, env, decisions, routes, kv_cache_groups, "
+              "drafter_layers [{layer, attention, window, spec, block_size, group, reads_kv_of, "
+              "writes_through_group}], admission [{group, spec, drafter, block_size, cap, blocks, tokens}], findings, "
+              "exit_code")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,8 +86,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="model weights per GPU in GiB, subtracted from the static memory budget")
     parser.add_argument("--sglang-version", default=SGLANG_VERSION, choices=SGLANG_VERSIONS,
                         help=versions_help())
+    parser.add_argument("--vllm-version", default=VLLM_VERSION, choices=VLLM_VERSIONS,
+                        help="with --engine vllm: " + vllm_versions_help())
     parser.add_argument("--draft-hf-config", metavar="PATH", default=None,
-                        help="the draft model's config.json (what --speculative-draft-model-path points at)")
+                        help="the draft model's config.json (what --speculative-draft-model-path points at; with "
+                             "--engine vllm, what --speculative-config's model points at: its layers are placed "
+                             "in vLLM's KV-cache groups)")
+    parser.add_argument("--prompt-tokens", type=int, default=None, metavar="N",
+                        help="with --engine vllm: the prompt whose admission is shown, per KV-cache group (default: "
+                             "max_model_len)")
     parser.add_argument("--trace", metavar="FILE", default=None,
                         help="kernel calls recorded in the live server (.jsonl) by swa_kit.measure.trace (SGLang) or "
                              "swa_kit.measure.vllm_trace (--engine vllm), held against the plan: each difference is "
@@ -120,7 +132,9 @@ def command_line(args: argparse.Namespace) -> str:
     for option, value in (("--hf-config", args.hf_config), ("--model", args.model), ("--server-args", args.server_args),
                           ("--platform", args.platform), ("--gpu-memory-gib", args.gpu_memory_gib),
                           ("--weights-gib", args.weights_gib), ("--sglang-version", args.sglang_version),
-                          ("--draft-hf-config", args.draft_hf_config), ("--trace", args.trace)):
+                          ("--vllm-version", None if args.vllm_version == VLLM_VERSION else args.vllm_version),
+                          ("--draft-hf-config", args.draft_hf_config), ("--prompt-tokens", args.prompt_tokens),
+                          ("--trace", args.trace)):
         if value is not None:  # a value that starts with "-" must be joined to its option
             words += [f"{option}={value}"] if str(value).startswith("-") else [option, str(value)]
     for pair in args.env:
@@ -153,15 +167,16 @@ def _raw_launch(args: argparse.Namespace, launch: Launch) -> RawLaunch:
 def run_vllm(args: argparse.Namespace) -> int:
     """``--engine vllm``: the vLLM launch's plan and findings; SGLang-only options are refused by name."""
     from swa_kit.errors import UsageError
-    from swa_kit.files import read_text
+    from swa_kit.files import parse_json, read_text
     from swa_kit.launch.inputs import MAX_ARGS_BYTES, env_pairs
     from swa_kit.launch.vllm_args import parse_vllm_flags
+    from swa_kit.launch.vllm_drafter import read_drafter
     from swa_kit.launch.vllm_plan import plan
     from swa_kit.measure.vllm_audit import audit_vllm, render_vllm, render_vllm_json
-    from swa_kit.models.configs import load_hf_config, load_model
+    from swa_kit.measure.vllm_bug_match import match_vllm
+    from swa_kit.models.configs import MAX_CONFIG_BYTES, load_hf_config, load_model
 
     sglang_only = [name for name, value, default in (("--sglang-version", args.sglang_version, SGLANG_VERSION),
-                                                     ("--draft-hf-config", args.draft_hf_config, None),
                                                      ("--check-with-sglang", args.check_with_sglang, False))
                    if value != default]
     if sglang_only:
@@ -170,16 +185,30 @@ def run_vllm(args: argparse.Namespace) -> int:
     if os.path.isfile(text):  # a file holding the launch command
         text = read_text(text, "--server-args file", MAX_ARGS_BYTES)
     model = load_model(args.model) if args.model else load_hf_config(args.hf_config)
+    drafter = None
+    if args.draft_hf_config is not None:
+        file = args.draft_hf_config
+        file = os.path.join(file, "config.json") if os.path.isdir(file) else file
+        drafter = read_drafter(parse_json(read_text(file, "--draft-hf-config", MAX_CONFIG_BYTES),
+                                          f"--draft-hf-config {file}"), file)
     report = audit_vllm(plan(model, parse_vllm_flags(text), env_pairs(args.env), args.platform,
-                             args.gpu_memory_gib, args.weights_gib),
+                             args.gpu_memory_gib, args.weights_gib, args.vllm_version, drafter, args.prompt_tokens),
                         None if args.trace is None else _read_trace(args.trace, "vllm"))
-    print(render_vllm_json(report) if args.json else render_vllm(report, markdown=args.markdown))
+    known = {m.finding: m.lines() for m in match_vllm(report)}
+    print(render_vllm_json(report, known) if args.json else render_vllm(report, args.markdown, known))
     return report.exit_code
 
 
 def run(args: argparse.Namespace) -> int:
     if args.engine == "vllm":
         return run_vllm(args)
+    if args.vllm_version != VLLM_VERSION or args.prompt_tokens is not None:
+        from swa_kit.errors import UsageError
+
+        if args.prompt_tokens is not None:
+            raise UsageError("--prompt-tokens: the vLLM audit's only (--engine vllm)")
+        raise UsageError(f"--vllm-version {args.vllm_version}: the vLLM audit's only (--engine vllm); SGLang's "
+                         "release is --sglang-version")
     # builds pools and reads transformers: import when asked
     from swa_kit.measure.audit import ReportContext, audit, render, render_json
     from swa_kit.measure.bugs import match

@@ -176,3 +176,10 @@ def planned(algorithm: SpeculativeAlgorithm | str | None) -> SpeculativeAlgorith
 #: its names and grouping differ from SGLang's algorithms above.
 VLLM_SPEC_METHODS: dict[str, bool] = {"eagle": True, "eagle3": True, "mtp": True, "dflash": True, "dspark": True,
                                       "ngram": False, "ngram_gpu": False, "suffix": False, "draft_model": False}
+#: vLLM methods with no draft model, so no drafter layers to place (a lookup of earlier tokens).
+VLLM_NO_DRAFT_MODEL = ("ngram", "ngram_gpu", "suffix")
+#: vLLM methods whose speculator writes the drafter's context KV outside attention (``DFlashSpeculator`` and its
+#: subclass ``DSparkSpeculator``, vllm/v1/worker/gpu/spec_decode/dflash/, dspark/).
+VLLM_CONTEXT_KV_WRITERS = ("dflash", "dspark")
+#: The method vLLM runs Gemma-4's assistant drafter under (``SpeculativeConfig.use_gemma4_mtp``).
+VLLM_GEMMA4_DRAFT_METHOD = "mtp"

@@ -1,4 +1,5 @@
-"""Known bugs, by number: public SGLang and aiter threads about sliding-window attention, replayed through the audit.
+"""Known bugs, by number: public SGLang, vLLM and aiter threads about sliding-window attention, replayed through the
+audit of their engine.
 
 The corpus is ``data/bugs/<id>.json``, one thread per file. :func:`load_corpus` reads and checks every file and
 refuses a bad one by name (file and field); :func:`replay` builds an entry's launch, runs :func:`~swa_kit.measure.
@@ -8,10 +9,12 @@ findings to the entries of the same class and launch facts ("matches SGLang #387
 An entry (every key required unless marked optional; no other key is accepted):
 
 ``id``
-    ``sglang-<number>`` or ``aiter-<number>``; equals the file's stem.
+    ``sglang-<number>``, ``vllm-<number>`` or ``aiter-<number>``; equals the file's stem.
 ``repository``, ``number``, ``kind``, ``state``
-    ``sgl-project/sglang`` or ``ROCm/aiter``; the thread's number; ``issue`` or ``pr``; ``open``, ``closed`` or
-    ``merged`` (a PR only).
+    ``sgl-project/sglang``, ``vllm-project/vllm`` or ``ROCm/aiter``; the thread's number; ``issue`` or ``pr``;
+    ``open``, ``closed`` or ``merged`` (a PR only).
+``engine`` (optional)
+    the engine whose audit replays the launch: ``sglang`` (the default) or ``vllm`` (a vLLM thread's must be).
 ``title``
     the thread in the kit's words (never the thread's own prose).
 ``fixed_by``
@@ -23,21 +26,25 @@ An entry (every key required unless marked optional; no other key is accepted):
     ``search``: the thread itself was read in a search of public threads; ``notes``: the thread was not found in
     that search and is known from the maintainers' notes on the threads around it.
 ``launch``
-    what to replay: ``model`` (a bundled model name, or a config.json's fields as an object), ``server_args``
-    (SGLang's flags as typed, ``""`` for none), ``env`` (the routing variables), ``sglang_version`` (``0.5.23`` or
-    ``before-<N>``: 0.5.23 with PR #N's change undone, one of :data:`~swa_kit.sglang_versions.REVERTIBLE_FIXES`),
-    ``platform``, and optionally ``draft_model`` (the draft's config.json fields as an object, what
-    ``--draft-hf-config`` reads) and ``note`` (how this launch differs from the thread's own).
+    what to replay. An SGLang entry's: ``model`` (a bundled model name, or a config.json's fields as an object),
+    ``server_args`` (SGLang's flags as typed, ``""`` for none), ``env`` (the routing variables), ``sglang_version``
+    (``0.5.23`` or ``before-<N>``: 0.5.23 with PR #N's change undone, one of
+    :data:`~swa_kit.sglang_versions.REVERTIBLE_FIXES`), ``platform``, and optionally ``draft_model`` (the draft's
+    config.json fields as an object, what ``--draft-hf-config`` reads) and ``note`` (how this launch differs from
+    the thread's own). A vLLM entry's is described in :mod:`swa_kit.measure.vllm_bug_launch` (``vllm_version`` in
+    place of ``sglang_version``, ``server_args`` holding ``vllm serve`` flags).
 ``symptom``
     what users reported, in the kit's paraphrase.
 ``finding_class``
-    one of :data:`FINDING_CLASSES`: what the audit must raise on the launch.
+    one of :data:`~swa_kit.measure.bug_classes.FINDING_CLASSES`: what the audit must raise on the launch.
 ``audit_gap`` (optional)
     what the audit lacks to raise the class on this launch (a backend it does not plan, say). A class the audit
-    cannot raise at all is a gap by itself (:attr:`FindingClass.lacks`). A gap replays with the class expected *not*
-    to be raised, so a gap that closes fails the corpus test until the entry is updated.
+    cannot raise at all is a gap by itself (:attr:`~swa_kit.measure.bug_classes.FindingClass.lacks`). A gap
+    replays with the class expected *not* to be raised, so a gap that closes fails the corpus test until the entry
+    is updated.
 ``after_fix`` (optional)
-    ``{"sglang_version": V}``: replayed at V, the class must be gone (the fix the kit models).
+    ``{"sglang_version": V}`` (``{"vllm_version": V}`` for a vLLM entry): replayed at V, the class must be gone
+    (the fix the kit models).
 ``releases`` (optional; required by the corpus test on an SGLang entry fixed by a merged PR)
     where the fix lands among the SGLang releases on the package index, found by bisecting wheels on the fix's own
     code: ``{"last_without": V, "first_with": V2, "fix_code": {"file", "line"}}`` (optionally ``"runs"``: one of
@@ -66,67 +73,24 @@ from swa_kit.launch.inputs import PLATFORMS, SGLANG_VERSIONS, Launch, Platform, 
 from swa_kit.engine.spec_algorithms import EAGLE_FAMILY_HANDLER, SpeculativeAlgorithm
 from swa_kit.engine.environment import check_env
 from swa_kit.measure.audit import Audit, Finding, audit
+from swa_kit.measure.bug_classes import FINDING_CLASSES, REFUSAL_TITLE, finding_classes
+from swa_kit.measure.vllm_bug_launch import VLLM_LAUNCH_KEYS, LaunchFieldError, VllmLaunchSpec, read_launch
+from swa_kit.measure.vllm_bug_launch import findings as vllm_findings
 from swa_kit.models.configs import list_models, load_model, parse_hf_config
 from swa_kit.resources import data_path
 from swa_kit.sglang_versions import SGLANG_VERSION
+from swa_kit.vllm_versions import VLLM_VERSION, VLLM_VERSIONS
 
 BUGS_DIR = data_path("bugs")
-REPOSITORIES = {"sgl-project/sglang": ("sglang", "SGLang"), "ROCm/aiter": ("aiter", "aiter")}
+REPOSITORIES = {"sgl-project/sglang": ("sglang", "SGLang"), "vllm-project/vllm": ("vllm", "vLLM"),
+                "ROCm/aiter": ("aiter", "aiter")}
+ENGINES = ("sglang", "vllm")  # whose audit replays an entry's launch
 MAX_ENTRY_BYTES = 64 * 1024  # an entry is a page of text; anything larger is not one
 MAX_TEXT = 1200  # characters in one text field
 
 
-#: The finding that stands for the audit's answer to a launch SGLang refuses at start-up (one line, exit 2).
-REFUSAL_TITLE = "SGLang refuses this launch at start-up"
-
-
 class BugEntryError(UsageError):
     """A corpus entry that is missing, malformed or inconsistent (the message names its file and field)."""
-
-
-@dataclass(frozen=True)
-class FindingClass:
-    """A kind of failure: how the audit shows it (severity and the wording of its finding), or what it lacks."""
-
-    name: str
-    what: str
-    severity: str | None = None  # None: the audit cannot raise this class yet
-    markers: tuple[str, ...] = ()  # text of the finding's title or detail that marks the class
-    lacks: str = ""
-
-
-FINDING_CLASSES: dict[str, FindingClass] = {c.name: c for c in (
-    FindingClass("untranslated-slots", "a sliding layer's SWA buffer is indexed with untranslated full-pool slot "
-                 "ids", "wrong", ("untranslated full-pool slot ids",)),
-    FindingClass("window-not-passed", "a sliding layer reaches a kernel that gets no window and attends the whole "
-                 "context", "wrong", ("takes no window", "gets no window")),
-    FindingClass("one-key-short", "a sliding layer attends W - 1 keys where the model means W", "one-short",
-                 ("one key short",)),
-    FindingClass("swa-pool-too-small", "the SWA pool is below the window plus a page: SGLang cannot admit a "
-                 "request", "raises", ("the SWA pool is too small",)),
-    FindingClass("mistranslated-slots", "an EAGLE draft that owns a full-only pool reads it through the target's "
-                 "full->SWA mapping", "wrong", ("SWA-translated slot ids would index a full-size buffer",)),
-    FindingClass("draft-pool-smaller", "the draft's full pool is smaller than the target's, so draft KV writes go "
-                 "out of bounds", "wrong", ("the draft's full pool is smaller than the target's",)),
-    FindingClass("draft-kv-outside-budget", "the draft's KV pool is allocated on top of a budget sized for the "
-                 "target alone", "raises", ("the draft's KV pool is allocated outside the KV budget",)),
-    FindingClass("swa-eviction", "out-of-window SWA slots are never freed, or freed twice, at run time",
-                 "memory", ("out-of-window SWA slots are never freed",)),
-    FindingClass("window-with-sinks", "attention sinks and a window together in one kernel give wrong output",
-                 lacks="the audit models no attention sinks and does not plan the deterministic Triton path"),
-    FindingClass("window-too-wide", "a model file passes W where SGLang's convention wants W - 1: one key too "
-                 "many", "one-short", ("one key too many",)),
-    FindingClass("ck-head-dim-cap", "aiter's CK prefill refuses head_dim over 256", "raises",
-                 ("supports a head dimension of at most",)),
-    FindingClass("startup-refusal", "SGLang refuses the launch at start-up (a model's backend allow-list)",
-                 "raises", (REFUSAL_TITLE,)),
-    FindingClass("tree-window-by-row", "an EAGLE tree's drafts get their window bound by flattened row, not "
-                 "depth: a draft past a sibling's branch attends fewer keys than meant", "wrong", ("not its depth",)),
-    FindingClass("backend-replaced", "SGLang runs another attention backend than the one the flags give, and "
-                 "refuses nothing", "info", ("SGLang replaces the attention backend given",)),
-    FindingClass("ck-window-dispatch", "aiter's batch prefill loads a masked module where its kernel computes "
-                 "no mask, and fails", "raises", ("invalid argument for batch_prefill",)),
-)}
 
 
 #: The decisions CI runs from an older release's own source, on CPU, next to the kit's ``before-<N>`` answer
@@ -189,6 +153,11 @@ class LaunchSpec:
     note: str = ""
     draft_model: Mapping[str, Any] | None = None
 
+    @property
+    def version(self) -> str:
+        """The engine version the launch is replayed at."""
+        return self.sglang_version
+
 
 @dataclass(frozen=True)
 class BugEntry:
@@ -202,12 +171,13 @@ class BugEntry:
     title: str
     fixed_by: int | str
     confirmed_by: str
-    launch: LaunchSpec
+    launch: LaunchSpec | VllmLaunchSpec
     symptom: str
     finding_class: str
     evidence: tuple[Evidence, ...]
     audit_gap: str = ""
-    after_fix: str | None = None  # the SGLang version at which the class must be gone
+    after_fix: str | None = None  # the engine version at which the class must be gone
+    engine: str = "sglang"  # whose audit replays the launch (ENGINES)
     releases: Releases | None = None  # where the fix lands among released wheels (None: not recorded)
 
     @property
@@ -231,8 +201,8 @@ class BugEntry:
     def replayed_at(self) -> str:
         """What the replay runs against: a release the kit mirrors, or a ``before-<N>`` setting and the release
         that setting stands for (where one is recorded)."""
-        version = self.launch.sglang_version
-        if version == SGLANG_VERSION:
+        version = self.launch.version
+        if version == (VLLM_VERSION if self.engine == "vllm" else SGLANG_VERSION):
             return f"release {version}"
         if self.releases is not None and self.releases.first_with:
             return f"{version} setting, for release {self.releases.last_without}"
@@ -256,8 +226,8 @@ class BugEntry:
 # -- reading and checking ---------------------------------------------------------------------------------------
 
 _KEYS = {"id", "repository", "number", "kind", "state", "title", "fixed_by", "confirmed_by", "launch", "symptom",
-         "finding_class", "evidence", "audit_gap", "after_fix", "releases"}
-_OPTIONAL = {"audit_gap", "after_fix", "releases"}
+         "finding_class", "evidence", "audit_gap", "after_fix", "engine", "releases"}
+_OPTIONAL = {"audit_gap", "after_fix", "engine", "releases"}
 _LAUNCH_KEYS = {"model", "server_args", "env", "sglang_version", "platform", "note", "draft_model"}
 _EVIDENCE_KEYS = {"file", "function", "at", "line"}
 
@@ -326,6 +296,16 @@ def _launch(raw: Any, where: str) -> LaunchSpec:
                       note=_text(raw, "note", where, "launch.note") if "note" in raw else "", draft_model=draft)
 
 
+def _vllm_launch(raw: Any, where: str) -> VllmLaunchSpec:
+    raw = _keys(raw, where, "launch", VLLM_LAUNCH_KEYS, {"note", "draft_model"})
+    texts = {k: _text(raw, k, where, f"launch.{k}", empty=k == "server_args")
+             for k in ("server_args", "vllm_version", "platform", "note") if k in raw}
+    try:
+        return read_launch(raw, texts)  # the vLLM audit's own reading: a value it refuses is refused, by name
+    except LaunchFieldError as error:
+        raise _fail(where, error.field, error.problem) from None
+
+
 def _release(raw: Mapping[str, Any], key: str, where: str) -> str:
     value = raw[key]
     if not isinstance(value, str) or not _RELEASE.fullmatch(value) or \
@@ -380,6 +360,9 @@ def parse_entry(raw: Any, where: str, stem: str | None = None) -> BugEntry:
     if raw["id"] != ident or (stem is not None and stem != ident):
         raise _fail(where, "id", f"{str(raw['id'])[:80]!r} must be {ident!r} (repository and number) and name "
                                  "the file")
+    engine = _choice(raw, "engine", where, ENGINES) if "engine" in raw else "sglang"
+    if (repository == "vllm-project/vllm") != (engine == "vllm") and repository != "ROCm/aiter":
+        raise _fail(where, "engine", f"a {repository} thread is replayed on its own engine, not {engine!r}")
     kind = _choice(raw, "kind", where, ("issue", "pr"))
     state = _choice(raw, "state", where, ("open", "closed", "merged") if kind == "pr" else ("open", "closed"))
     fixed_by = raw["fixed_by"]
@@ -387,7 +370,7 @@ def parse_entry(raw: Any, where: str, stem: str | None = None) -> BugEntry:
         _count(fixed_by, where, "fixed_by")
     if state == "merged" and fixed_by == "open":
         raise _fail(where, "fixed_by", "a merged PR is its own fix: give its number (or \"regressed\")")
-    if fixed_by == "regressed" and (state != "merged" or "after_fix" in raw):
+    if fixed_by == "regressed" and (state != "merged" or "after_fix" in raw or engine != "sglang"):
         raise _fail(where, "fixed_by", f"\"regressed\" is a merged PR's fix that SGLang {SGLANG_VERSION} lacks: "
                                        "the entry must be a merged PR, with no after_fix")
     cls = FINDING_CLASSES.get(raw["finding_class"]) if isinstance(raw["finding_class"], str) else None
@@ -396,11 +379,11 @@ def parse_entry(raw: Any, where: str, stem: str | None = None) -> BugEntry:
                                             f"{', '.join(FINDING_CLASSES)}")
     gap = _text(raw, "audit_gap", where) if "audit_gap" in raw else ""
     after = raw.get("after_fix")
+    key, versions = ("vllm_version", VLLM_VERSIONS) if engine == "vllm" else ("sglang_version", SGLANG_VERSIONS)
     if after is not None:
-        after = _choice(_keys(after, where, "after_fix", {"sglang_version"}, set()), "sglang_version", where,
-                        SGLANG_VERSIONS, "after_fix.sglang_version")
-    launch = _launch(raw["launch"], where)
-    if after == launch.sglang_version or (after and (gap or cls.severity is None)):
+        after = _choice(_keys(after, where, "after_fix", {key}, set()), key, where, versions, f"after_fix.{key}")
+    launch = _vllm_launch(raw["launch"], where) if engine == "vllm" else _launch(raw["launch"], where)
+    if after == launch.version or (after and (gap or cls.severity is None)):
         raise _fail(where, "after_fix", "must name another SGLang version than the launch's, on an entry that "
                                         "replays (no audit_gap)")
     return BugEntry(id=ident, repository=repository, number=number, kind=kind, state=state,
@@ -408,7 +391,7 @@ def parse_entry(raw: Any, where: str, stem: str | None = None) -> BugEntry:
                     confirmed_by=_choice(raw, "confirmed_by", where, ("search", "notes")), launch=launch,
                     symptom=_text(raw, "symptom", where), finding_class=cls.name, evidence=_evidence(raw["evidence"],
                                                                                                        where),
-                    audit_gap=gap, after_fix=after,
+                    audit_gap=gap, after_fix=after, engine=engine,
                     releases=_releases(raw["releases"], where, fixed_by) if "releases" in raw else None)
 
 
@@ -445,22 +428,14 @@ def find_entry(corpus: Sequence[BugEntry], ident: str) -> BugEntry:
     raise UsageError(f"no bug entry {ident[:80]!r}; known: {', '.join(e.id for e in corpus)}")
 
 
-# -- the audit's findings as classes ----------------------------------------------------------------------------
-
-
-def finding_classes(finding: Finding) -> frozenset[str]:
-    """The classes one finding shows (a route finding may join several problems)."""
-    text = f"{finding.title}\n{finding.detail}"
-    return frozenset(c.name for c in FINDING_CLASSES.values()
-                     if c.severity == finding.severity and any(m in text for m in c.markers))
-
-
 # -- replaying an entry ------------------------------------------------------------------------------------------
 
 
 def build_launch(entry: BugEntry, sglang_version: str | None = None) -> Launch:
     """The entry's launch as the audit reads it (at ``sglang_version`` instead of the entry's, when given)."""
     spec = entry.launch
+    if not isinstance(spec, LaunchSpec):
+        raise UsageError(f"{entry.id} is replayed by the vLLM audit (engine vllm): it has no SGLang launch")
     model = load_model(spec.model) if isinstance(spec.model, str) else \
         parse_hf_config(dict(spec.model), where=f"{entry.id}.json launch.model")
     draft = None if spec.draft_model is None else \
@@ -489,14 +464,21 @@ def launch_findings(launch: Launch) -> list[Finding]:
         return [Finding("raises", REFUSAL_TITLE, str(error), (), "start-up")]
 
 
-def _raised(launch: Launch, name: str) -> Finding | None:
-    return next((f for f in launch_findings(launch) if name in finding_classes(f)), None)
+def entry_findings(entry: BugEntry, version: str | None = None) -> list[Finding]:
+    """The findings of the entry's engine's audit on its launch (at ``version`` instead of the launch's, if given)."""
+    if isinstance(entry.launch, VllmLaunchSpec):
+        return vllm_findings(entry.launch, f"{entry.id}.json", version)
+    return launch_findings(build_launch(entry, version))
+
+
+def _raised(entry: BugEntry, name: str, version: str | None = None) -> Finding | None:
+    return next((f for f in entry_findings(entry, version) if name in finding_classes(f)), None)
 
 
 def replay(entry: BugEntry) -> Replay:
     """Run the audit on the entry's launch (and after its fix): is its finding class raised where it should be?"""
     try:
-        found = _raised(build_launch(entry), entry.finding_class)
+        found = _raised(entry, entry.finding_class)
     except SwaKitError as error:  # the kit refuses the launch (an architecture or value it does not read)
         reason = " ".join(str(error).split())[:200]
         if entry.gap:
@@ -511,12 +493,13 @@ def replay(entry: BugEntry) -> Replay:
         return Replay(entry, "NOT RAISED", False, None, f"no {entry.finding_class} finding on this launch")
     if entry.after_fix is None:
         return Replay(entry, "raised", True, found, f"{found.title} ({found.where})")
-    after = _raised(build_launch(entry, entry.after_fix), entry.finding_class)
+    after = _raised(entry, entry.finding_class, entry.after_fix)
+    engine = "vLLM" if entry.engine == "vllm" else "SGLang"
     if after is not None:
-        return Replay(entry, "still raised after the fix", False, after, f"at SGLang {entry.after_fix}: "
+        return Replay(entry, "still raised after the fix", False, after, f"at {engine} {entry.after_fix}: "
                                                                           f"{after.title}")
     return Replay(entry, "raised, gone after the fix", True, found, f"{found.title} ({found.where}); gone at "
-                                                                    f"SGLang {entry.after_fix}")
+                                                                    f"{engine} {entry.after_fix}")
 
 
 # -- matching an audit's findings to the corpus ------------------------------------------------------------------
@@ -527,8 +510,8 @@ class LaunchFacts:
     """What a finding's mechanism depends on, beyond its class: the backends, the speculation, the version."""
 
     backends: frozenset[str]
-    speculation: str | None  # "EAGLE family", another algorithm's name, or None
-    sglang_version: str
+    speculation: str | None  # "EAGLE family", another algorithm's name (vLLM: the drafter's method), or None
+    version: str  # the engine's
 
 
 def launch_facts(launch: Launch) -> LaunchFacts:
@@ -541,9 +524,9 @@ def launch_facts(launch: Launch) -> LaunchFacts:
                        launch.sglang_version)
 
 
-def _facts_match(entry: LaunchFacts, audited: LaunchFacts) -> bool:
+def facts_match(entry: LaunchFacts, audited: LaunchFacts) -> bool:
     """The audited launch has the entry's backend and version, and its speculation where the entry has one."""
-    return bool(entry.backends & audited.backends) and entry.sglang_version == audited.sglang_version and \
+    return bool(entry.backends & audited.backends) and entry.version == audited.version and \
         (entry.speculation is None or entry.speculation == audited.speculation)
 
 
@@ -566,14 +549,14 @@ def match(report: Audit, corpus: Sequence[BugEntry] | None = None) -> list[Match
     for finding in report.findings:
         classes = finding_classes(finding)
         hits = []
-        for entry in (e for e in corpus if e.finding_class in classes):
+        for entry in (e for e in corpus if e.finding_class in classes and e.engine == "sglang"):
             if entry.id not in facts:
                 try:
                     facts[entry.id] = launch_facts(build_launch(entry))
                 except SwaKitError:  # a launch the kit refuses shares no facts with one it audited
                     facts[entry.id] = None
             known = facts[entry.id]
-            if known is not None and _facts_match(known, audited):
+            if known is not None and facts_match(known, audited):
                 hits.append(entry)
         if hits:
             matches.append(Match(finding, tuple(hits)))
@@ -582,6 +565,6 @@ def match(report: Audit, corpus: Sequence[BugEntry] | None = None) -> list[Match
 
 def entry_rows(corpus: Sequence[BugEntry]) -> list[dict[str, Any]]:
     """The corpus as table rows: id, title, fixed by, finding class, and whether it replays or is a gap."""
-    return [{"id": e.id, "title": e.title, "fixed_by": e.fixed_label, "finding_class": e.finding_class,
-             "replays": "gap" if e.gap else "yes", "releases": e.releases_label,
+    return [{"id": e.id, "engine": e.engine, "title": e.title, "fixed_by": e.fixed_label,
+             "finding_class": e.finding_class, "replays": "gap" if e.gap else "yes", "releases": e.releases_label,
              "replayed_at": e.replayed_at} for e in corpus]

@@ -7,16 +7,19 @@ its ways out; exit status ``DISAGREES`` when a finding is above info.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from swa_kit.exit_codes import ExitCode
+from swa_kit.launch.vllm_args import VLLM_KV_CONNECTORS
 from swa_kit.launch.vllm_plan import VllmPlan
 from swa_kit.measure import vllm_trace
 from swa_kit.measure.audit import SEVERITIES, Finding, trace_findings
 from swa_kit.measure.trace import TraceRecord
+from swa_kit.measure.vllm_drafter_audit import admission_findings, admission_rows, drafter_findings, drafter_rows
 from swa_kit.tables import format_table
+from swa_kit.vllm_versions import VLLM_VERSION
 
 
 @dataclass
@@ -43,11 +46,15 @@ def _route_findings(plan: VllmPlan) -> list[Finding]:
                 found.append(Finding("raises", f"{r.kernel} stops at the first {r.mode}", r.raises,
                                      ("unset VLLM_ROCM_SHUFFLE_KV_CACHE_LAYOUT",
                                       "--attention-backend ROCM_AITER_UNIFIED_ATTN"), where))
+            if r.wrong:
+                found.append(Finding("wrong", f"{r.kernel} computes a wrong {r.mode}", f"{r.wrong}; source: {r.source}",
+                                     (f"vLLM {VLLM_VERSION}", "--attention-backend ROCM_AITER_UNIFIED_ATTN"), where))
             meant = _meant(kp)
             if r.keys != meant and kp.kind.attention != "chunked":
                 gap = None if r.keys is None or meant is None else r.keys - meant
-                found.append(Finding("wrong" if gap is None or abs(gap) > 1 else "one-short",
-                                     f"{r.kernel} attends {r.keys} keys, {meant} meant",
+                title = f"{r.kernel} gets no window: it attends the whole context, {meant} keys meant" \
+                    if r.keys is None else f"{r.kernel} attends {r.keys} keys, {meant} meant"
+                found.append(Finding("wrong" if gap is None or abs(gap) > 1 else "one-short", title,
                                      f"window argument {r.window_arg!r} ({r.convention}); source: {r.source}",
                                      ("a backend whose call passes the window in the kernel's convention",), where))
     return found
@@ -67,7 +74,20 @@ def _memory_findings(plan: VllmPlan) -> list[Finding]:
                     f"{every_layer:,} B across the layers, against {full_only:,} B for the full layers with the "
                     f"manager on, where {names} layers keep only {windows} tokens (plus in-flight ones) per "
                     "request (vLLM #39254)",
-                    ("drop --disable-hybrid-kv-cache-manager",), "KV-cache groups")]
+                    _hybrid_ways(plan.kv.hybrid_rule), "KV-cache groups")]
+
+
+def _hybrid_ways(rule: str) -> tuple[str, ...]:
+    """How to turn the manager back on, by the rule that turned it off."""
+    if "PR #41847" in rule:
+        return (f"vLLM {VLLM_VERSION} (PR #41847 keeps it on for a connector that supports it)",
+                "--no-disable-hybrid-kv-cache-manager")
+    if "--kv-transfer-config" in rule:
+        return ("a KV connector whose class supports the hybrid manager (SupportsHMA): " +
+                ", ".join(name for name, hma in VLLM_KV_CONNECTORS.items() if hma),)
+    if "chunked" in rule:
+        return ("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (without a drafter on hidden states)",)
+    return ("drop --disable-hybrid-kv-cache-manager",)
 
 
 def _info_findings(plan: VllmPlan) -> list[Finding]:
@@ -103,7 +123,8 @@ def _trace_findings(plan: VllmPlan, records: Sequence[TraceRecord]) -> list[Find
 def audit_vllm(plan: VllmPlan, records: Sequence[TraceRecord] | None = None) -> VllmAudit:
     """Rank what the engineer should know about ``plan``; ``records``: kernel calls recorded in the live vLLM
     server (:mod:`swa_kit.measure.vllm_trace`), held against the plan."""
-    findings = _route_findings(plan) + _memory_findings(plan) + _info_findings(plan)
+    findings = (_route_findings(plan) + _memory_findings(plan) + drafter_findings(plan) + admission_findings(plan)
+                + _info_findings(plan))
     if records is not None:
         findings += _trace_findings(plan, records)
     findings.sort(key=lambda f: SEVERITIES.index(f.severity))
@@ -115,7 +136,7 @@ def _route_rows(plan: VllmPlan) -> list[dict[str, Any]]:
     for kp in plan.kinds:
         meant = _meant(kp)
         for r in kp.routes:
-            keys = "all" if r.keys is None and meant is None else f"{r.keys}/{meant}"
+            keys = "all" if r.keys is None and meant is None else f"{'all' if r.keys is None else r.keys}/{meant}"
             if kp.kind.attention == "chunked":
                 keys = f"chunks of {kp.kind.chunk_size} (ChunkedLocalAttention's virtual batches)"
             rows.append({"mode": r.mode, "backend": kp.selection.backend, "kind": kp.kind.name, "layers": kp.layers,
@@ -131,16 +152,22 @@ def _group_rows(plan: VllmPlan) -> list[dict[str, Any]]:
              * g.specs[0].block_size} for i, g in enumerate(plan.kv.groups)]
 
 
-def to_json(report: VllmAudit) -> dict[str, Any]:
+#: The known bugs under each finding ("matches vLLM #28539, fixed in #29234"), filled by the command layer.
+KnownBugs = Mapping[Finding, Sequence[str]]
+
+
+def to_json(report: VllmAudit, known_bugs: KnownBugs | None = None) -> dict[str, Any]:
     plan = report.plan
     return {"engine": "vllm", "model": {"name": plan.model.name, "architecture": plan.model.architecture},
             "platform": plan.platform, "vllm_args": plan.args.given(), "env": plan.env,
             "decisions": [{"decision": d.decision, "value": d.value, "source": d.source} for d in plan.decisions],
             "routes": _route_rows(plan), "kv_cache_groups": _group_rows(plan),
-            "findings": [f.to_json() for f in report.findings], "exit_code": int(report.exit_code)}
+            "drafter_layers": drafter_rows(plan), "admission": admission_rows(plan),
+            "findings": [{**f.to_json(), "known_bugs": list((known_bugs or {}).get(f, ()))} for f in report.findings],
+            "exit_code": int(report.exit_code)}
 
 
-def render_vllm(report: VllmAudit, markdown: bool = False) -> str:
+def render_vllm(report: VllmAudit, markdown: bool = False, known_bugs: KnownBugs | None = None) -> str:
     plan, h = report.plan, ("## " if markdown else "== ")
     lines = [f"{'# ' if markdown else ''}swa-kit audit: {plan.model.display_name} ({plan.model.architecture}) on "
              f"{plan.platform}, vLLM {plan.decisions[0].value}", ""]
@@ -158,13 +185,27 @@ def render_vllm(report: VllmAudit, markdown: bool = False) -> str:
     lines += format_table(_group_rows(plan), ["group", "spec", "layers", "block_size", "sliding_window", "page_bytes",
                                               "bytes_per_token_per_layer", "token_slots"],
                           markdown=markdown).splitlines()
+    if plan.drafter is not None:
+        lines += ["", f"{h}Drafter layers ({plan.drafter.method}; KV writes: {plan.drafter.writes})", ""]
+        lines += format_table(drafter_rows(plan), ["layer", "attention", "window", "spec", "block_size", "group",
+                                                   "reads_kv_of", "writes_through_group"],
+                              markdown=markdown).splitlines()
+    if plan.admission is not None:
+        gate = plan.admission
+        lines += ["", f"{h}Admission of a {gate.prompt_tokens}-token prompt ({gate.blocks(gate.prompt_tokens)} of "
+                      f"{gate.pool_blocks} blocks; longest admitted: {gate.largest_prompt} tokens)", ""]
+        lines += format_table(admission_rows(plan), ["group", "spec", "drafter", "block_size", "cap", "blocks",
+                                                     "tokens"], markdown=markdown).splitlines()
     lines += ["", f"{h}Findings (worst first)", ""]
     for i, f in enumerate(report.findings, 1):
         ways = f"way out: {'; or '.join(f.ways_out)}" if f.ways_out else "way out: see the detail"
         if markdown:
             lines += [f"{i}. **[{f.severity}]** {f.title} ({f.where})", f"   - {f.detail}", f"   - {ways}"]
+            bugs = list((known_bugs or {}).get(f, ()))
+            lines += ["   - known bugs:", *(f"     - {bug}" for bug in bugs)] if bugs else []
         else:
-            lines += [f"{i}. [{f.severity}] {f.title} ({f.where})", f"   {f.detail}", f"   {ways}"]
+            lines += [f"{i}. [{f.severity}] {f.title} ({f.where})", f"   {f.detail}", f"   {ways}",
+                      *(f"   {bug}" for bug in (known_bugs or {}).get(f, ()))]
     if not report.findings:
         lines.append("none")
     code = report.exit_code
@@ -172,5 +213,5 @@ def render_vllm(report: VllmAudit, markdown: bool = False) -> str:
     return "\n".join(lines)
 
 
-def render_vllm_json(report: VllmAudit) -> str:
-    return json.dumps(to_json(report), indent=2, default=str)
+def render_vllm_json(report: VllmAudit, known_bugs: KnownBugs | None = None) -> str:
+    return json.dumps(to_json(report, known_bugs), indent=2, default=str)
