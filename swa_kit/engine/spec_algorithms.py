@@ -13,14 +13,19 @@ alike. Each member also carries its :class:`Traits`, which every other module re
   topk set to 1 (``model_override_base.py _forces_eagle_topk_one``), and whether a draft without its own config is
   the target's config rewritten to its MTP architecture;
 * whether the kit mirrors its workers and plans its routes (:attr:`Traits.kit_plans`); the others are named in
-  the audit as not planned.
+  the audit as not planned, except that the target's own routes of the DFLASH family are EAGLE's
+  (:attr:`Traits.target_routes_as`): the target worker, its backend and its linear-chain ``TARGET_VERIFY`` are the
+  same (``DFlashVerifyInput``, topk 1), and only the draft differs.
 
 ``--speculative-algorithm`` also takes the :data:`ALIASES`: NEXTN is SGLang's own alias of EAGLE
 (``speculative/spec_registry.py _RESERVED_ALIASES``); the kit reads MTP as EAGLE too, a name SGLang 0.5.23 itself
-does not take. SGLang 0.5.23's DFLASH, DSPARK and UNO are read and named, never planned: DSPARK (DFLASH's family, a
-draft model with its own KV) and UNO (the target itself with a LoRA as its draft, no draft pool) run only on the
-devices :attr:`Traits.devices` names (``_handle_dspark``, ``_handle_uno``). ROCm's torch device is ``cuda``, so
-those checks pass there; a CPU launch is refused.
+does not take. SGLang 0.5.23's DFLASH and DSPARK (one family, ``is_dflash_family()``) run a draft model whose KV
+pool of its own is priced by its own geometry in the target's budget (:mod:`swa_kit.launch.pool_sizing`); the
+draft runs one block forward per step on its own draft backend, never aiter
+(``_resolve_dflash_draft_attention_backend``). UNO drafts with the target itself and a LoRA: no draft model, no
+draft pool (``UnoWorkerV2.draft_worker`` is None). All three run only on the devices :attr:`Traits.devices` names
+(``_handle_dflash``, ``_handle_dspark``, ``_handle_uno``). ROCm's torch device is ``cuda``, so those checks pass
+there; a CPU launch is refused.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ class Traits:
     unified_memory_backends: tuple[str, ...] | None = None
     unified_fuses_draft: bool = False
     dflash_family: bool = False  # SGLang's is_dflash_family(): decode prepared by DFlashDraftInputV2
+    target_routes_as: str | None = None  # a planned algorithm whose target routes this one's target shares
 
     @property
     def resolver_rule(self) -> int | None:
@@ -96,9 +102,10 @@ class SpeculativeAlgorithm(Enum):
                            handler="_handle_frozen_kv_mtp", single_chain=True, kit_plans=True)
     NGRAM = Traits(handler=NGRAM_HANDLER)
     DFLASH = Traits(draft_model=True, owns_kv_pool=True, handler="_handle_dflash", topk_forced_to_one=True,
-                    unified_memory_backends=_MHA_AUDITED, dflash_family=True)
+                    devices=("cuda", "npu", "xpu"), unified_memory_backends=_MHA_AUDITED, dflash_family=True,
+                    target_routes_as="eagle")
     DSPARK = Traits(draft_model=True, owns_kv_pool=True, handler="_handle_dspark", devices=("cuda", "npu", "xpu"),
-                    unified_memory_backends=_VERIFY_AUDITED_FA4, dflash_family=True)
+                    unified_memory_backends=_VERIFY_AUDITED_FA4, dflash_family=True, target_routes_as="eagle")
     UNO = Traits(handler="_handle_uno", devices=("cuda",))
 
     @classmethod

@@ -14,7 +14,12 @@ SGLang 0.5.23, per algorithm (``speculative/``, ``model_executor/pool_configurat
   (``ModelConfig`` for ``is_draft_model``: MiMoV2FlashForCausalLM -> MiMoV2MTP, one sliding layer). Without a
   draft path SGLang reads the target's own config as the draft's (``ModelConfig.from_server_args``).
 * ``--speculative-draft-window-size N``: Llama EAGLE-3 drafts set ``sliding_window_size = N`` on every
-  draft layer (``models/llama_eagle3.py``); the Triton / FlashInfer draft-decode path honours it too.
+  draft layer (``models/llama_eagle3.py``); the Triton / FlashInfer draft-decode path honours it too, with
+  ``--speculative-draft-sink-size S``: each draft-decode step reads the first S prefix tokens and the most recent
+  N (``kernels/ops/speculative/cache_locs.py generate_draft_decode_kv_indices``, ``cap = window + sink``). Neither
+  changes a pool: every token keeps its draft slot, only the indices the step reads are cut.
+* DFLASH / DSPARK: a draft model with a full KV pool of its own (one slot per target token), priced by its own
+  geometry; it runs one block forward per step on its own draft backend (``backend``), which is never aiter.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ class DraftPool:
     layout_from: str
     window_size: int | None  # --speculative-draft-window-size as applied to the draft's layers
     source: str
+    backend: str | None = None  # a DFLASH-family draft's own attention backend (None: the target's, as EAGLE's)
+    sink_size: int = 0  # --speculative-draft-sink-size where the draft decode honours it (0: none)
 
 
 def _mtp_draft(target: ModelLayout) -> ModelLayout | None:
