@@ -103,6 +103,18 @@ def surface_launches() -> list[tuple[str, str, str]]:
                                      "--attention-backend triton"),
         ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm DSPARK {steps} --speculative-draft-model-path DRAFT "
                                      "--attention-backend triton"),
+        ("gpt-oss-20b", "rocm-gfx942", f"--speculative-algorithm DFLASH {steps}"),
+        ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm DFLASH {steps} --speculative-draft-model-path DRAFT "
+                                     "--pp-size 2"),
+        ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm DFLASH {steps} --speculative-draft-model-path DRAFT "
+                                     "--speculative-draft-window-size 2"),
+        ("gpt-oss-120b", "rocm-gfx942", f"--speculative-algorithm DFLASH {steps} --speculative-draft-model-path "
+                                        "DRAFT --speculative-draft-window-size 64 --tp 2 --page-size 16"),
+        ("gpt-oss-20b", "rocm-gfx950", f"--speculative-algorithm DSPARK {steps} --speculative-draft-model-path "
+                                       "DRAFT_DSPARK --attention-backend aiter --tp 2"),
+        ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm EAGLE {steps} --speculative-draft-model-path DRAFT "
+                                     "--speculative-draft-window-size 64 --speculative-draft-sink-size 4 "
+                                     "--attention-backend triton"),
         ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm DSPARK {steps} --speculative-draft-model-path "
                                      "DRAFT_DSPARK --attention-backend triton"),
         ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm UNO --uno-lora-path /tmp/uno-lora"),

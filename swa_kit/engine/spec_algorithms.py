@@ -60,6 +60,7 @@ class Traits:
     unified_fuses_draft: bool = False
     dflash_family: bool = False  # SGLang's is_dflash_family(): decode prepared by DFlashDraftInputV2
     target_routes_as: str | None = None  # a planned algorithm whose target routes this one's target shares
+    modelled_apart: str = ""  # without kit_plans: what the kit models of it all the same (swa_kit.launch.surface)
 
     @property
     def resolver_rule(self) -> int | None:
@@ -76,6 +77,11 @@ class Traits:
 # kv_cache_hook.py: _SPEC_MHA_AUDITED_BACKENDS, and _SPEC_VERIFY_AUDITED_BACKENDS with fa4 (DSPARK's).
 _MHA_AUDITED = ("fa3", "flashinfer", "triton", "trtllm_mha")
 _VERIFY_AUDITED_FA4 = ("cutedsl_mla", "fa3", "fa4", "flashinfer", "flashmla", "triton", "trtllm_mla")
+#: What the kit models of the DFLASH family, whose draft worker it does not mirror.
+_DFLASH_MODELLED = ("its draft's layers and own full pool priced in the target's budget (swa_kit.launch.pool_sizing "
+                    "dflash_draft_layers), its draft backend (swa_kit.launch.drafts), its start-up rules "
+                    "(check_surface) and its target routes as EAGLE's; its draft block on the draft backend is not "
+                    "planned")
 #: Every backend: --enable-unified-memory without speculation checks none.
 _ANY_BACKEND = ()
 
@@ -103,10 +109,14 @@ class SpeculativeAlgorithm(Enum):
     NGRAM = Traits(handler=NGRAM_HANDLER)
     DFLASH = Traits(draft_model=True, owns_kv_pool=True, handler="_handle_dflash", topk_forced_to_one=True,
                     devices=("cuda", "npu", "xpu"), unified_memory_backends=_MHA_AUDITED, dflash_family=True,
-                    target_routes_as="eagle")
+                    target_routes_as="eagle", modelled_apart=_DFLASH_MODELLED)
     DSPARK = Traits(draft_model=True, owns_kv_pool=True, handler="_handle_dspark", devices=("cuda", "npu", "xpu"),
-                    unified_memory_backends=_VERIFY_AUDITED_FA4, dflash_family=True, target_routes_as="eagle")
-    UNO = Traits(handler="_handle_uno", devices=("cuda",))
+                    unified_memory_backends=_VERIFY_AUDITED_FA4, dflash_family=True, target_routes_as="eagle",
+                    modelled_apart=_DFLASH_MODELLED + "; its markov_rank rule (check_surface)")
+    UNO = Traits(handler="_handle_uno", devices=("cuda",),
+                 modelled_apart="no draft model and no draft pool (the target with a LoRA: swa_kit.launch.drafts); "
+                                "its start-up rules (check_surface); its routes run on fa3 only, which the kit does "
+                                "not route")
 
     @classmethod
     def from_string(cls, name: str | None) -> SpeculativeAlgorithm:

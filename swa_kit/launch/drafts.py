@@ -7,13 +7,11 @@ from swa_kit.launch.backend import choose_backend, hybrid_swa_memory_off
 from swa_kit.launch.inputs import Launch
 from swa_kit.launch.refusals import DRAFT_ATTENTION_BACKEND_CHOICES
 from swa_kit.models.configs import ModelLayout
-from swa_kit.models.drafts import DraftPool, default_draft_layout
+from swa_kit.models.drafts import OWN_WINDOW_DRAFTS, DraftPool, default_draft_layout
 
 #: the draft-decode backends whose multi-step draft backend reads the draft window and sink
 #: (``layers/attention/triton_backend.py``, ``flashinfer_backend.py``: ``resolve_draft_decode_window``)
 SINK_BACKENDS = ("triton", "flashinfer")
-#: drafts that route ``--speculative-draft-window-size`` into their own layers' window (``models/llama_eagle3.py``)
-OWN_WINDOW_DRAFTS = ("LlamaForCausalLMEagle3",)
 
 
 def dflash_draft_backend(launch: Launch) -> str:
@@ -63,7 +61,9 @@ def draft_pool(launch: Launch) -> DraftPool:
     if not traits.draft_model:
         return DraftPool(algorithm, "none (no draft model)", None, "n-gram lookup", None, "sglang 0.5.23 speculative/")
     layout, origin = default_draft_layout(launch.model, traits.mtp_draft_from_target, window, launch.draft_model)
-    sink, sink_how = draft_sink_size(launch, layout)
+    # the sink reads the draft's own window, before --speculative-draft-window-size is applied to its layers
+    sink, sink_how = draft_sink_size(launch, default_draft_layout(launch.model, traits.mtp_draft_from_target, None,
+                                                                  launch.draft_model)[0])
     # The draft's ModelConfig is built from the resolved server args: the user's --disable-hybrid-swa-memory or the
     # target's own override (Gemma-2/3) turns the draft's SWA pool off too.
     off, off_by = hybrid_swa_memory_off(launch)

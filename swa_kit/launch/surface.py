@@ -165,20 +165,11 @@ ATTENTION_BACKENDS: list[Entry] = [
                  "intel_amx", "intel_xpu", "flashmla", "trtllm_mla", "cutedsl_mla", "dsa", "dsv4", "nsa", "qsa")
 ]
 
-#: the algorithms the kit models without mirroring their workers: what it models of each
-_MODELLED_APART = {
-    "DFLASH": "its draft's layers and own full pool priced in the target's budget (swa_kit.launch.pool_sizing "
-              "dflash_draft_layers), its draft backend (swa_kit.launch.drafts), its target routes as EAGLE's; its "
-              "draft block on the draft backend is not planned",
-    "UNO": "no draft model and no draft pool (the target with a LoRA: swa_kit.launch.drafts); its start-up rules "
-           "(check_surface); its routes run on fa3 only, which the kit does not route",
-}
-_MODELLED_APART["DSPARK"] = _MODELLED_APART["DFLASH"] + "; its markov_rank rule (check_surface)"
 SPEC_ALGORITHMS: list[Entry] = [
-    Entry("spec_algorithm", a.name, "modelled" if a.traits.kit_plans or a.name in _MODELLED_APART else "refused",
+    Entry("spec_algorithm", a.name, "modelled" if a.traits.kit_plans or a.traits.modelled_apart else "refused",
           "swa_kit.engine.workers and swa_kit.engine.routing plan its workers and routes" if a.traits.kit_plans else
-          _MODELLED_APART.get(a.name, f"read and named (swa_kit.engine.spec_algorithms, handler {a.traits.handler}); "
-                                      "the kit plans no routes"))
+          a.traits.modelled_apart or f"read and named (swa_kit.engine.spec_algorithms, handler {a.traits.handler}); "
+                                     "the kit plans no routes")
     for a in SpeculativeAlgorithm
 ]
 
