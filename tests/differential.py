@@ -76,7 +76,8 @@ def launches(n_per_model: int = 20, seed: int = 34) -> list[tuple[str, str, str]
 def surface_launches() -> list[tuple[str, str, str]]:
     """SGLang 0.5.23's SWA surfaces beyond the draw (issue 34, item 3), each where SGLang refuses it at start-up and
     where it serves it: unified memory (its page-major backend gate, its algorithm allow-list, its per-algorithm
-    backends, its hybrid-pool rule), the draft sink size, the prefix tails, DFLASH, DSPARK and UNO."""
+    backends, its hybrid-pool rule, its buffer and fused draft), the draft sink size, the prefix tails, DFLASH,
+    DSPARK and UNO."""
     steps = "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
     unified = "--enable-unified-memory"
     return [
@@ -97,6 +98,18 @@ def surface_launches() -> list[tuple[str, str, str]]:
                                       "--speculative-draft-model-path DRAFT"),
         ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend trtllm_mha --speculative-algorithm DFLASH "
                                      f"{steps} --speculative-draft-model-path DRAFT"),
+        # unified memory's buffer and fused draft (swa_kit.launch.unified_memory): a window draft on the triton rail
+        # and off it, a path-less EAGLE with nothing to fuse, pages and TP, a buffer under its bs=1 floor
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --speculative-algorithm EAGLE {steps} "
+                                     "--speculative-draft-model-path DRAFT_SWA --page-size 16"),
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend fa3 --speculative-algorithm EAGLE {steps} "
+                                     "--speculative-draft-model-path DRAFT_SWA"),
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --speculative-algorithm EAGLE {steps}"),
+        ("gpt-oss-120b", "cuda-sm100", f"{unified} --attention-backend trtllm_mha --page-size 64 --tp 4"),
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --max-total-tokens 64"),
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --disable-hybrid-swa-memory"),
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --disable-hybrid-swa-memory "
+                                     f"--speculative-algorithm EAGLE {steps} --speculative-draft-model-path DRAFT"),
         ("gpt-oss-20b", "rocm-gfx950", f"--speculative-algorithm DFLASH {steps} --speculative-draft-model-path DRAFT "
                                        "--attention-backend aiter"),
         ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm DFLASH {steps} --speculative-draft-model-path DRAFT "

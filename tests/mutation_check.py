@@ -111,6 +111,15 @@ MUTATIONS: tuple[Mutation, ...] = (
              'PAGE_MAJOR_BACKENDS = ("triton", "fa3", "fa4", "flashinfer", "trtllm_mha", "aiter")',
              "unified memory implies the page-major layout, whose gate refuses aiter (kv_cache_hook.py "
              "handle_page_major_kv_layout); here aiter passes."),
+    Mutation("unified-fused-draft", "launch/unified_memory.py",
+             'if self.fused is not None and "full" in self.fused.lanes:\n            return self.full_entry',
+             "if False:\n            return self.full_entry",
+             "under unified memory an EAGLE draft's KV is fused into the target's full entries and priced there in "
+             "the boot split (fused_entry_bytes, _unified_full_bytes_per_token); here the target's rows only."),
+    Mutation("unified-whole-budget", "launch/unified_memory.py",
+             "whole = from_budget and budget is not None and launch.spec_algorithm.is_none()", "whole = False",
+             "without speculation the unified buffer takes the whole KV budget floored to 4096 B "
+             "(config_from_budget, _init_unified_swa_pools); here the boot split's bytes."),
     Mutation("unified-algorithms", "launch/refusals.py", "    if allowed is None:", "    if False:",
              "unified memory takes EAGLE, EAGLE3, DFLASH and DSPARK only (handle_unified_memory_pool); here any."),
     Mutation("sink-needs-window", "launch/refusals.py", "if args.speculative_draft_window_size is None:", "if False:",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from swa_kit.errors import LaunchRefusedError, NotModelledError
@@ -93,7 +95,9 @@ def test_unified_memory_admits_dspark_with_pr_33974():
                                                  "DSPARK .without PR #33974"):
         audit(_launch("gpt-oss-20b", args, before(33974), "cuda-sm100"))
     eagle = "--enable-unified-memory --attention-backend triton --speculative-algorithm EAGLE"
-    audit(_launch("gpt-oss-20b", eagle, before(33974), "cuda-sm100"))  # only DSPARK is taken back
+    draft = Path(__file__).parent / "data" / "differential" / "draft-llama-2l.json"  # the fused draft's config
+    audit(Launch.from_inputs(model="gpt-oss-20b", server_args=eagle, sglang_version=before(33974),
+                             platform="cuda-sm100", draft_hf_config=draft))  # only DSPARK is taken back
 
 
 def _rows(version: str, args: str = "--attention-backend aiter", env: dict | None = None) -> dict:

@@ -85,7 +85,7 @@ def test_unified_memory_takes_the_page_major_backends_only():
         with pytest.raises(LaunchRefusedError, match="page-major KV layout, which runs only on triton, fa3, fa4, "
                                                      "flashinfer, trtllm_mha, got aiter .*handle_page_major_kv_layout"):
             _check(f"--enable-unified-memory --attention-backend aiter{spec}")
-    assert _check("--enable-unified-memory --attention-backend triton")
+    assert _check("--enable-unified-memory --attention-backend triton") == []  # modelled: no note
     with pytest.raises(LaunchRefusedError, match=r"runs only on triton, fa3, fa4 \(K and V rows differ"):
         _check("--enable-unified-memory --attention-backend flashinfer", model="mimo-v2-flash", platform="cuda-sm90")
 
@@ -94,8 +94,7 @@ def test_unified_memory_with_eagle_on_fa4_is_refused_and_on_triton_is_not():
     with pytest.raises(LaunchRefusedError, match=f"EAGLE runs only on the backends fa3, flashinfer, triton, "
                                                  f"trtllm_mha .*got fa4 .*{HOOK}"):
         _check("--enable-unified-memory --speculative-algorithm eagle --attention-backend fa4", platform="cuda-sm100")
-    notes = _check("--enable-unified-memory --speculative-algorithm eagle --attention-backend triton")
-    assert [n.title for n in notes] == ["--enable-unified-memory is not modelled: this audit leaves it out"]
+    assert _check("--enable-unified-memory --speculative-algorithm eagle --attention-backend triton") == []
     with pytest.raises(LaunchRefusedError, match="got flashmla"):  # a draft off the MHA rails
         _check("--enable-unified-memory --speculative-algorithm eagle --attention-backend triton "
                "--speculative-draft-attention-backend flashmla")
@@ -106,7 +105,7 @@ def test_unified_memory_per_algorithm_backends():
         _check("--enable-unified-memory --speculative-algorithm dspark --attention-backend trtllm_mha",
                platform="cuda-sm90")
     assert _check("--enable-unified-memory --speculative-algorithm dspark --attention-backend fa4",
-                  platform="cuda-sm100")
+                  platform="cuda-sm100") == []  # served, and both modelled: no refusal, no note
     with pytest.raises(LaunchRefusedError, match="DFLASH runs only on the backends fa3, flashinfer, triton, "
                                                  "trtllm_mha .*got fa4"):
         _check("--enable-unified-memory --speculative-algorithm dflash --attention-backend fa4",
@@ -119,24 +118,31 @@ def test_unified_memory_refuses_trees_and_non_hybrid_models():
                "--speculative-num-steps 3 --speculative-eagle-topk 4 --speculative-num-draft-tokens 8")
     with pytest.raises(LaunchRefusedError, match="EAGLE needs a hybrid-SWA .*Gemma3ForConditionalGeneration"):
         _check("--enable-unified-memory --speculative-algorithm eagle --attention-backend triton", model="gemma3-27b")
-    with pytest.raises(LaunchRefusedError, match="replaces hybrid pools only.*kv_cache_configurator.py"):
+    # SGLang's own words, from the pool build (kv_cache_configurator.py KVCacheConfigurator._init_pools)
+    with pytest.raises(LaunchRefusedError, match=r"when it builds the pools: --enable-unified-memory only supports "
+                                                 r"hybrid Mamba and hybrid sliding-window-attention models "
+                                                 r"\(DeepSeek-V4 excluded\); the current model "
+                                                 r"\(Gemma3ForConditionalGeneration\) is neither "
+                                                 r".*kv_cache_configurator.py KVCacheConfigurator._init_pools"):
         _check("--enable-unified-memory --attention-backend triton", model="gemma3-27b")
 
 
-def test_unified_memory_without_speculation_is_named_not_refused():
-    """On a page-major backend, SGLang starts it without speculation; the kit says what it leaves out, and the
-    audit carries it."""
+def test_unified_memory_without_speculation_is_modelled_not_named():
+    """On a page-major backend SGLang starts it without speculation; the kit sizes its buffer (no note), whichever
+    way the flag is spelled, and leaves a launch that turns it off alone."""
     for args in ("--enable-unified-memory --attention-backend triton",
                  "--enable-unified-memory=true --attention-backend triton",
                  "server_args=ServerArgs(enable_unified_memory=True, page_size=1, attention_backend='triton')"):
-        notes = _check(args)
-        assert len(notes) == 1 and "UnifiedSWAKVPool" in notes[0].detail
+        assert _check(args) == []
+        assert _decide(args, platform="rocm-gfx942").unified_memory.value["total_bytes"] > 0
     for args in ("--enable-unified-memory=false", "server_args=ServerArgs(enable_unified_memory=False, "
                                                   "speculative_draft_sink_size=None, swa_prefix_tails=None)"):
         assert _check(args) == []
+        assert _decide(args, platform="rocm-gfx942").unified_memory.value is None
     report = audit(Launch.from_inputs(model="gpt-oss-20b", server_args="--enable-unified-memory --load-format auto "
                                                                        "--attention-backend triton"))
-    assert any(f.title.startswith("--enable-unified-memory is not modelled") for f in report.findings)
+    assert not any("not modelled" in f.title for f in report.findings)
+    assert report.decisions.unified_memory.value["entry_bytes"] == {"full": 24576, "swa": 24576}
     # it changes the pools, so it is not among the arguments that route and size nothing
     unread = [f.detail for f in report.findings if f.title == "server arguments the kit does not read"]
     assert unread == ["load_format"]
@@ -249,7 +255,7 @@ def test_decide_refuses_dspark_with_a_draft_without_markov_rank(tmp_path):
 
 
 @pytest.mark.parametrize(("args", "surface"), [
-    ("--enable-unified-memory --attention-backend triton", "--enable-unified-memory"),
+    ("--enable-page-major-kv-layout --attention-backend triton", "--enable-page-major-kv-layout"),
 ])
 def test_decide_refuses_by_name_what_sglang_serves_and_the_kit_does_not_model(args, surface):
     with pytest.raises(NotModelledError, match=f"^the kit does not model {surface}"):

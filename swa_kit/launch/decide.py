@@ -17,7 +17,7 @@ from swa_kit.engine.plan_args import BACKENDS
 from swa_kit.errors import UsageError
 from swa_kit.models.configs import ModelLayout, as_of_version
 from swa_kit.launch.backend import choose_backend, choose_page_size
-from swa_kit.launch.drafts import DraftPool, draft_pool
+from swa_kit.launch.drafts import DraftPool, draft_pool, fused_draft_pool
 from swa_kit.launch.inputs import Launch, Platform, parse_server_args
 from swa_kit.launch.pool_sizing import PoolSizes, kv_dtype_bytes, size_pools
 from swa_kit.launch.refusals import (check_backend_names, check_config_reading, check_context_length,
@@ -64,6 +64,7 @@ class Decisions:
     draft_layers_in_pool: Decided  # value: {"full": n, "swa": n} counted in the target's cells
     parallel: Decided  # value: GPUs the launch spans; every token and byte figure above is per GPU
     kv_bytes_all_gpus: Decided  # full + SWA pool bytes of one GPU x GPUs
+    unified_memory: Decided  # --enable-unified-memory's one buffer per GPU (None without it)
     resolver: Decided
     pools: PoolSizes  # the sizes the Decided pool fields read
     routes: dict[tuple[str, str], routing.Plan] = field(default_factory=dict)  # (worker, mode) -> plan
@@ -156,6 +157,8 @@ def decide(launch: Launch, plan_unmodelled: bool = False) -> Decisions:
     minimum = int(request_bytes(model, MINIMUM_CONTEXT, hybrid=True) * scale)
     one_pool = int(request_bytes(model, MINIMUM_CONTEXT, hybrid=False) * scale)
     drafts = draft_pool(launch)
+    if pools.unified is not None and pools.unified.fused is not None:
+        drafts = fused_draft_pool(drafts, pools.unified.fused)
     backends = {"prefill": choice.prefill_attention_backend, "decode": choice.decode_attention_backend}
     routes, note = _routes(launch, backends, drafts, speculation.topk or 1, not choice.disable_hybrid_swa_memory)
     pc = pools.source
@@ -185,8 +188,10 @@ def decide(launch: Launch, plan_unmodelled: bool = False) -> Decisions:
         full_bytes=Decided(pools.full_bytes, f"{pools.full_cell_bytes} B per token x full tokens"),
         swa_bytes=Decided(pools.swa_bytes, f"{pools.swa_cell_bytes} B per token x SWA tokens"),
         bytes_saved_vs_one_pool=Decided(None if saved is None else round(saved, 4), saved_how),
-        swa_pool_floor=Decided(pools.floor_tokens, pools.refused or "validate_swa_pool_size: sliding_window_size + "
-                                                                    "page_size"),
+        swa_pool_floor=Decided(pools.floor_tokens, pools.refused or (
+            "validate_swa_pool_size: sliding_window_size + page_size" if pools.unified is None else
+            "none: _solve_pool_sizes skips validate_swa_pool_size under --enable-unified-memory (the buffer's bs=1 "
+            "floor stands in)")),
         per_request_minimum_bytes=Decided(minimum, label, "swa_kit.models.memory.request_bytes"),
         per_request_one_pool_bytes=Decided(one_pool, f"one request of {MINIMUM_CONTEXT} tokens, every layer "
                                                      "holding every token", "swa_kit.models.memory.request_bytes"),
@@ -200,6 +205,8 @@ def decide(launch: Launch, plan_unmodelled: bool = False) -> Decisions:
         kv_bytes_all_gpus=Decided(None if pools.full_bytes is None else
                                   (pools.full_bytes + (pools.swa_bytes or 0)) * pools.parallel.gpus,
                                   f"(full + SWA bytes per GPU) x {pools.parallel.gpus} GPUs"),
+        unified_memory=Decided(None if pools.unified is None else pools.unified.as_dict(),
+                               "--enable-unified-memory not set" if pools.unified is None else pools.unified.how),
         resolver=Decided(resolver, f"sglang layers/attention/{'trtllm_mha' if decode == 'trtllm_mha' else 'aiter'}"
                                    "_backend.py _resolve_swa_kv_pool"),
         routes=routes, route_note=note, pools=pools,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from swa_kit.engine.spec_algorithms import FROZEN_KV_DUMMY_POOL_SIZE, SpeculativeAlgorithm
 from swa_kit.launch.backend import choose_backend, hybrid_swa_memory_off
 from swa_kit.launch.inputs import Launch
+from swa_kit.launch.unified_memory import FusedDraft
 from swa_kit.launch.refusals import DRAFT_ATTENTION_BACKEND_CHOICES
 from swa_kit.models.configs import ModelLayout
 from swa_kit.models.drafts import OWN_WINDOW_DRAFTS, DraftPool, default_draft_layout
@@ -83,3 +86,13 @@ def draft_pool(launch: Launch) -> DraftPool:
                   "(mem_cache/draft_kv_budget.py resolve_dflash_draft_cell_size)")
     return DraftPool(algorithm, pool, layout, origin, window, source + (f"; {sink_how}" if sink_how else ""),
                      backend=backend, sink_size=sink)
+
+
+def fused_draft_pool(pool: DraftPool, fused: FusedDraft) -> DraftPool:
+    """The draft's pool under ``--enable-unified-memory``: none of its own, its KV fused into the target's entries."""
+    lanes = ", ".join(f"{n} in '{host}'" for host, n in fused.lanes.items())
+    return dataclasses.replace(pool, pool=f"fused into the target's unified pool ({fused.pool_class}, lanes {lanes}): "
+                                          "the target's slot ids and page table",
+                               source="sglang 0.5.23 mem_cache/kv_cache_configurator.py _fused_draft_decision, "
+                                      "mem_cache/unified_draft_pool.py _bind_dense"
+                                      + (f"; {fused.note}" if fused.note else ""))

@@ -64,6 +64,7 @@ class ServerArgsView:
     kv_cache_dtype: str = "auto"
     quantization: str | None = None  # else the config's quantization_config.quant_method (ModelConfig)
     disable_hybrid_swa_memory: bool = False
+    enable_unified_memory: bool = False  # one byte buffer for the full and SWA pools (swa_kit.launch.unified_memory)
     swa_full_tokens_ratio: float | None = None
     max_running_requests: int | None = None
     max_total_tokens: int | None = None

@@ -29,16 +29,17 @@ resolves it (:mod:`swa_kit.launch.memory_fraction`); ``--max-total-tokens`` inst
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from swa_kit.engine.spec_algorithms import EAGLE_FAMILY_HANDLER
 from swa_kit.models.configs import DTYPE_BYTES, LayerKind, ModelLayout, text_fields
 from swa_kit.engine.environment import env_value
-from swa_kit.launch.backend import hybrid_swa_memory_off
+from swa_kit.launch.backend import choose_backend, hybrid_swa_memory_off
 from swa_kit.launch.drafts import dflash_draft_backend
 from swa_kit.launch.inputs import GIB, Launch
-from swa_kit.launch.memory_fraction import resolve_fraction
+from swa_kit.launch.memory_fraction import derived_context_length, resolve_fraction
 from swa_kit.launch.parallel import Parallel, parallel_of
+from swa_kit.launch.unified_memory import UnifiedCells, UnifiedPool, fused_draft, max_full_tokens, unified_pool
 from swa_kit.errors import LaunchRefusedError, UsageError
 from swa_kit.sglang_versions import has_fix
 
@@ -70,6 +71,7 @@ class PoolSizes:
     draft_full_tokens: int | None = None  # the full side of an EAGLE-family draft's own pool (None: no such pool)
     stage_layers: int = 0  # target layers this GPU's pipeline stage holds
     default_pool_cell_bytes: int = 0  # one token in DefaultPoolConfigurator's one pool (what it sizes tokens by)
+    unified: UnifiedPool | None = None  # --enable-unified-memory's one buffer (swa_kit.launch.unified_memory)
 
     @property
     def full_bytes(self) -> int | None:
@@ -314,6 +316,13 @@ def _size_stage(launch: Launch, hybrid: bool, page_size: int, budget: int | None
         and bool(model.full_attention_layer_ids)
     ratio = args.swa_full_tokens_ratio or RATIO_FALLBACK
     swa: int | None
+    if args.enable_unified_memory:
+        cap = -(-swa_request_cap(launch, sws, page_size, chunked, parallel.attn_dp_size) // page_size) * page_size \
+            if cap_mode else None
+        return _size_unified(launch, PoolSizes("", "", True, ratio, 0, 0, budget, how, None, None, None, None,
+                                               parallel=parallel, draft=drafts, stage_layers=len(layers),
+                                               default_pool_cell_bytes=one_pool),
+                             (len(full_ids), len(swa_ids), full_layer, swa_layer), dtype_bytes, page_size, cap)
     if cap_mode:
         swa = -(-swa_request_cap(launch, sws, page_size, chunked, parallel.attn_dp_size) // page_size) * page_size
         full = args.max_total_tokens or ((budget - swa * swa_cell) // full_cell if budget else None)
@@ -359,3 +368,48 @@ def _owns_draft_pool(launch: Launch) -> bool:
 def _outside_bytes(outside: DraftLayers, full: int | None, swa: int | None, full_layer: int, swa_layer: int) -> int:
     """Bytes of draft KV the budget left out: the draft's layers over the pools' token counts."""
     return (full or 0) * outside.full * full_layer + (swa or 0) * outside.swa * swa_layer
+
+
+def _size_unified(launch: Launch, base: PoolSizes, shape: tuple[int, int, int, int], dtype_bytes: int,
+                  page_size: int, cap: int | None) -> PoolSizes:
+    """The boot split and buffer under ``--enable-unified-memory`` (:mod:`swa_kit.launch.unified_memory`); ``shape``:
+    full and SWA layers on this stage and one layer's bytes per token of each; ``cap``: the SWA request cap, if any.
+
+    No floor refusal: ``_solve_pool_sizes`` skips ``validate_swa_pool_size`` under unified memory (the buffer's bs=1
+    floor stands in). A fused draft's layers are priced in the full entry, not as draft layers.
+    """
+    full_layers, swa_layers, full_layer, swa_layer = shape
+    choice = choose_backend(launch)
+    fused = fused_draft(launch, (choice.prefill_attention_backend, choice.decode_attention_backend), base.parallel,
+                        dtype_bytes)
+    drafts = base.draft or DraftLayers(0, 0, "")
+    if fused is not None:
+        drafts = DraftLayers(0, 0, f"fused into the target's entries ({fused.pool_class}, lanes {fused.lanes}): "
+                                   "no draft layers in the cells (kv_cache_configurator.py fused_entry_bytes)")
+    draft_per_token = drafts.full * full_layer + drafts.swa * swa_layer  # _draft_pool_bytes_per_token
+    cells = UnifiedCells(full_layer, swa_layer, full_layers, swa_layers, draft_per_token, fused)
+    args, budget, ratio = launch.server_args, base.budget_bytes, base.ratio or RATIO_FALLBACK
+    name = "SWARequestCapPoolConfigurator" if cap is not None else "HybridSWAPoolConfigurator"
+    full: int | None
+    if args.max_total_tokens is not None:
+        full = _align(args.max_total_tokens, page_size)
+    elif budget is None:
+        full = None
+    elif cap is not None and not cells.draft_per_token:  # the cap configurator's plain solve: the rest goes to full
+        swa_cell = cells.swa_entry if fused is not None and "swa" in fused.lanes else swa_layer * swa_layers
+        full = _align((budget - cap * swa_cell) // cells.full_bytes_per_token, page_size)
+    else:
+        full = max_full_tokens(cells, budget, page_size, ratio, fixed_swa=cap)
+    if full is not None and full <= 0:
+        raise LaunchRefusedError(f"SGLang refuses this launch: no full-pool page fits the KV budget under "
+                                 f"--enable-unified-memory ({_PC} {name}); raise --mem-fraction-static")
+    swa = None if full is None else cap if cap is not None else _align(int(full * ratio), page_size)
+    pool = None
+    if full is not None and swa is not None:
+        context = args.context_length or derived_context_length(launch.model)
+        pool = unified_pool(launch, cells, full, swa, budget, args.max_total_tokens is None, page_size, context)
+    source = (f"{_PC} {name} under --enable-unified-memory (_max_unified_full_tokens: the most pages whose full and "
+              f"SWA bytes{' and private draft pool' if cells.draft_per_token else ''} fit the budget)")
+    return replace(base, configurator=name, source=source, full_cell_bytes=cells.full_bytes_per_token,
+                   swa_cell_bytes=swa_layer * swa_layers, full_tokens=full, swa_tokens=swa, draft=drafts, unified=pool,
+                   ratio=None if cap is not None else ratio)

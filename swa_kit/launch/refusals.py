@@ -27,7 +27,8 @@ And for the SWA surface :mod:`swa_kit.launch.surface` names (``check_surface`` a
 
 * ``--enable-unified-memory``: the page-major layout's backends first (``kv_cache_hook.py
   handle_page_major_kv_layout``), then ``handle_unified_memory_pool``'s algorithms, linear chain, hybrid target
-  and per-algorithm backends; a non-hybrid model when the pools are built (``kv_cache_configurator.py``).
+  and per-algorithm backends; a non-hybrid model when the pools are built, in SGLang's words
+  (``kv_cache_configurator.py KVCacheConfigurator._init_pools``, :func:`swa_kit.launch.unified_memory.check_hybrid`).
 * The draft sink size without a window, or negative; a negative ``--swa-prefix-tails``.
 * DSPARK's draft without ``markov_rank > 0`` (``spec_aux_hidden_state.py``), read from the draft's config.
 * An algorithm's devices, UNO's rules (``_handle_uno``: no draft path, a LoRA path, a verify width, TP=PP=1,
@@ -46,6 +47,7 @@ from swa_kit.launch.backend import BackendChoice, choose_backend
 from swa_kit.launch.inputs import Launch
 from swa_kit.launch.memory_fraction import derived_context_length
 from swa_kit.launch.parallel import parallel_of
+from swa_kit.launch.unified_memory import check_hybrid, hybrid_pool
 from swa_kit.sglang_versions import SGLANG_VERSION, has_fix
 
 ATTENTION_BACKEND_CHOICES = (
@@ -231,7 +233,7 @@ def check_unified_memory(launch: Launch) -> None:
         raise _refuse(f"--enable-unified-memory drafts a linear chain only, got --speculative-eagle-topk "
                       f"{args.speculative_eagle_topk}", source, "use --speculative-eagle-topk 1")
     fused = algorithm.traits.unified_fuses_draft
-    if fused and not launch.model.sglang_hybrid_swa_pool:
+    if fused and not hybrid_pool(launch):  # ModelConfig.is_hybrid_swa: --disable-hybrid-swa-memory turns it off
         raise _refuse(f"--enable-unified-memory + {algorithm.name} needs a hybrid-SWA (or Mamba-hybrid) target, and "
                       f"{launch.model.architecture} is not", source, "drop --enable-unified-memory")
     if allowed:
@@ -242,9 +244,7 @@ def check_unified_memory(launch: Launch) -> None:
             raise _refuse(f"--enable-unified-memory + {algorithm.name} runs only on the backends "
                           f"{', '.join(allowed)} (translated speculative ids), got {', '.join(off)}", source,
                           f"--attention-backend {allowed[0]}, or drop --enable-unified-memory")
-    if not launch.model.sglang_hybrid_swa_pool:
-        raise _refuse(f"--enable-unified-memory replaces hybrid pools only, and {launch.model.architecture} has none",
-                      f"sglang {SGLANG_VERSION} mem_cache/kv_cache_configurator.py", "drop --enable-unified-memory")
+    check_hybrid(launch)  # SGLang's pool build refuses a model without a hybrid pool (_init_pools), in its words
 
 
 def _uno_refusals(launch: Launch, unread: dict[str, Any], source: str) -> None:

@@ -23,6 +23,7 @@ from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
 from swa_kit.errors import NotModelledError
 from swa_kit.launch.inputs import Launch
 from swa_kit.launch.refusals import check_speculative_surface, check_unified_memory
+from swa_kit.launch.unified_memory import unmodelled_draft
 
 KINDS = ("server_arg", "swa_pool", "attention_backend", "spec_algorithm")
 STATUSES = ("modelled", "refused", "irrelevant")
@@ -65,9 +66,8 @@ SERVER_ARGS: list[Entry] = [
     *_group("server_arg", "modelled", _VIEW + "; swa_kit.launch.backend (the draft's backend)",
             "speculative_draft_attention_backend"),
     *_group("server_arg", "modelled", "check_surface: UNO's _handle_uno requires it", "uno_lora_path"),
-    *_group("server_arg", "refused", "one byte buffer split between the full and SWA sub-pools at run time "
-            "(UnifiedSWAKVPool); the kit sizes and routes only the static partition. Its start-up refusals are "
-            "modelled (check_surface)", "enable_unified_memory", default=False),
+    *_group("server_arg", "modelled", _VIEW + "; swa_kit.launch.unified_memory (the boot split, the buffer, the "
+            "fused draft) and its start-up refusals (check_surface)", "enable_unified_memory"),
     *_group("server_arg", "modelled", "swa_kit.launch.drafts draft_sink_size: the EAGLE/MTP draft decode on the "
             "triton and flashinfer draft backends reads this many leading prefix tokens beside the recent window "
             "(spec_utils.py resolve_draft_decode_window, cache_locs.py generate_draft_decode_kv_indices); other "
@@ -145,10 +145,12 @@ SWA_POOLS: list[Entry] = [
           "(modelled: swa_kit.engine.resolver SWA_POOL_CLASS)"),
     Entry("swa_pool", "DSV4NPUTokenToKVPool", "refused", "DeepSeek-V4's pool on Ascend NPUs (a subclass of "
           "DeepSeekV4TokenToKVPool): neither the model nor the platform is one the kit reads"),
-    Entry("swa_pool", "UnifiedSWAKVPool", "refused", "--enable-unified-memory's target pool: full and SWA "
-          "sub-pools in one byte buffer; its refusals are modelled (check_surface), its sizes and routes are not"),
-    Entry("swa_pool", "UnifiedDraftSWAKVPool", "refused", "--enable-unified-memory's hybrid-SWA draft pool: the "
-          "draft's KV fused into the target's pages, with the target's slot ids and page table; not planned"),
+    Entry("swa_pool", "UnifiedSWAKVPool", "modelled", "--enable-unified-memory's target pool: full and SWA "
+          "sub-pools in one byte buffer, sized in swa_kit.launch.unified_memory (the boot split, the buffer's bytes, "
+          "entries and each side's slots)"),
+    Entry("swa_pool", "UnifiedDraftSWAKVPool", "modelled", "--enable-unified-memory's pool of a draft with window "
+          "layers: the draft's KV fused into the target's entries, with the target's slot ids and page table "
+          "(swa_kit.launch.unified_memory fused_draft; the audit's draft_pool and unified_memory)"),
 ]
 
 _BACKEND_NOTES = {
@@ -206,9 +208,11 @@ def unmodelled(launch: Launch) -> list[str]:
     """The surfaces ``launch`` sets that SGLang serves and the kit does not model (their pools or routes would be
     the kit's guess): every refused server argument it sets. (NGRAM, the one algorithm the kit refuses in
     :data:`SURFACE`, keeps the target's pools and drafts none.)"""
-    return [f"--{name.replace('_', '-')}" for name, value in launch.server_args.not_read_values
-            if SURFACE.get(("server_arg", name), _MODELLED).status == "refused"
-            and _is_set(value, SURFACE["server_arg", name].default)]
+    names = [f"--{name.replace('_', '-')}" for name, value in launch.server_args.not_read_values
+             if SURFACE.get(("server_arg", name), _MODELLED).status == "refused"
+             and _is_set(value, SURFACE["server_arg", name].default)]
+    draft = unmodelled_draft(launch)  # a fused draft the kit cannot price: the buffer is sized without it
+    return names + ([draft] if draft else [])
 
 
 def check_modelled(launch: Launch) -> None:
@@ -225,7 +229,7 @@ def check_surface(launch: Launch) -> list[SurfaceNote]:
     server argument it sets (a warning: the audit's answer leaves that argument out)."""
     unread = {name: value for name, value in launch.server_args.not_read_values
               if ("server_arg", name) in SURFACE and _is_set(value, SURFACE["server_arg", name].default)}
-    if "enable_unified_memory" in unread:
+    if launch.server_args.enable_unified_memory:
         check_unified_memory(launch)
     check_speculative_surface(launch, unread)
     notes = []
@@ -236,4 +240,10 @@ def check_surface(launch: Launch) -> list[SurfaceNote]:
             notes.append(SurfaceNote("info", f"{flag} is not modelled: this audit leaves it out",
                                      f"{flag} {str(value)[:40]}: {entry.note}",
                                      (f"read the answer as that of the launch without {flag}",)))
+    draft = unmodelled_draft(launch)
+    if draft:
+        notes.append(SurfaceNote("info", f"{draft} is not modelled: this audit sizes the unified buffer without the "
+                                 "fused draft", "SGLang fuses an EAGLE draft's KV into the target's entries "
+                                 "(kv_cache_configurator.py _fused_draft_decision); the kit prices it only from a "
+                                 "draft config it has read", ("give --draft-hf-config with the draft's config.json",)))
     return notes

@@ -154,6 +154,21 @@ def _route_findings(decisions: Decisions) -> list[Finding]:
             for f, where in found.values()]
 
 
+def _unified_finding(decisions: Decisions) -> Finding:
+    """``--enable-unified-memory``: one buffer, the ratio only its boot split (swa_kit.launch.unified_memory)."""
+    pools, unified = decisions.pools, decisions.unified_memory.value
+    slots = unified["max_slots"]
+    fused = unified["draft_lanes"]
+    return Finding(
+        "info", f"one unified buffer of {unified['total_bytes'] / GIB:.1f} GiB per GPU holds the full and SWA pools",
+        f"the ratio sets only the boot split ({pools.full_tokens:,} full, {pools.swa_tokens:,} SWA tokens); at run "
+        f"time either side can grow into the other's bytes, up to {slots['full']:,} full or {slots['swa']:,} SWA "
+        f"slots alone (entries of {unified['entry_bytes']['full']:,} and {unified['entry_bytes']['swa']:,} B"
+        + (f", the draft's KV fused in: lanes {fused}" if fused else "") + f"); {decisions.unified_memory.source}",
+        ("none needed: SGLang logs 'UNIFIED MEMORY POOL ENABLED' with the buffer's total_bytes and capacities",),
+        "pools")
+
+
 def _memory_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
     pools = decisions.pools
     out = []
@@ -162,7 +177,9 @@ def _memory_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
                            ("raise --swa-full-tokens-ratio", "raise the KV budget (--mem-fraction-static)"),
                            "start-up"))
     saved = decisions.bytes_saved_vs_one_pool.value
-    if decisions.hybrid_swa_memory.value and saved is not None:  # None: the full pool's size is unknown
+    if pools.unified is not None:
+        out.append(_unified_finding(decisions))
+    elif decisions.hybrid_swa_memory.value and saved is not None:  # None: the full pool's size is unknown
         minimum = decisions.per_request_minimum_bytes.value
         one_pool = decisions.per_request_one_pool_bytes.value
         ideal = 1 - minimum / one_pool
@@ -241,9 +258,9 @@ def _input_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
         out.append(Finding("info", "the architecture is inferred", launch.model.sources["architecture"],
                            ("none needed if it is the model you serve; else add \"architectures\" to the config",),
                            "inputs"))
-    # A surface the kit refuses by name (e.g. --enable-unified-memory, which changes the pools) has its own finding
-    # when set, and at SGLang's default changes nothing; one it models outside ServerArgsView (the draft sink, the
-    # prefix tails, UNO's LoRA) is read where it applies: neither is one of these.
+    # A surface the kit refuses by name (e.g. --enable-page-major-kv-layout, which changes the pools) has its own
+    # finding when set, and at SGLang's default changes nothing; one it models outside ServerArgsView (the draft
+    # sink, the prefix tails, UNO's LoRA) is read where it applies: neither is one of these.
     unread = [name for name in launch.server_args.not_read
               if getattr(SURFACE.get(("server_arg", name)), "status", None) not in ("refused", "modelled")]
     if unread:

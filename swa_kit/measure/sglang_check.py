@@ -25,7 +25,7 @@ from swa_kit.launch.inputs import Launch
 #: The fields both sides answer, in the order the report lists them.
 FIELDS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend", "page_size",
           "hybrid_swa_memory", "pool_configurator", "budget_bytes", "full_tokens", "swa_tokens", "one_pool_tokens",
-          "swa_pool_floor", "draft_layers", "layer_windows", "kv_heads_per_gpu", "routes", "draft_pool")
+          "swa_pool_floor", "draft_layers", "layer_windows", "kv_heads_per_gpu", "routes", "draft_pool", "unified_pool")
 #: Decisions read as they are (the first fields above).
 _DECIDED = FIELDS[:6]
 #: The spellings SGLang's parser takes for the paths the check replaces (``arg_groups/fields/model.py`` and
@@ -154,9 +154,17 @@ def kit_side(launch: Launch, decisions: Decisions) -> Side:
                         launch.spec_algorithm.traits.dflash_family)
     fields["routes"] = _kit_routes(decisions, modes) if aiter_routes(decisions.prefill_attention_backend.value,
                                                                      decisions.decode_attention_backend.value) else None
+    unified = decisions.unified_memory.value
+    fields["unified_pool"] = unified
     owns = draft.layout is not None and draft.pool.startswith("own")
     fields["draft_pool"] = {"architecture": draft.layout.architecture,
                             "hybrid_swa": draft.pool.startswith("own SWA pool")} if owns and draft.layout else None
+    if draft.layout is not None and draft.pool.startswith("fused"):  # no pool of its own: lanes in the target's
+        from swa_kit.launch.backend import hybrid_swa_memory_off
+
+        hybrid = draft.layout.sglang_hybrid_swa_pool and not hybrid_swa_memory_off(launch)[0]
+        fields["draft_pool"] = {"architecture": draft.layout.architecture, "hybrid_swa": hybrid,
+                                "fused": unified["draft_lanes"]}
     return Side("refused: SWA pool under its floor" if pools.refused else None, fields)
 
 
@@ -179,6 +187,9 @@ def sglang_side(argv: list[str], platform: str, gpu_memory_bytes: int | None, bu
         raise SGLangUnavailableError(f"SGLang's model class {built}")
     sa, fields = answer.server_args, answer.fields
     fields["draft_pool"] = sglang_draft_pool(sa, platform)
+    lanes = (fields.get("unified_pool") or {}).get("draft_lanes")
+    if fields["draft_pool"] is not None and lanes:  # fused into the target's entries (kv_cache_configurator.py)
+        fields["draft_pool"]["fused"] = lanes
     route_fields: Any = None
     if aiter_routes(fields["prefill_attention_backend"], fields["decode_attention_backend"]):
         full_draft = draft is not None and (isinstance(draft, str) or all(w <= 0 for w in draft.layer_windows.values()))
