@@ -137,6 +137,11 @@ MUTATIONS: tuple[Mutation, ...] = (
              'target_routes_as="eagle", modelled_apart=_DFLASH_MODELLED)',
              "target_routes_as=None, modelled_apart=_DFLASH_MODELLED)",
              "DFLASH's target routes are EAGLE's (the same backend and linear TARGET_VERIFY); here none planned."),
+    Mutation("spec-max-running-requests", "launch/pool_sizing.py",
+             "max_running_requests or launch.spec_algorithm.traits.default_max_running_requests",
+             "max_running_requests",
+             "every speculative handler but UNO's sets max_running_requests 48 when unset (speculative_hook.py), so "
+             "with the radix cache off the SWA pool is request-capped; here it stays unset."),
     Mutation("not-modelled", "launch/surface.py", "    if names:", "    if False:",
              "a surface SGLang serves and the kit does not model is refused by name (check_modelled); here the kit "
              "answers with its guess."),

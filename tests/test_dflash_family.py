@@ -162,3 +162,14 @@ def test_the_guides_figures_are_the_kits():
     fewer = round(100 * (1 - dflash.full_tokens.value / plain.full_tokens.value))
     assert f"{draft:,} B per token beside the target's {round(target):,} (ratio 0.8)" in guide
     assert f"about {fewer}% fewer tokens" in guide
+
+
+@pytest.mark.parametrize(("args", "capped"), [
+    (f"--speculative-algorithm DFLASH {STEPS}", True), (f"--speculative-algorithm EAGLE {STEPS}", True),
+    ("--speculative-algorithm UNO --uno-lora-path /l --speculative-num-draft-tokens 4", False), ("", False)])
+def test_a_speculative_handlers_48_requests_cap_the_swa_pool_with_the_radix_cache_off(args, capped):
+    """_handle_dflash, _handle_eagle_family, ... declare max_running_requests 48 when unset (not _handle_uno), and
+    SWARequestCapPoolConfigurator.is_applicable needs it with the radix cache off."""
+    d = _decide(f"{args} --attention-backend fa3 --disable-radix-cache", draft=None if "UNO" in args or not args
+                else DRAFT)
+    assert d.pool_configurator.value == ("SWARequestCapPoolConfigurator" if capped else "HybridSWAPoolConfigurator")

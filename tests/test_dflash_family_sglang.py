@@ -42,10 +42,12 @@ def _draw(rng: random.Random) -> tuple[str, str, str]:
         words.append("--disable-hybrid-swa-memory")
     if rng.random() < 0.3:
         words.append(f"--page-size {rng.choice([16, 64])}")
+    if rng.random() < 0.3:  # the handler's 48 running requests then cap the SWA pool
+        words.append("--disable-radix-cache")
     return rng.choice(["gpt-oss-20b", "gpt-oss-120b", "gemma4-31b"]), platform, " ".join(words)
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(8))
 def test_dflash_family_launches_agree_field_by_field(seed):
     """Pools (the draft priced by SGLang's own resolve_dflash_draft_cell_size), draft layers, draft pool and the
     target's aiter routes, or the refusal, on a launch drawn afresh."""

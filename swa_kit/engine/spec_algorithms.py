@@ -37,6 +37,7 @@ from swa_kit.errors import ModelConfigError
 from swa_kit.sglang_versions import has_fix
 
 EAGLE_FAMILY_HANDLER = "_handle_eagle_family"
+SPEC_MAX_RUNNING_REQUESTS = 48  # the speculative handlers' max_running_requests when it is unset
 NGRAM_HANDLER = "_handle_ngram"
 
 
@@ -61,6 +62,12 @@ class Traits:
     dflash_family: bool = False  # SGLang's is_dflash_family(): decode prepared by DFlashDraftInputV2
     target_routes_as: str | None = None  # a planned algorithm whose target routes this one's target shares
     modelled_apart: str = ""  # without kit_plans: what the kit models of it all the same (swa_kit.launch.surface)
+
+    @property
+    def default_max_running_requests(self) -> int | None:
+        """What its ``speculative_hook.py`` handler sets ``max_running_requests`` to when unset (every handler but
+        UNO's declares 48); None: left unset."""
+        return SPEC_MAX_RUNNING_REQUESTS if self.handler not in (None, "_handle_uno") else None
 
     @property
     def resolver_rule(self) -> int | None:

@@ -248,10 +248,16 @@ def _budget(launch: Launch, attention_backend: str, parallel: Parallel) -> tuple
     return budget, text
 
 
+def max_running_requests(launch: Launch) -> int | None:
+    """``--max-running-requests``, else what the speculative handler declares (48, ``speculative_hook.py``)."""
+    return launch.server_args.max_running_requests or launch.spec_algorithm.traits.default_max_running_requests
+
+
 def swa_request_cap(launch: Launch, sws: int, page_size: int, chunked_prefill_size: int, attn_dp_size: int = 1) -> int:
     """``compute_swa_request_cap``: worst-case SWA slots the scheduler holds at max_running_requests."""
     args = launch.server_args
-    if args.max_running_requests is None:
+    running = max_running_requests(launch)
+    if running is None:
         raise UsageError("the SWA request cap counts running requests: give --max-running-requests")
     draft_tokens = args.speculative_num_draft_tokens or 1
     interval = max(1, int(env_value(launch.env, "SGLANG_SWA_EVICTION_INTERVAL")))
@@ -260,9 +266,11 @@ def swa_request_cap(launch: Launch, sws: int, page_size: int, chunked_prefill_si
         decode_alloc = page_size
     else:  # spec-v2 overlap keeps 2 x the per-decode allocation outstanding (allocation_sizing.py)
         steps, topk = args.speculative_num_steps or 1, args.speculative_eagle_topk or 1
+        if launch.spec_algorithm.traits.dflash_family:  # _handle_dflash / _handle_dspark: one step of topk 1
+            steps, topk = 1, 1
         decode_alloc = 2 * max(steps * topk, draft_tokens)
     chunks = 1 if args.disable_overlap_schedule else 2
-    requests = max(1, args.max_running_requests // attn_dp_size)  # each attention-DP group schedules its share
+    requests = max(1, running // attn_dp_size)  # each attention-DP group schedules its share
     return (trailing + decode_alloc) * requests + chunks * chunked_prefill_size + page_size
 
 
@@ -312,7 +320,7 @@ def _size_stage(launch: Launch, hybrid: bool, page_size: int, budget: int | None
     if sws is None:  # chunked layers only: SGLang sizes the SWA pool with the chunk (resolve_sliding_window_size)
         sws = max(k.chunk_size for k in model.kinds.values() if k.chunk_size)
     chunked = args.chunked_prefill_size or default_chunked_prefill_size(launch.platform.gpu_memory_bytes)
-    cap_mode = args.max_running_requests is not None and args.disable_radix_cache and chunked > 0 \
+    cap_mode = max_running_requests(launch) is not None and args.disable_radix_cache and chunked > 0 \
         and bool(model.full_attention_layer_ids)
     ratio = args.swa_full_tokens_ratio or RATIO_FALLBACK
     swa: int | None

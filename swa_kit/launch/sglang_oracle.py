@@ -476,8 +476,8 @@ def _sizes(sa: Any, view: Any, mc: Any, algorithm: Any, spec_aux: Any, budget: i
         dflash_draft_cell_size_per_token=dflash_draft_cell_size(import_sglang, spec_aux, algorithm), device="cpu")
     configurator = pc.create_memory_pool_configurator(kvc)
     out: dict[str, Any] = {"pool_configurator": type(configurator).__name__}
-    if hybrid and sws is not None:  # validate_swa_pool_size: the SWA pool must exceed sliding_window_size + page_size
-        out["swa_pool_floor"] = sws + view.page_size
+    if hybrid and sws is not None and not isinstance(configurator, pc.SWARequestCapPoolConfigurator):
+        out["swa_pool_floor"] = sws + view.page_size  # validate_swa_pool_size, which the request-cap solve skips
     if budget is not None:
         config = configurator.calculate_pool_sizes(budget, view.page_size)
         out["full_tokens"] = config.full_max_total_num_tokens if hybrid else config.max_total_num_tokens
