@@ -120,6 +120,23 @@ def surface_launches() -> list[tuple[str, str, str]]:
                                      "--attention-backend triton"),
         ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm DSPARK {steps} --speculative-draft-model-path DRAFT "
                                      "--attention-backend triton"),
+        ("gpt-oss-20b", "rocm-gfx942", f"--speculative-algorithm DFLASH {steps}"),
+        ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm DFLASH {steps} --speculative-draft-model-path DRAFT "
+                                     "--pp-size 2"),
+        ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm DFLASH {steps} --speculative-draft-model-path DRAFT "
+                                     "--speculative-draft-window-size 2"),
+        ("gpt-oss-120b", "rocm-gfx942", f"--speculative-algorithm DFLASH {steps} --speculative-draft-model-path "
+                                        "DRAFT --speculative-draft-window-size 64 --tp 2 --page-size 16"),
+        ("gpt-oss-20b", "rocm-gfx950", f"--speculative-algorithm DSPARK {steps} --speculative-draft-model-path "
+                                       "DRAFT_DSPARK --attention-backend aiter --tp 2"),
+        ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm EAGLE {steps} --speculative-draft-model-path DRAFT "
+                                     "--speculative-draft-window-size 64 --speculative-draft-sink-size 4 "
+                                     "--attention-backend triton"),
+        # every speculative handler but UNO's sets max_running_requests 48, so the radix cache off caps the SWA pool
+        ("gpt-oss-20b", "rocm-gfx950", f"--speculative-algorithm DFLASH {steps} --speculative-draft-model-path DRAFT "
+                                       "--attention-backend aiter --disable-radix-cache --mem-fraction-static 0.8"),
+        ("gpt-oss-120b", "cuda-sm90", f"--speculative-algorithm EAGLE {steps} --speculative-draft-model-path DRAFT "
+                                      "--disable-radix-cache --tp 2"),
         ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm DSPARK {steps} --speculative-draft-model-path "
                                      "DRAFT_DSPARK --attention-backend triton"),
         ("gpt-oss-20b", "rocm-gfx942", "--speculative-algorithm UNO --uno-lora-path /tmp/uno-lora"),

@@ -129,6 +129,19 @@ MUTATIONS: tuple[Mutation, ...] = (
              "dspark_markov_rank(draft.hf_config) < 0",
              "DSPARK requires markov_rank > 0 in the draft's config (resolve_spec_aux_hidden_state_config); here 0 "
              "passes."),
+    Mutation("dflash-draft-cell", "launch/pool_sizing.py",
+             "(drafts.full * full_layer if eagle else drafts.own_cell_bytes)", "(drafts.full * full_layer)",
+             "a DFLASH / DSPARK draft is priced at its own geometry (draft_kv_budget.py "
+             "resolve_dflash_draft_cell_size); here at the target's per-layer size, as EAGLE's."),
+    Mutation("dflash-target-routes", "engine/spec_algorithms.py",
+             'target_routes_as="eagle", modelled_apart=_DFLASH_MODELLED)',
+             "target_routes_as=None, modelled_apart=_DFLASH_MODELLED)",
+             "DFLASH's target routes are EAGLE's (the same backend and linear TARGET_VERIFY); here none planned."),
+    Mutation("spec-max-running-requests", "launch/pool_sizing.py",
+             "max_running_requests or launch.spec_algorithm.traits.default_max_running_requests",
+             "max_running_requests",
+             "every speculative handler but UNO's sets max_running_requests 48 when unset (speculative_hook.py), so "
+             "with the radix cache off the SWA pool is request-capped; here it stays unset."),
     Mutation("not-modelled", "launch/surface.py", "    if names:", "    if False:",
              "a surface SGLang serves and the kit does not model is refused by name (check_modelled); here the kit "
              "answers with its guess."),

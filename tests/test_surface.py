@@ -44,8 +44,10 @@ def test_what_the_kit_reads_is_modelled_and_what_it_models_it_reads():
     read = {f.name for f in fields(ServerArgsView)} - {"not_read", "not_read_values"}
     args = {name: e for (kind, name), e in SURFACE.items() if kind == "server_arg"}
     assert all(args[name].status == "modelled" for name in read if name in args)
-    # a modelled argument outside ServerArgsView is read by check_surface itself
-    assert {n for n, e in args.items() if e.status == "modelled"} - read == {"uno_lora_path"}
+    # a modelled argument outside ServerArgsView is read where it applies: check_surface (UNO's LoRA), the draft's
+    # decode (the sink), or nowhere the kit's models reach (the prefix tails: DeepSeek-V4's configurator alone)
+    assert {n for n, e in args.items() if e.status == "modelled"} - read == \
+        {"uno_lora_path", "speculative_draft_sink_size", "swa_prefix_tails"}
 
 
 def test_no_name_twice_and_the_modelled_backends_are_the_planners():
@@ -61,8 +63,8 @@ def test_no_name_twice_and_the_modelled_backends_are_the_planners():
 def test_the_algorithms_are_the_registrys():
     algorithms = {name: e for (kind, name), e in SURFACE.items() if kind == "spec_algorithm"}
     assert set(algorithms) == {a.name for a in SpeculativeAlgorithm}
-    assert {n for n, e in algorithms.items() if e.status == "modelled"} == \
-        {a.name for a in SpeculativeAlgorithm if a.traits.kit_plans}
+    # written out: NGRAM alone keeps the "refused" status (it drafts nothing, so no launch is refused for it)
+    assert {n for n, e in algorithms.items() if e.status != "modelled"} == {"NGRAM"}
 
 
 # -- --enable-unified-memory ---------------------------------------------------------------------------------
@@ -103,7 +105,7 @@ def test_unified_memory_per_algorithm_backends():
         _check("--enable-unified-memory --speculative-algorithm dspark --attention-backend trtllm_mha",
                platform="cuda-sm90")
     assert _check("--enable-unified-memory --speculative-algorithm dspark --attention-backend fa4",
-                  platform="cuda-sm100")
+                  platform="cuda-sm100") == []  # served, and both modelled: no refusal, no note
     with pytest.raises(LaunchRefusedError, match="DFLASH runs only on the backends fa3, flashinfer, triton, "
                                                  "trtllm_mha .*got fa4"):
         _check("--enable-unified-memory --speculative-algorithm dflash --attention-backend fa4",
@@ -155,17 +157,15 @@ def test_draft_sink_size():
         _check("--speculative-algorithm eagle --speculative-draft-window-size 64 --speculative-draft-sink-size -1")
     with pytest.raises(UsageError, match="--speculative-draft-sink-size 'four': SGLang reads an integer"):
         _check("--speculative-algorithm eagle --speculative-draft-window-size 64 --speculative-draft-sink-size four")
-    sink = random.randint(0, 64)
-    notes = _check(f"--speculative-algorithm eagle --speculative-draft-window-size 64 --speculative-draft-sink-size "
-                   f"{sink}")
-    assert [n.detail.split(":")[0] for n in notes] == [f"--speculative-draft-sink-size {sink}"]
+    sink = random.randint(1, 64)
+    assert _check(f"--speculative-algorithm eagle --speculative-draft-window-size 64 --speculative-draft-sink-size "
+                  f"{sink}") == []  # modelled: no note
 
 
 def test_swa_prefix_tails():
     with pytest.raises(LaunchRefusedError, match="non-negative integer, got -2.*handle_cache_compatibility"):
         _check("--swa-prefix-tails -2")
-    notes = _check("--swa-prefix-tails 8")
-    assert [n.title for n in notes] == ["--swa-prefix-tails is not modelled: this audit leaves it out"]
+    assert _check("--swa-prefix-tails 8") == []  # modelled: no note
 
 
 def test_dspark_and_uno_devices_and_uno_rules():
@@ -187,10 +187,8 @@ def test_dspark_and_uno_devices_and_uno_rules():
         _check("--speculative-algorithm uno --uno-lora-path /l --speculative-draft-model-path /d")
     with pytest.raises(LaunchRefusedError, match="UNO requires fa3 .*got prefill triton"):  # ROCm: cuda device
         _check(uno)
-    notes = _check(f"{uno} --attention-backend fa3", platform="cuda-sm90")
-    assert [n.title.split(" is ")[0] for n in notes] == ["--speculative-algorithm UNO"]
-    notes = _check("--speculative-algorithm dspark")
-    assert [n.title.split(" is ")[0] for n in notes] == ["--speculative-algorithm DSPARK"]
+    assert _check(f"{uno} --attention-backend fa3", platform="cuda-sm90") == []
+    assert _check("--speculative-algorithm dspark") == []
 
 
 def test_a_refusal_exits_with_the_usage_code(capsys):
@@ -253,17 +251,11 @@ def test_decide_refuses_dspark_with_a_draft_without_markov_rank(tmp_path):
     with pytest.raises(LaunchRefusedError, match="DSPARK requires markov_rank > 0 .*got 0.*spec_aux_hidden_state.py"):
         _decide("--speculative-algorithm dspark", draft=draft)
     draft.write_text(json.dumps({**json.loads(DRAFT_LLAMA.read_text()), "markov_rank": 1}))
-    with pytest.raises(NotModelledError, match="the kit does not model --speculative-algorithm DSPARK"):
-        _decide("--speculative-algorithm dspark", draft=draft)
+    assert _decide("--speculative-algorithm dspark", draft=draft).draft_layers_in_pool.value == {"full": 2, "swa": 0}
 
 
 @pytest.mark.parametrize(("args", "surface"), [
-    ("--swa-prefix-tails 2", "--swa-prefix-tails"),
-    ("--speculative-algorithm eagle --speculative-draft-window-size 64 --speculative-draft-sink-size 4",
-     "--speculative-draft-sink-size"),
-    ("--speculative-algorithm dflash", "--speculative-algorithm DFLASH"),
-    ("--speculative-algorithm uno --uno-lora-path /l --speculative-num-draft-tokens 4 --attention-backend fa3",
-     "--speculative-algorithm UNO"),
+    ("--enable-page-major-kv-layout --attention-backend triton", "--enable-page-major-kv-layout"),
 ])
 def test_decide_refuses_by_name_what_sglang_serves_and_the_kit_does_not_model(args, surface):
     with pytest.raises(NotModelledError, match=f"^the kit does not model {surface}"):
@@ -273,6 +265,18 @@ def test_decide_refuses_by_name_what_sglang_serves_and_the_kit_does_not_model(ar
     assert plan.full_tokens.value is not None  # the audit still answers, for the launch without it
     report = audit(Launch.from_inputs(model="gpt-oss-20b", server_args=args, platform="cuda-sm90"))
     assert any(f.title.startswith(f"{surface} is not modelled") for f in report.findings)
+
+
+@pytest.mark.parametrize("args", [
+    "--swa-prefix-tails 2",
+    "--speculative-algorithm eagle --speculative-draft-window-size 64 --speculative-draft-sink-size 4",
+    "--speculative-algorithm uno --uno-lora-path /l --speculative-num-draft-tokens 4 --attention-backend fa3",
+])
+def test_decide_answers_the_surfaces_it_models(args):
+    """Once refused by name, now modelled: decide answers and the audit names no surface as left out."""
+    assert _decide(args).full_tokens.value is not None
+    report = audit(Launch.from_inputs(model="gpt-oss-20b", server_args=args, platform="cuda-sm90"))
+    assert not [f for f in report.findings if "is not modelled" in f.title or "does not read" in f.title]
 
 
 def test_decide_leaves_modelled_launches_alone():

@@ -13,14 +13,19 @@ alike. Each member also carries its :class:`Traits`, which every other module re
   topk set to 1 (``model_override_base.py _forces_eagle_topk_one``), and whether a draft without its own config is
   the target's config rewritten to its MTP architecture;
 * whether the kit mirrors its workers and plans its routes (:attr:`Traits.kit_plans`); the others are named in
-  the audit as not planned.
+  the audit as not planned, except that the target's own routes of the DFLASH family are EAGLE's
+  (:attr:`Traits.target_routes_as`): the target worker, its backend and its linear-chain ``TARGET_VERIFY`` are the
+  same (``DFlashVerifyInput``, topk 1), and only the draft differs.
 
 ``--speculative-algorithm`` also takes the :data:`ALIASES`: NEXTN is SGLang's own alias of EAGLE
 (``speculative/spec_registry.py _RESERVED_ALIASES``); the kit reads MTP as EAGLE too, a name SGLang 0.5.23 itself
-does not take. SGLang 0.5.23's DFLASH, DSPARK and UNO are read and named, never planned: DSPARK (DFLASH's family, a
-draft model with its own KV) and UNO (the target itself with a LoRA as its draft, no draft pool) run only on the
-devices :attr:`Traits.devices` names (``_handle_dspark``, ``_handle_uno``). ROCm's torch device is ``cuda``, so
-those checks pass there; a CPU launch is refused.
+does not take. SGLang 0.5.23's DFLASH and DSPARK (one family, ``is_dflash_family()``) run a draft model whose KV
+pool of its own is priced by its own geometry in the target's budget (:mod:`swa_kit.launch.pool_sizing`); the
+draft runs one block forward per step on its own draft backend, never aiter
+(``_resolve_dflash_draft_attention_backend``). UNO drafts with the target itself and a LoRA: no draft model, no
+draft pool (``UnoWorkerV2.draft_worker`` is None). All three run only on the devices :attr:`Traits.devices` names
+(``_handle_dflash``, ``_handle_dspark``, ``_handle_uno``). ROCm's torch device is ``cuda``, so those checks pass
+there; a CPU launch is refused.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from swa_kit.errors import ModelConfigError
 from swa_kit.sglang_versions import has_fix
 
 EAGLE_FAMILY_HANDLER = "_handle_eagle_family"
+SPEC_MAX_RUNNING_REQUESTS = 48  # the speculative handlers' max_running_requests when it is unset
 NGRAM_HANDLER = "_handle_ngram"
 
 
@@ -54,6 +60,14 @@ class Traits:
     unified_memory_backends: tuple[str, ...] | None = None
     unified_fuses_draft: bool = False
     dflash_family: bool = False  # SGLang's is_dflash_family(): decode prepared by DFlashDraftInputV2
+    target_routes_as: str | None = None  # a planned algorithm whose target routes this one's target shares
+    modelled_apart: str = ""  # without kit_plans: what the kit models of it all the same (swa_kit.launch.surface)
+
+    @property
+    def default_max_running_requests(self) -> int | None:
+        """What its ``speculative_hook.py`` handler sets ``max_running_requests`` to when unset (every handler but
+        UNO's declares 48); None: left unset."""
+        return SPEC_MAX_RUNNING_REQUESTS if self.handler not in (None, "_handle_uno") else None
 
     @property
     def resolver_rule(self) -> int | None:
@@ -70,6 +84,11 @@ class Traits:
 # kv_cache_hook.py: _SPEC_MHA_AUDITED_BACKENDS, and _SPEC_VERIFY_AUDITED_BACKENDS with fa4 (DSPARK's).
 _MHA_AUDITED = ("fa3", "flashinfer", "triton", "trtllm_mha")
 _VERIFY_AUDITED_FA4 = ("cutedsl_mla", "fa3", "fa4", "flashinfer", "flashmla", "triton", "trtllm_mla")
+#: What the kit models of the DFLASH family, whose draft worker it does not mirror.
+_DFLASH_MODELLED = ("its draft's layers and own full pool priced in the target's budget (swa_kit.launch.pool_sizing "
+                    "dflash_draft_layers), its draft backend (swa_kit.launch.drafts), its start-up rules "
+                    "(check_surface) and its target routes as EAGLE's; its draft block on the draft backend is not "
+                    "planned")
 #: Every backend: --enable-unified-memory without speculation checks none.
 _ANY_BACKEND = ()
 
@@ -96,10 +115,15 @@ class SpeculativeAlgorithm(Enum):
                            handler="_handle_frozen_kv_mtp", single_chain=True, kit_plans=True)
     NGRAM = Traits(handler=NGRAM_HANDLER)
     DFLASH = Traits(draft_model=True, owns_kv_pool=True, handler="_handle_dflash", topk_forced_to_one=True,
-                    unified_memory_backends=_MHA_AUDITED, dflash_family=True)
+                    devices=("cuda", "npu", "xpu"), unified_memory_backends=_MHA_AUDITED, dflash_family=True,
+                    target_routes_as="eagle", modelled_apart=_DFLASH_MODELLED)
     DSPARK = Traits(draft_model=True, owns_kv_pool=True, handler="_handle_dspark", devices=("cuda", "npu", "xpu"),
-                    unified_memory_backends=_VERIFY_AUDITED_FA4, dflash_family=True)
-    UNO = Traits(handler="_handle_uno", devices=("cuda",))
+                    unified_memory_backends=_VERIFY_AUDITED_FA4, dflash_family=True, target_routes_as="eagle",
+                    modelled_apart=_DFLASH_MODELLED + "; its markov_rank rule (check_surface)")
+    UNO = Traits(handler="_handle_uno", devices=("cuda",),
+                 modelled_apart="no draft model and no draft pool (the target with a LoRA: swa_kit.launch.drafts); "
+                                "its start-up rules (check_surface); its routes run on fa3 only, which the kit does "
+                                "not route")
 
     @classmethod
     def from_string(cls, name: str | None) -> SpeculativeAlgorithm:

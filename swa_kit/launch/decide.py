@@ -81,7 +81,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, DraftPool):
         return {"algorithm": value.algorithm, "pool": value.pool, "layout_from": value.layout_from,
                 "layers": None if value.layout is None else value.layout.num_layers,
-                "window_size": value.window_size}
+                "window_size": value.window_size, "backend": value.backend, "sink_size": value.sink_size}
     return value
 
 
@@ -97,24 +97,29 @@ def _routes(launch: Launch, backend_of: dict[str, str], drafts: DraftPool, topk:
     """
     algorithm = launch.spec_algorithm  # an alias is planned as its algorithm (NEXTN as EAGLE)
     plans, skipped = {}, []
+    if drafts.backend is not None:  # a DFLASH-family draft: one block forward on its own backend, not planned
+        skipped.append(f"draft block on {drafts.backend}")
     for worker, modes in MODES_BY_ROLE.items():
-        if worker == "draft" and not algorithm.traits.draft_model:
+        if worker == "draft" and (not algorithm.traits.draft_model or drafts.backend is not None):
             continue
+        # the DFLASH family's target is EAGLE's target (routing.plan's spec): same backend, same linear verify
+        spec = algorithm.name.lower() if algorithm.traits.kit_plans else algorithm.traits.target_routes_as
         for mode in modes:
             if mode == "verify" and algorithm.is_none():
                 continue
             backend = backend_of["decode" if "decode" in mode else "prefill"]
-            if backend not in BACKENDS or not algorithm.traits.kit_plans:
+            if backend not in BACKENDS or spec is None:
                 skipped.append(f"{worker} {mode} on {backend}")
                 continue
             plans[(worker, mode)] = routing.plan(
-                launch.model, mode, spec=algorithm.name.lower(), topk=topk if mode == "verify" else 1, env=launch.env,
+                launch.model, mode, spec=spec, topk=topk if mode == "verify" else 1, env=launch.env,
                 worker=worker, strict=False, backend=backend, draft_model=drafts.layout,
                 sglang_version=launch.sglang_version, hybrid_swa_memory=hybrid)
     if not skipped:
         return plans, ""
     why = (f"the kit routes {', '.join(BACKENDS)} only" if algorithm.traits.kit_plans else
-           f"the kit plans no routes for {algorithm.name}")
+           f"the kit plans {algorithm.name}'s target routes as EAGLE's, on {', '.join(BACKENDS)} only, and not its "
+           "draft block" if algorithm.traits.target_routes_as else f"the kit plans no routes for {algorithm.name}")
     return plans, f"not planned ({why}): {', '.join(skipped)}"
 
 

@@ -35,6 +35,7 @@ from swa_kit.engine.spec_algorithms import EAGLE_FAMILY_HANDLER
 from swa_kit.models.configs import DTYPE_BYTES, LayerKind, ModelLayout, text_fields
 from swa_kit.engine.environment import env_value
 from swa_kit.launch.backend import choose_backend, hybrid_swa_memory_off
+from swa_kit.launch.drafts import dflash_draft_backend
 from swa_kit.launch.inputs import GIB, Launch
 from swa_kit.launch.memory_fraction import derived_context_length, resolve_fraction
 from swa_kit.launch.parallel import Parallel, parallel_of
@@ -134,9 +135,12 @@ def _full_kind(model: ModelLayout) -> LayerKind:
 
 def _one_pool_cell(model: ModelLayout, layers: list[int], dtype_bytes: int, parallel: Parallel,
                    drafts: DraftLayers) -> int:
-    """``DefaultPoolConfigurator``: every layer at the full-attention geometry, the draft's layers at the same
-    per-layer size (``int(cell x draft_layers / layers)``)."""
+    """``DefaultPoolConfigurator``: every layer at the full-attention geometry, an EAGLE draft's layers at the same
+    per-layer size (``int(cell x draft_layers / layers)``), a DFLASH-family draft at its own bytes per token
+    (``dflash_utils.py scale_kv_cell_size_per_token_for_dflash`` with ``draft_cell_size_per_token``)."""
     cell = len(layers) * _layer_bytes(_full_kind(model), dtype_bytes, parallel)
+    if drafts.own_cell_bytes:
+        return cell + drafts.own_cell_bytes
     return cell + int(cell * drafts.total / len(layers)) if drafts.total and layers else cell
 
 
@@ -147,6 +151,7 @@ class DraftLayers:
     full: int
     swa: int
     how: str
+    own_cell_bytes: int = 0  # a DFLASH-family draft: its bytes per token at its own geometry, on the full side
 
     @property
     def total(self) -> int:
@@ -170,6 +175,8 @@ def draft_layers(launch: Launch) -> DraftLayers:
     by the target's override, :func:`~swa_kit.launch.backend.hybrid_swa_memory_off`), at most all of them.
     """
     args = launch.server_args
+    if launch.spec_algorithm.traits.dflash_family:
+        return dflash_draft_layers(launch)
     if launch.spec_algorithm.traits.handler != EAGLE_FAMILY_HANDLER:  # EAGLE, EAGLE3, STANDALONE
         return DraftLayers(0, 0, "no EAGLE / STANDALONE draft in the target's pool")
     if args.speculative_draft_model_path is None and launch.draft_model is None:
@@ -187,6 +194,28 @@ def draft_layers(launch: Launch) -> DraftLayers:
     hybrid = config.sglang_hybrid_swa_pool and not hybrid_swa_memory_off(launch)[0]  # the target's override too
     swa = min(len(config.swa_attention_layer_ids), count) if hybrid else 0
     return DraftLayers(count - swa, swa, f"{_AUX}: {count} draft layers from {origin}, {swa} of them SWA")
+
+
+_DFLASH_BUDGET = ("sglang 0.5.23 mem_cache/draft_kv_budget.py resolve_dflash_draft_cell_size, "
+                  "speculative/dflash_utils.py dflash_draft_cell_size_per_token")
+
+
+def dflash_draft_layers(launch: Launch) -> DraftLayers:
+    """A DFLASH / DSPARK draft in the target's budget: ``dflash_draft_num_layers`` (the draft config's
+    ``num_hidden_layers``, ``_resolve_dflash_aux_hidden_state``), priced at the draft's own geometry: its KV heads
+    on one GPU (``get_num_kv_heads`` at the draft's attention-TP width) x ``head_dim + v_head_dim`` x layers x the
+    draft's KV dtype (``configure_kv_cache_dtype`` for the draft worker: the target's ``--kv-cache-dtype``, the fa4
+    draft in its model dtype). The configurators add it to the full side's cell (``_dflash_draft_cell_size``)."""
+    draft = launch.draft_model
+    if draft is None:
+        path = str(launch.server_args.speculative_draft_model_path)[:200]
+        return DraftLayers(0, 0, f"ASSUMED none: the draft's config at {path!r} is not on this machine (SGLang "
+                                 "prices its KV from it); give --draft-hf-config")
+    kv_dtype = "auto" if dflash_draft_backend(launch) == "fa4" else launch.server_args.kv_cache_dtype
+    layers = draft.num_layers
+    per_layer = _layer_bytes(_full_kind(draft), kv_dtype_bytes(draft, kv_dtype), parallel_of(launch.server_args))
+    return DraftLayers(layers, 0, f"{_DFLASH_BUDGET}: {layers} draft layers of the draft's config "
+                                  f"({draft.architecture}) at {per_layer} B per token each", layers * per_layer)
 
 
 def default_chunked_prefill_size(gpu_memory_bytes: int | None) -> int:
@@ -219,10 +248,16 @@ def _budget(launch: Launch, attention_backend: str, parallel: Parallel) -> tuple
     return budget, text
 
 
+def max_running_requests(launch: Launch) -> int | None:
+    """``--max-running-requests``, else what the speculative handler declares (48, ``speculative_hook.py``)."""
+    return launch.server_args.max_running_requests or launch.spec_algorithm.traits.default_max_running_requests
+
+
 def swa_request_cap(launch: Launch, sws: int, page_size: int, chunked_prefill_size: int, attn_dp_size: int = 1) -> int:
     """``compute_swa_request_cap``: worst-case SWA slots the scheduler holds at max_running_requests."""
     args = launch.server_args
-    if args.max_running_requests is None:
+    running = max_running_requests(launch)
+    if running is None:
         raise UsageError("the SWA request cap counts running requests: give --max-running-requests")
     draft_tokens = args.speculative_num_draft_tokens or 1
     interval = max(1, int(env_value(launch.env, "SGLANG_SWA_EVICTION_INTERVAL")))
@@ -231,9 +266,11 @@ def swa_request_cap(launch: Launch, sws: int, page_size: int, chunked_prefill_si
         decode_alloc = page_size
     else:  # spec-v2 overlap keeps 2 x the per-decode allocation outstanding (allocation_sizing.py)
         steps, topk = args.speculative_num_steps or 1, args.speculative_eagle_topk or 1
+        if launch.spec_algorithm.traits.dflash_family:  # _handle_dflash / _handle_dspark: one step of topk 1
+            steps, topk = 1, 1
         decode_alloc = 2 * max(steps * topk, draft_tokens)
     chunks = 1 if args.disable_overlap_schedule else 2
-    requests = max(1, args.max_running_requests // attn_dp_size)  # each attention-DP group schedules its share
+    requests = max(1, running // attn_dp_size)  # each attention-DP group schedules its share
     return (trailing + decode_alloc) * requests + chunks * chunked_prefill_size + page_size
 
 
@@ -271,16 +308,19 @@ def _size_stage(launch: Launch, hybrid: bool, page_size: int, budget: int | None
     swa_kind = next(k for k in model.kinds.values() if k.uses_swa_pool)
     full_layer, swa_layer = (_layer_bytes(k, dtype_bytes, parallel) for k in (full_kind, swa_kind))
     outside = DraftLayers(0, 0, "")
-    if drafts.total and not has_fix(launch.sglang_version, 29622):  # the configurator counts no draft layers
+    eagle = not drafts.own_cell_bytes
+    if eagle and drafts.total and not has_fix(launch.sglang_version, 29622):  # the configurator counts no draft layers
         drafts, outside = DraftLayers(0, 0, f"before PR #29622: {drafts.how}, none counted in the budget"), drafts
-    # HybridSWAPoolConfigurator: draft layers take the target's full / SWA per-token geometry
-    full_cell = _cell(model, full_ids, dtype_bytes, parallel) + drafts.full * full_layer
+    # HybridSWAPoolConfigurator: EAGLE's draft layers take the target's full / SWA per-token geometry; a DFLASH
+    # draft's own bytes per token join the full side (_dflash_draft_cell_size)
+    full_cell = _cell(model, full_ids, dtype_bytes, parallel) + \
+        (drafts.full * full_layer if eagle else drafts.own_cell_bytes)
     swa_cell = _cell(model, swa_ids, dtype_bytes, parallel) + drafts.swa * swa_layer
     sws = model.sliding_window_size
     if sws is None:  # chunked layers only: SGLang sizes the SWA pool with the chunk (resolve_sliding_window_size)
         sws = max(k.chunk_size for k in model.kinds.values() if k.chunk_size)
     chunked = args.chunked_prefill_size or default_chunked_prefill_size(launch.platform.gpu_memory_bytes)
-    cap_mode = args.max_running_requests is not None and args.disable_radix_cache and chunked > 0 \
+    cap_mode = max_running_requests(launch) is not None and args.disable_radix_cache and chunked > 0 \
         and bool(model.full_attention_layer_ids)
     ratio = args.swa_full_tokens_ratio or RATIO_FALLBACK
     swa: int | None

@@ -31,8 +31,9 @@ And for the SWA surface :mod:`swa_kit.launch.surface` names (``check_surface`` a
   (``kv_cache_configurator.py KVCacheConfigurator._init_pools``, :func:`swa_kit.launch.unified_memory.check_hybrid`).
 * The draft sink size without a window, or negative; a negative ``--swa-prefix-tails``.
 * DSPARK's draft without ``markov_rank > 0`` (``spec_aux_hidden_state.py``), read from the draft's config.
-* An algorithm's devices, and UNO's rules (``_handle_uno``: no draft path, a LoRA path, a verify width, TP=PP=1,
-  fa3 for prefill and decode).
+* An algorithm's devices, UNO's rules (``_handle_uno``: no draft path, a LoRA path, a verify width, TP=PP=1,
+  fa3 for prefill and decode), and the DFLASH family's (``_handle_dflash``, ``_handle_dspark``: one pipeline stage;
+  DFLASH's draft path, and its draft window no smaller than its block).
 """
 
 from __future__ import annotations
@@ -268,6 +269,21 @@ def _uno_refusals(launch: Launch, unread: dict[str, Any], source: str) -> None:
                       "--attention-backend fa3 on a Hopper GPU")
 
 
+def _dflash_refusals(launch: Launch, source: str) -> None:
+    """``_handle_dflash`` / ``_handle_dspark``'s checks the kit reads, in their order: one pipeline stage; DFLASH's
+    draft path; DFLASH's draft window at least its block."""
+    args, dflash = launch.server_args, launch.spec_algorithm is SpeculativeAlgorithm.DFLASH
+    if args.pp_size != 1:  # DSPARK: unless the server is a PD prefill, which the kit does not read
+        raise _refuse(f"{launch.spec_algorithm.name} runs on one pipeline stage only, got --pp-size {args.pp_size}",
+                      source, "drop --pp-size")
+    if dflash and args.speculative_draft_model_path is None and launch.draft_model is None:
+        raise _refuse("DFLASH requires --speculative-draft-model-path", source, "give the DFlash draft's path")
+    window, block = args.speculative_draft_window_size, args.speculative_num_draft_tokens
+    if dflash and window is not None and block is not None and window < block:
+        raise _refuse(f"--speculative-draft-window-size {window} is below the DFLASH block "
+                      f"(--speculative-num-draft-tokens {block})", source, f"give a window of {block} or more")
+
+
 def check_speculative_surface(launch: Launch, unread: dict[str, Any]) -> None:
     """Raise where SGLang refuses an algorithm's device, UNO, DSPARK's draft, the sink size or the prefix tails;
     ``unread``: the surface's server arguments the launch sets."""
@@ -280,6 +296,8 @@ def check_speculative_surface(launch: Launch, unread: dict[str, Any]) -> None:
                       source, "run it on a GPU platform")
     if algorithm is SpeculativeAlgorithm.UNO:
         _uno_refusals(launch, unread, source)
+    if algorithm.traits.dflash_family:
+        _dflash_refusals(launch, source)
     draft = launch.draft_model
     if algorithm is SpeculativeAlgorithm.DSPARK and draft is not None and dspark_markov_rank(draft.hf_config) <= 0:
         raise _refuse(f"DSPARK requires markov_rank > 0 in the draft config, got "

@@ -52,6 +52,7 @@ from swa_kit.launch.inputs import Launch
 from swa_kit.launch.sglang_import import (INSTALL_HINT, PLATFORM_FACTS, hidden_aiter,  # noqa: F401  (re-exported)
                                           import_sglang, read_from, sglang_version)
 from swa_kit.launch.sglang_memory import named_gpu_memory
+from swa_kit.launch.sglang_oracle_spec import dflash_draft_cell_size, draft_layers_in_budget
 from swa_kit.launch.sglang_unified import configurator, unified_fields
 from swa_kit.errors import SGLangUnavailableError, UsageError
 
@@ -464,20 +465,19 @@ def _sizes(sa: Any, view: Any, mc: Any, algorithm: Any, spec_aux: Any, budget: i
     layer_setup = import_sglang("sglang.srt.model_executor.model_runner_components.layer_setup")
     resolved = Resolved(view.attention_backend, "", "", view.page_size, hybrid, False, sa, mc)
     n = mc.num_hidden_layers
-    info = layer_setup.ModelLayerInfo(
-        start_layer=0, end_layer=n, num_effective_layers=n,
-        swa_attention_layer_ids=mc.swa_attention_layer_ids if hybrid else None,
-        full_attention_layer_ids=mc.full_attention_layer_ids if hybrid else None)
+    info = layer_setup.ModelLayerInfo(start_layer=0, end_layer=n, num_effective_layers=n,
+                                      swa_attention_layer_ids=mc.swa_attention_layer_ids if hybrid else None,
+                                      full_attention_layer_ids=mc.full_attention_layer_ids if hybrid else None)
     kvc = SimpleNamespace(
         kv_cache_dtype_str=sa.kv_cache_dtype, model_config=mc, kv_cache_dtype=_kv_dtype(resolved),
         model_dtype=mc.dtype, layer_info=info, sliding_window_size=sws, page_size=view.page_size, attn_dp_size=1,
-        pp_size=1, is_draft_worker=False, spec_algorithm=algorithm, spec_aux_config=spec_aux,
-        fused_entry_bytes=lambda side: None, dflash_draft_cell_size_per_token=None, is_hybrid_swa=hybrid,
-        use_mla_backend=False, server_args=sa, mambaish_config=None, device="cpu")
+        pp_size=1, is_draft_worker=False, spec_algorithm=algorithm, spec_aux_config=spec_aux, mambaish_config=None,
+        fused_entry_bytes=lambda side: None, is_hybrid_swa=hybrid, use_mla_backend=False, server_args=sa,
+        dflash_draft_cell_size_per_token=dflash_draft_cell_size(import_sglang, spec_aux, algorithm), device="cpu")
     configurator = pc.create_memory_pool_configurator(kvc)
     out: dict[str, Any] = {"pool_configurator": type(configurator).__name__}
-    if hybrid and sws is not None:  # validate_swa_pool_size: the SWA pool must exceed sliding_window_size + page_size
-        out["swa_pool_floor"] = sws + view.page_size
+    if hybrid and sws is not None and not isinstance(configurator, pc.SWARequestCapPoolConfigurator):
+        out["swa_pool_floor"] = sws + view.page_size  # validate_swa_pool_size, which the request-cap solve skips
     if budget is not None:
         config = configurator.calculate_pool_sizes(budget, view.page_size)
         out["full_tokens"] = config.full_max_total_num_tokens if hybrid else config.max_total_num_tokens
@@ -526,7 +526,7 @@ def ask_sglang(argv: list[str], platform: str, gpu_memory_bytes: int | None, wei
             "attention_backend": view.attention_backend, "prefill_attention_backend": prefill,
             "decode_attention_backend": decode, "page_size": view.page_size, "hybrid_swa_memory": hybrid,
             "mem_fraction_static": round(fraction, 6), "budget_bytes": budget,
-            "draft_layers": spec_aux.eagle_draft_num_layers,
+            "draft_layers": draft_layers_in_budget(spec_aux),
             "kv_heads_per_gpu": {"full": mc.get_num_kv_heads(view.tp_size),
                                  "swa": mc.get_swa_num_kv_heads(view.tp_size)}}
         try:

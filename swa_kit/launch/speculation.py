@@ -1,7 +1,8 @@
 """The speculative parameters SGLang 0.5.23 settles for a launch, and the launches it refuses.
 
 Mirrors ``arg_groups/speculative_hook.py``: ``_handle_eagle_family`` (EAGLE, EAGLE3, STANDALONE; NEXTN is
-EAGLE) and ``_handle_ngram``, which run after the backend and page size are resolved. A refusal raises
+EAGLE), ``_handle_ngram`` and the DFLASH family's one step of topk 1 (``_handle_dflash``, ``_handle_dspark``),
+which run after the backend and page size are resolved. A refusal raises
 :class:`~swa_kit.errors.LaunchRefusedError` in one line naming the rule, its source and the way out,
 because SGLang would not start.
 """
@@ -61,6 +62,9 @@ def settle(launch: Launch, choice: BackendChoice, page_size: int) -> Speculation
     handler = launch.spec_algorithm.traits.handler
     if handler == NGRAM_HANDLER:
         return _ngram(launch, choice, page_size)
+    if launch.spec_algorithm.traits.dflash_family:  # one block per step, one chain: whatever was given
+        return Speculation(1, 1, drafts, f"sglang 0.5.23 arg_groups/speculative_hook.py {handler}: num_steps 1, "
+                                         "topk 1; the draft block is --speculative-num-draft-tokens wide")
     if handler != EAGLE_FAMILY_HANDLER:
         return Speculation(steps, topk, drafts, "server arguments (no EAGLE-family resolution)")
     source = "server arguments"

@@ -9,7 +9,7 @@ from an installed SGLang, so a new release cannot add one unnoticed.
 
 :func:`check_surface` applies the table to a launch: it raises :class:`~swa_kit.errors.LaunchRefusedError` where
 SGLang refuses the launch at start-up for one of these surfaces, and returns a :class:`SurfaceNote` for each
-refused argument (and each of :data:`UNMODELLED_ALGORITHMS`) the launch sets. :func:`check_modelled` refuses such
+refused argument the launch sets. :func:`check_modelled` refuses such
 a launch by name (:class:`~swa_kit.errors.NotModelledError`): ``decide`` calls both; the audit plans it anyway and
 carries the notes.
 """
@@ -68,9 +68,11 @@ SERVER_ARGS: list[Entry] = [
     *_group("server_arg", "modelled", "check_surface: UNO's _handle_uno requires it", "uno_lora_path"),
     *_group("server_arg", "modelled", _VIEW + "; swa_kit.launch.unified_memory (the boot split, the buffer, the "
             "fused draft) and its start-up refusals (check_surface)", "enable_unified_memory"),
-    *_group("server_arg", "refused", "the EAGLE/MTP draft decode on triton and flashinfer draft backends attends "
-            "this many leading sink tokens beside the recent window; the kit's draft routes have no sink. Its "
-            "start-up refusals are modelled (check_surface)", "speculative_draft_sink_size"),
+    *_group("server_arg", "modelled", "swa_kit.launch.drafts draft_sink_size: the EAGLE/MTP draft decode on the "
+            "triton and flashinfer draft backends reads this many leading prefix tokens beside the recent window "
+            "(spec_utils.py resolve_draft_decode_window, cache_locs.py generate_draft_decode_kv_indices); other "
+            "backends and a draft with its own window ignore it; no pool changes. Its start-up refusals: "
+            "check_surface", "speculative_draft_sink_size"),
     *_group("server_arg", "refused", "one page-granular buffer holding every layer's KV per token slot: another "
             "pool layout than the kit's", "enable_page_major_kv_layout", default=False),
     *_group("server_arg", "refused", "shards KV pages over the ranks that replicate them: per-GPU pool sizes the "
@@ -81,11 +83,14 @@ SERVER_ARGS: list[Entry] = [
             "them on the prefill backend", "speculative_attention_mode", default="prefill"),
     *_group("server_arg", "refused", "several draft layers per step, each with KV in the draft pool: the kit "
             "plans a one-layer EAGLE draft", "enable_multi_layer_eagle", default=False),
-    *_group("server_arg", "refused", "room for radix-cached prefix tails in a request-capped SWA pool "
-            "(pool_configurator.py _resolve_swa_prefix_tails); the kit does not size that pool from it. A negative "
-            "value is refused as handle_cache_compatibility refuses it (check_surface)", "swa_prefix_tails"),
-    *_group("server_arg", "irrelevant", "DFLASH and DSPARK parameters: the kit names both algorithms and plans "
-            "neither", "speculative_dflash_block_size", "speculative_dspark_block_size",
+    *_group("server_arg", "modelled", "read by DeepSeek-V4's DSV4PoolConfigurator alone (pool_configurator.py "
+            "_resolve_swa_prefix_tails: cap-mode SWA headroom of tails x (window + page)), a model the kit does not "
+            "read: every pool the kit sizes (HybridSWA / SWARequestCap / Default configurators) is the same "
+            "with or without it, and no eviction or retention reads it. A negative value is refused as "
+            "handle_cache_compatibility refuses it (check_surface)", "swa_prefix_tails"),
+    *_group("server_arg", "irrelevant", "DFLASH and DSPARK draft-block and acceptance parameters: the block "
+            "width the kit reads from --speculative-num-draft-tokens; no KV pool, window or attention route",
+            "speculative_dflash_block_size", "speculative_dspark_block_size",
             "speculative_dspark_sps_table_path", "speculative_dspark_confidence_sts_path",
             "speculative_dspark_align_verify_tokens_to_graph_tier"),
     *_group("server_arg", "irrelevant", _SPEC_TUNING, "speculative_accept_threshold_single",
@@ -163,9 +168,10 @@ ATTENTION_BACKENDS: list[Entry] = [
 ]
 
 SPEC_ALGORITHMS: list[Entry] = [
-    Entry("spec_algorithm", a.name, "modelled" if a.traits.kit_plans else "refused",
+    Entry("spec_algorithm", a.name, "modelled" if a.traits.kit_plans or a.traits.modelled_apart else "refused",
           "swa_kit.engine.workers and swa_kit.engine.routing plan its workers and routes" if a.traits.kit_plans else
-          f"read and named (swa_kit.engine.spec_algorithms, handler {a.traits.handler}); the kit plans no routes")
+          a.traits.modelled_apart or f"read and named (swa_kit.engine.spec_algorithms, handler {a.traits.handler}); "
+                                     "the kit plans no routes")
     for a in SpeculativeAlgorithm
 ]
 
@@ -198,19 +204,13 @@ def _is_set(value: Any, default: Any) -> bool:
     return not (default is False and str(value).lower() in ("false", "0", "no", "off", "n"))
 
 
-#: algorithms whose draft changes the pools and routes in ways the kit does not plan: DFLASH's and DSPARK's
-#: drafts (their own layers and pools), UNO's LoRA-on-target draft. NGRAM keeps the target's pools, drafts none.
-UNMODELLED_ALGORITHMS = (SpeculativeAlgorithm.DFLASH, SpeculativeAlgorithm.DSPARK, SpeculativeAlgorithm.UNO)
-
-
 def unmodelled(launch: Launch) -> list[str]:
     """The surfaces ``launch`` sets that SGLang serves and the kit does not model (their pools or routes would be
-    the kit's guess): every refused server argument it sets, and an algorithm the kit plans no routes for."""
+    the kit's guess): every refused server argument it sets. (NGRAM, the one algorithm the kit refuses in
+    :data:`SURFACE`, keeps the target's pools and drafts none.)"""
     names = [f"--{name.replace('_', '-')}" for name, value in launch.server_args.not_read_values
              if SURFACE.get(("server_arg", name), _MODELLED).status == "refused"
              and _is_set(value, SURFACE["server_arg", name].default)]
-    if launch.spec_algorithm in UNMODELLED_ALGORITHMS:
-        names.append(f"--speculative-algorithm {launch.spec_algorithm.name}")
     draft = unmodelled_draft(launch)  # a fused draft the kit cannot price: the buffer is sized without it
     return names + ([draft] if draft else [])
 
@@ -246,10 +246,4 @@ def check_surface(launch: Launch) -> list[SurfaceNote]:
                                  "fused draft", "SGLang fuses an EAGLE draft's KV into the target's entries "
                                  "(kv_cache_configurator.py _fused_draft_decision); the kit prices it only from a "
                                  "draft config it has read", ("give --draft-hf-config with the draft's config.json",)))
-    algorithm = launch.spec_algorithm
-    if algorithm in UNMODELLED_ALGORITHMS:
-        entry = SURFACE["spec_algorithm", algorithm.name]
-        notes.append(SurfaceNote("info", f"--speculative-algorithm {algorithm.name} is not modelled: this audit "
-                                 "guesses its pools and plans none of its routes", entry.note,
-                                 ("read the pools as those of the target without its draft",)))
     return notes

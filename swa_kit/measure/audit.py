@@ -258,10 +258,11 @@ def _input_findings(launch: Launch, decisions: Decisions) -> list[Finding]:
         out.append(Finding("info", "the architecture is inferred", launch.model.sources["architecture"],
                            ("none needed if it is the model you serve; else add \"architectures\" to the config",),
                            "inputs"))
-    # A surface the kit refuses by name (e.g. --swa-prefix-tails, which changes the pools) has its own finding
-    # when set, and at SGLang's default changes nothing: it is not one of these.
+    # A surface the kit refuses by name (e.g. --enable-page-major-kv-layout, which changes the pools) has its own
+    # finding when set, and at SGLang's default changes nothing; one it models outside ServerArgsView (the draft
+    # sink, the prefix tails, UNO's LoRA) is read where it applies: neither is one of these.
     unread = [name for name in launch.server_args.not_read
-              if getattr(SURFACE.get(("server_arg", name)), "status", None) != "refused"]
+              if getattr(SURFACE.get(("server_arg", name)), "status", None) not in ("refused", "modelled")]
     if unread:
         out.append(Finding("info", "server arguments the kit does not read", ", ".join(unread),
                            ("check them by hand: the kit models the flags that route attention and size the KV "

@@ -89,14 +89,16 @@ class RawLaunch:
     draft_config: Path | None = None
 
 
-def route_modes(speculating: bool, with_draft: bool) -> tuple[str, ...]:
+def route_modes(speculating: bool, with_draft: bool, block_draft: bool = False) -> tuple[str, ...]:
     """The forward modes whose routes are compared: verify where the launch speculates, the draft worker's decode
     where it names a draft with a full pool of its own (a draft's own SWA pool is not driven yet:
-    :mod:`swa_kit.measure.sglang_routes`)."""
+    :mod:`swa_kit.measure.sglang_routes`). ``block_draft``: a DFLASH-family draft, which runs no decode: one
+    block forward on its own draft backend (``dflash_worker_v2.py``: ``ForwardMode.TARGET_VERIFY`` on the draft
+    runner; aiter is not a draft backend, ``draft_worker_common.py resolve_draft_worker_attention_backend``)."""
     modes: tuple[str, ...] = ("prefill", "extend", "decode")
     if speculating:
         modes += ("verify",)
-    return (*modes, "draft_decode") if with_draft else modes
+    return (*modes, "draft_decode") if with_draft and not block_draft else modes
 
 
 def aiter_routes(prefill: str, decode: str) -> bool:
@@ -148,7 +150,8 @@ def kit_side(launch: Launch, decisions: Decisions) -> Side:
                                for i in range(launch.model.num_layers)}
     fields["kv_heads_per_gpu"] = _kit_kv_heads(launch)
     full_draft = launch.draft_model is not None and not launch.draft_model.has_window
-    modes = route_modes(launch.server_args.speculative_algorithm is not None, full_draft)
+    modes = route_modes(launch.server_args.speculative_algorithm is not None, full_draft,
+                        launch.spec_algorithm.traits.dflash_family)
     fields["routes"] = _kit_routes(decisions, modes) if aiter_routes(decisions.prefill_attention_backend.value,
                                                                      decisions.decode_attention_backend.value) else None
     unified = decisions.unified_memory.value
@@ -169,7 +172,7 @@ def sglang_side(argv: list[str], platform: str, gpu_memory_bytes: int | None, bu
     them, the draft's config still in place); ``built``: the target's model class built on the meta device
     (``sglang_oracle.built_models_apart``); ``draft``: the draft's, where ``argv`` names a draft (or why it did not
     build: its decode routes are then left out)."""
-    from swa_kit.launch.sglang_oracle import ask_sglang
+    from swa_kit.launch.sglang_oracle import ask_sglang, import_sglang
     from swa_kit.measure.sglang_routes import routes
 
     # a class that does not build here: SGLang may still refuse the launch at start-up, before any model is built
@@ -188,7 +191,9 @@ def sglang_side(argv: list[str], platform: str, gpu_memory_bytes: int | None, bu
     route_fields: Any = None
     if aiter_routes(fields["prefill_attention_backend"], fields["decode_attention_backend"]):
         full_draft = draft is not None and (isinstance(draft, str) or all(w <= 0 for w in draft.layer_windows.values()))
-        modes = route_modes(sa.speculative_algorithm is not None, full_draft)
+        spec_info = import_sglang("sglang.srt.speculative.spec_info")
+        modes = route_modes(sa.speculative_algorithm is not None, full_draft,
+                            spec_info.SpeculativeAlgorithm.from_string(sa.speculative_algorithm).is_dflash_family())
         route_fields = routes(sa, answer.model_config, fields["page_size"], fields["hybrid_swa_memory"],
                               built.layer_windows, modes, None if draft is None or isinstance(draft, str)
                               else draft.layer_windows)
@@ -200,8 +205,11 @@ def sglang_draft_pool(sa: Any, platform: str) -> dict[str, Any] | None:
     as ``spec_aux_hidden_state`` and the scheduler do): its architecture, and whether its own KV pool is an SWA
     pool (``ModelConfig.is_hybrid_swa``)."""
     from swa_kit.launch.sglang_oracle import PLATFORM_FACTS, hidden_aiter, import_sglang
+    from swa_kit.launch.sglang_oracle_spec import runs_a_draft_model
 
-    if sa.speculative_algorithm is None:
+    spec_info = import_sglang("sglang.srt.speculative.spec_info")
+    algorithm = spec_info.SpeculativeAlgorithm.from_string(sa.speculative_algorithm)
+    if algorithm.is_none() or not runs_a_draft_model(algorithm):  # UNO and NGRAM draft with the target alone
         return None
     model_config = import_sglang("sglang.srt.configs.model_config")
     runtime = import_sglang("sglang.srt.runtime_context")

@@ -14,7 +14,13 @@ SGLang 0.5.23, per algorithm (``speculative/``, ``model_executor/pool_configurat
   (``ModelConfig`` for ``is_draft_model``: MiMoV2FlashForCausalLM -> MiMoV2MTP, one sliding layer). Without a
   draft path SGLang reads the target's own config as the draft's (``ModelConfig.from_server_args``).
 * ``--speculative-draft-window-size N``: Llama EAGLE-3 drafts set ``sliding_window_size = N`` on every
-  draft layer (``models/llama_eagle3.py``); the Triton / FlashInfer draft-decode path honours it too.
+  draft layer (``models/llama_eagle3.py``); other drafts keep their layers' own windows, and only the Triton /
+  FlashInfer draft-decode path honours the flag (``speculative/spec_utils.py resolve_draft_decode_window``), with
+  ``--speculative-draft-sink-size S``: each draft-decode step reads the first S prefix tokens and the most recent
+  N (``kernels/ops/speculative/cache_locs.py generate_draft_decode_kv_indices``, ``cap = window + sink``). Neither
+  changes a pool: every token keeps its draft slot, only the indices the step reads are cut.
+* DFLASH / DSPARK: a draft model with a full KV pool of its own (one slot per target token), priced by its own
+  geometry; it runs one block forward per step on its own draft backend (``backend``), which is never aiter.
 """
 
 from __future__ import annotations
@@ -25,6 +31,10 @@ from dataclasses import dataclass
 from swa_kit.models.configs import ARCHITECTURES, ModelLayout
 from swa_kit.window import Window
 
+#: Drafts whose model class sets ``--speculative-draft-window-size`` on every layer (``models/llama_eagle3.py``);
+#: any other draft's layers keep their own windows: the flag then cuts only the Triton / FlashInfer draft decode's
+#: key indices (with the sink) and DFLASH's compact draft cache, and aiter's draft decode ignores it.
+OWN_WINDOW_DRAFTS = ("LlamaForCausalLMEagle3",)
 #: How a draft layout read from no draft config is labelled (the audit says so in an info finding).
 NO_DRAFT_CONFIG = "NO DRAFT CONFIG"
 
@@ -37,8 +47,10 @@ class DraftPool:
     pool: str  # "none" | "dummy (64 tokens), reads the target's pool" | "own full pool" | "own SWA pool"
     layout: ModelLayout | None
     layout_from: str
-    window_size: int | None  # --speculative-draft-window-size as applied to the draft's layers
+    window_size: int | None  # --speculative-draft-window-size (layer windows of OWN_WINDOW_DRAFTS only)
     source: str
+    backend: str | None = None  # a DFLASH-family draft's own attention backend (None: the target's, as EAGLE's)
+    sink_size: int = 0  # --speculative-draft-sink-size where the draft decode honours it (0: none)
 
 
 def _mtp_draft(target: ModelLayout) -> ModelLayout | None:
@@ -68,7 +80,8 @@ def default_draft_layout(target: ModelLayout, mtp_from_target: bool, window: int
     ``draft`` (the draft's own config) wins; then, where the algorithm takes its draft from the target
     (``mtp_from_target``: EAGLE and its aliases, the algorithm registry's ``mtp_draft_from_target``), the MTP
     rewrite of the target's architecture; else the target's own config, as SGLang reads it without a draft path
-    (labelled :data:`NO_DRAFT_CONFIG`). ``window`` is ``--speculative-draft-window-size``.
+    (labelled :data:`NO_DRAFT_CONFIG`). ``window`` is ``--speculative-draft-window-size``, set on the layers of the
+    drafts in :data:`OWN_WINDOW_DRAFTS` only.
     """
     if draft is not None:
         layout, origin = draft, f"--draft-hf-config ({draft.architecture})"
@@ -81,6 +94,6 @@ def default_draft_layout(target: ModelLayout, mtp_from_target: bool, window: int
         origin = (f"{NO_DRAFT_CONFIG}: SGLang's draft worker reads the target's own config ({target.architecture}; "
                   "configs/model_config.py from_server_args: model_path or the target's), so the draft runs every "
                   "target layer; give --draft-hf-config with the config --speculative-draft-model-path points at")
-    if window is not None and not layout.sglang_hybrid_swa_pool:
+    if window is not None and layout.architecture in OWN_WINDOW_DRAFTS and not layout.sglang_hybrid_swa_pool:
         layout = with_window(layout, window)
     return layout, origin
