@@ -295,7 +295,7 @@ class Plan:
 
 
 def _choose_site(pool: PoolView, mode: str, sglang_version: str = SGLANG_VERSION) -> CallSite:
-    if pool.backend == "trtllm_mha":  # verify and draft extend run the decode kernel; PR #18970 added the SWA page table
+    if pool.backend == "trtllm_mha":  # verify and draft extend run the decode kernel; #18970: the SWA page table
         name = "trtllm_mha.extend" if mode in ("prefill", "extend") else "trtllm_mha.decode"
         return DECLARED_SITES[name if has_fix(sglang_version, 18970) else f"{name}.before_18970"]
     if pool.backend == "triton":
