@@ -32,7 +32,7 @@ REVERTIBLE_FIXES: dict[int, str] = {
     38758: "Gemma-4's backend allow-list lacks aiter",
     25547: "Gemma-4's default backend replaces any --attention-backend given, and no allow-list refuses one",
     26147: "Gemma-4's model file passes its whole window W as sliding_window_size, not W - 1",
-    18970: "trtllm_mha passes no window_left and no SWA page table",
+    18970: "trtllm_mha gives sliding layers no SWA page table (they index the SWA pool with full-pool slot ids)",
     12003: "Llama-4's backend allow-list lacks trtllm_mha",
     2170: "ROCm/aiter PR #2170 (in the aiter SGLang 0.5.23 installs): CK batch prefill picks its masked module "
           "where its kernel computes no mask",

@@ -232,3 +232,30 @@ def draft_layers_budgeted(source: str, class_name: str, runner: Any) -> int:
     configurator = SimpleNamespace(_draft_full_layers_num=0)
     exec(compile(ast.Module(statements, []), f"<{class_name}.__init__>", "exec"), {"self": configurator, "mr": runner})
     return configurator._draft_full_layers_num
+
+
+#: The TRT-LLM kernels TRTLLMHAAttnBackend calls, by the kit's name for each (its call sites' ``kernel``).
+TRTLLM_KERNELS = ("trtllm_batch_decode_with_kv_cache", "trtllm_batch_context_with_kv_cache")
+
+
+def trtllm_kernel_arguments(source: str) -> dict[str, set[tuple[bool, bool]]]:
+    """For each TRT-LLM kernel that ``TRTLLMHAAttnBackend.forward_decode`` / ``forward_extend`` of this release calls:
+    ``(passes the layer's window, takes the layer's own page table)`` at each call, read from its arguments:
+    ``window_left=layer.sliding_window_size``, and ``block_tables`` from ``self._get_layer_page_table`` (the SWA page
+    table on a sliding layer) rather than the one table of full-pool slot ids."""
+    cls = _class(ast.parse(source), "TRTLLMHAAttnBackend")
+    calls: dict[str, set[tuple[bool, bool]]] = {}
+    for name in ("forward_decode", "forward_extend"):
+        method = _method(cls, name)
+        assert method is not None, f"TRTLLMHAAttnBackend has no {name}"
+        layer_tables = {ast.unparse(t) for n in ast.walk(method) if isinstance(n, ast.Assign)
+                        and "_get_layer_page_table" in ast.unparse(n.value) for t in n.targets}
+        for call in (n for n in ast.walk(method) if isinstance(n, ast.Call)):
+            kernel = ast.unparse(call.func).rsplit(".", 1)[-1]
+            if kernel not in TRTLLM_KERNELS:
+                continue
+            given = {k.arg: ast.unparse(k.value) for k in call.keywords}
+            calls.setdefault(kernel, set()).add((given.get("window_left") == "layer.sliding_window_size",
+                                                 given.get("block_tables") in layer_tables))
+    assert calls, "TRTLLMHAAttnBackend's forward methods call no TRT-LLM kernel the test knows"
+    return calls

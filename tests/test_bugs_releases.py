@@ -24,10 +24,12 @@ from release_support import (
     has_line,
     runners,
     sliding_window_argument,
+    trtllm_kernel_arguments,
 )
 
 from swa_kit.engine.resolver import RESOLVERS, resolver_for
 from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
+from swa_kit.launch.decide import decide
 from swa_kit.launch.pool_sizing import draft_layers, size_pools
 from swa_kit.launch.refusals import gemma4_backends, llama4_backends, unified_memory_backends
 from swa_kit.measure import bugs
@@ -116,6 +118,22 @@ def _draft_budget_run(wheels, entry):
     assert budgeted[0] == 0 < budgeted[1], "the pair shows no draft layer coming into the budget"
 
 
+def _trtllm_page_table_run(wheels, entry):
+    """Each TRT-LLM kernel call's window and page table on sliding layers: the release's arguments, the kit's plan."""
+    answers = []
+    for version, kit_version in ((entry.releases.last_without, entry.launch.sglang_version),
+                                 (entry.releases.first_with, SGLANG_VERSION)):
+        theirs = trtllm_kernel_arguments(wheels.source(version, entry.releases.fix_file))
+        kit: dict[str, set[tuple[bool, bool]]] = {}
+        for layer in (e for p in decide(bugs.build_launch(entry, kit_version)).routes.values() for e in p.layers
+                      if e.kind == "sliding"):
+            kit.setdefault(layer.kernel, set()).add((layer.window_arg == layer.sliding_window_size,
+                                                     layer.page_table == "swa"))
+        assert theirs == kit, (version, kit_version, theirs, kit)
+        answers.append(theirs)
+    assert answers[0] != answers[1], "both releases pass the same window and page tables"
+
+
 #: Start-up asserts: (the assert's message, what its test reads, the value asked about, the kit's answer).
 ASSERT_RUNS = {
     "gemma4-aiter": ("Gemma4 only supports", "backend", "aiter", lambda v: "aiter" in gemma4_backends(v)),
@@ -138,7 +156,8 @@ def _assert_run(wheels, entry):
 
 
 RUNS = {"aiter-resolver": _resolver_run, "trtllm-resolver": _resolver_run, "gemma4-window": _gemma4_window_run,
-        "swa-draft-budget": _draft_budget_run, **{name: _assert_run for name in ASSERT_RUNS}}
+        "swa-draft-budget": _draft_budget_run,
+        "trtllm-page-table": _trtllm_page_table_run, **{name: _assert_run for name in ASSERT_RUNS}}
 
 
 def test_every_named_decision_is_run_here():

@@ -183,13 +183,21 @@ def test_trtllm_mha_attends_the_window_on_the_swa_page_table():
     assert rows["target", "decode", "full"].effective_keys is None  # window_left -1 on full layers
 
 
-def test_before_18970_trtllm_mha_passes_no_window_nor_swa_slots():
-    rows = _trtllm(before(18970))
-    for mode in ("prefill", "extend", "decode"):
+def test_before_18970_trtllm_mha_keeps_the_window_but_reads_swa_with_full_slots():
+    """0.5.8.post1, the last release before the PR, passes window_left=layer.sliding_window_size at every kernel call
+    (tests/test_bugs_releases.py reads it); the PR added the SWA page table only."""
+    rows = _trtllm(before(18970), "--speculative-algorithm EAGLE --speculative-eagle-topk 1 --speculative-num-steps 2 "
+                   "--speculative-num-draft-tokens 3")
+    fixed = _trtllm(SGLANG_VERSION, "--speculative-algorithm EAGLE --speculative-eagle-topk 1 "
+                    "--speculative-num-steps 2 --speculative-num-draft-tokens 3")
+    for mode in ("prefill", "extend", "decode", "verify"):
         sliding, full = rows["target", mode, "sliding"], rows["target", mode, "full"]
-        assert (sliding.window_arg, sliding.effective_keys, sliding.page_table, sliding.buffer) == (-1, None, "full",
+        assert (sliding.window_arg, sliding.effective_keys) == (fixed["target", mode, "sliding"].window_arg,
+                                                                 fixed["target", mode, "sliding"].effective_keys)
+        assert (sliding.window_arg, sliding.effective_keys, sliding.page_table, sliding.buffer) == (127, 128, "full",
                                                                                                    "swa")
-        assert "gets no window" in sliding.kit_verdict.problem and "untranslated" in sliding.kit_verdict.problem
+        assert "untranslated full-pool slot ids" in sliding.kit_verdict.problem
+        assert "no window" not in sliding.kit_verdict.problem  # the slots alone are wrong
         assert "PR #18970" in sliding.kit_verdict.ways_out[0] and full.kit_verdict is None
 
 

@@ -51,7 +51,6 @@ class CallSite:
     keys_of: Callable[[Any], int | None] | None = None
     source: str = "sglang 0.5.23 layers/attention/aiter_backend.py"
     max_head_dim: int | None = None  # the kernel asserts head_dim <= this (None: no cap the kit knows)
-    honours_window: bool = True  # a declared site that passes the kernel no window (a fix undone) says so
     tree_rows: str = ""  # how an EAGLE tree's window goes wrong here ("": each draft attends its own window)
 
 
@@ -102,7 +101,10 @@ def _gluon_keys(sliding_window: Any) -> int | None:
 
 
 _TRITON = "sglang 0.5.23 layers/attention/triton_backend.py"
-_BEFORE_18970 = "before SGLang PR #18970, trtllm_mha_backend.py passed no window_left and no SWA page table"
+# sglang 0.5.8.post1 (the last release before the PR) already passes window_left at every kernel call; the PR added
+# the SWA page table (_get_layer_page_table), so before it sliding layers index the SWA pool with full-pool slot ids.
+_BEFORE_18970 = ("before SGLang PR #18970 (sglang 0.5.8.post1 layers/attention/trtllm_mha_backend.py forward_decode, "
+                 "forward_extend): window_left=layer.sliding_window_size, but one page table of full-pool slot ids")
 _UTILS = "sglang 0.5.23 layers/attention/aiter_utils.py"
 _TRTLLM = "sglang 0.5.23 layers/attention/trtllm_mha_backend.py"
 # Not in the amd-aiter 0.1.7 wheel; read at ROCm/aiter commit e4048607 (August 2026).
@@ -136,8 +138,8 @@ DECLARED_SITES: dict[str, CallSite] = {
         CallSite("trtllm_mha.extend", "forward_extend", "trtllm_batch_context_with_kv_cache", (), ("prefill", "extend"),
                  lambda sws: sws, "window_left=sws", True, _window_left, f"{_TRTLLM} forward_extend, "
                  "_get_layer_page_table"),
-        *(CallSite(f"{name}.before_18970", method, kernel, (), modes, lambda sws: -1, "window_left=-1 (not passed)",
-                   False, _window_left, _BEFORE_18970, honours_window=False)
+        *(CallSite(f"{name}.before_18970", method, kernel, (), modes, lambda sws: sws, "window_left=sws", False,
+                   _window_left, _BEFORE_18970)
           for name, method, kernel, modes in (
               ("trtllm_mha.decode", "forward_decode", "trtllm_batch_decode_with_kv_cache", ("decode", "verify", "tree",
                                                                                           "extend")),

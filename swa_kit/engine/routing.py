@@ -28,7 +28,8 @@ default): every mode honours the window; decode gathers the newest ``min(seq_len
 ``backend="trtllm_mha"`` plans SGLang's TRT-LLM MHA backend (``layers/attention/trtllm_mha_backend.py``): every
 mode passes ``window_left=sws`` (``sws + 1`` keys), and ``_get_layer_page_table`` picks the SWA page table by the
 resolved pool's ``layers_mapping`` at the layer's own id, so a draft that resolves the target's pool reads its
-own layers through the target's layer kinds.
+own layers through the target's layer kinds. Before PR #18970 (``before-18970``) there is no SWA page table:
+sliding layers index the SWA pool with full-pool slot ids, window_left unchanged.
 
 Each call site is one :class:`CallSite`; its window argument is SGLang's expression of the layer's
 ``sliding_window_size`` (sws), read back into keys through the path's convention (:mod:`swa_kit.window`). The guards
@@ -294,7 +295,7 @@ class Plan:
 
 
 def _choose_site(pool: PoolView, mode: str, sglang_version: str = SGLANG_VERSION) -> CallSite:
-    if pool.backend == "trtllm_mha":  # verify and draft extend run the decode kernel; PR #18970 gave both a window
+    if pool.backend == "trtllm_mha":  # verify and draft extend run the decode kernel; #18970: the SWA page table
         name = "trtllm_mha.extend" if mode in ("prefill", "extend") else "trtllm_mha.decode"
         return DECLARED_SITES[name if has_fix(sglang_version, 18970) else f"{name}.before_18970"]
     if pool.backend == "triton":
@@ -344,7 +345,7 @@ class _Route:
 
     @property
     def honours_window(self) -> bool:
-        return self.path.honours_window if self.path else self.site.honours_window
+        return self.path is None or self.path.honours_window  # every declared site passes its kernel a window
 
     def effective_keys(self) -> int | None:
         if self.path is None:
@@ -436,9 +437,6 @@ def _window_problems(route: _Route, effective: int | None) -> tuple[list[str], l
     if not route.honours_window:
         ways = _ways_out(route.pool) if route.site.name == "decode.paged" else (UNIFIED_VERIFY.text,
                                                                                   TRITON_BACKEND.text)
-        if route.pool.backend == "trtllm_mha":
-            ways = (f"SGLang {SGLANG_VERSION}, whose trtllm_mha passes window_left and the SWA page table (PR "
-                    "#18970)", TRITON_BACKEND.text)
         # paged_attention_ragged has no window parameter; extend_attention_fwd has one SGLang does not pass
         why = ("takes no window" if "no window parameter" in route.site.window_expr else
                f"gets no window (it takes one, but SGLang's {route.pool.backend} backend does not pass it)")
@@ -456,6 +454,9 @@ def _slot_problems(route: _Route) -> tuple[list[str], list[str]]:
     """The kit's verdict on the slots: a page table that does not match the buffer."""
     if route.buffer == route.page_table:
         return [], []
+    if route.buffer == "swa" and route.pool.backend == "trtllm_mha" and not route.site.swa_page_table:
+        return _verdict(_UNTRANSLATED, f"SGLang {SGLANG_VERSION}, whose trtllm_mha gives sliding layers the "
+                                       "translated SWA page table (PR #18970)", TRITON_BACKEND.text)
     if route.buffer == "swa":
         # Advise the fixed resolver only where the pool went unresolved; where it is resolved (the fixed resolver
         # already in force) the call site itself never swaps in the SWA page table.

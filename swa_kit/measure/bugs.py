@@ -103,6 +103,8 @@ RELEASE_RUNS: dict[str, str] = {
     "gemma4-window": "the window argument Gemma-4's sliding layers pass, from the model file's own code",
     "swa-draft-budget": "how many EAGLE draft layers the hybrid-SWA pool configurator counts in the budget, from "
                         "HybridSWAPoolConfigurator's own code on a stand-in runner",
+    "trtllm-page-table": "whether each TRT-LLM kernel call of trtllm_mha passes a sliding layer its window and its "
+                         "SWA page table, from the arguments of TRTLLMHAAttnBackend's own forward methods",
     "gemma4-aiter": "whether Gemma-4's backend allow-list takes aiter, from the release's own start-up assert",
     "llama4-trtllm-mha": "whether Llama-4's backend allow-list takes trtllm_mha, from the release's own start-up "
                          "assert",
