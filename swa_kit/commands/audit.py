@@ -7,6 +7,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING
 
+from swa_kit.errors import UsageError
 from swa_kit.models.configs import list_models
 from swa_kit.engine.environment import ENV_VARS
 from swa_kit.exit_codes import ExitCode
@@ -15,24 +16,32 @@ from swa_kit.launch.vllm_args import VLLM_VERSION
 from swa_kit.sglang_versions import SGLANG_VERSION, SGLANG_VERSIONS, versions_help
 
 if TYPE_CHECKING:
+    from swa_kit.models.configs import ModelLayout
     from swa_kit.launch.inputs import Launch
     from swa_kit.measure.sglang_check import RawLaunch
 
-ENGINES = ("sglang", "vllm")
+ENGINES = ("sglang", "vllm", "both")
 
 NAME = "audit"
-HELP = "audit an SGLang launch: the backend, pools and routes SGLang picks, then findings ranked by severity"
+HELP = ("audit an SGLang launch (or a vLLM one, or one launch on both side by side): the backend, pools and routes "
+        "the engine picks, then findings ranked by severity")
 STATUS_HELP = (f"exit codes: {int(ExitCode.OK)} = no finding above info; {int(ExitCode.DISAGREES)} = findings (wrong "
               "keys, SGLang's guard refusals, one key short, memory, a trace that differs from the plan); "
               f"{int(ExitCode.BAD_INPUT)} = bad input (unreadable config or trace, unknown architecture, conflicting "
               "arguments, unknown variable, a launch SGLang itself refuses at start-up, --check-with-sglang without "
-              "SGLang installed), with one line naming the value and what is accepted")
+              "SGLang installed), with one line naming the value and what is accepted; with --engine both, the worse "
+              f"of the two engines' audits, and {int(ExitCode.BAD_INPUT)} also when one engine refuses the launch at "
+              "start-up (the side by side is still printed, the refusal in that engine's column)")
 JSON_SHAPE = ("--json prints one object: model {name, architecture, sources, config_path, config_sha256}, "
               "sglang_version, platform, server_args_line (the launch as SGLang logs it), env, decisions "
               "[{decision, value, source, how}], routes [{worker, mode, backend, kind, layers, kernel, window_arg, "
               "keys, page_table, sglang, kit}], findings [{severity, title, detail, ways_out: [alternatives], where, "
               "known_bugs: [lines]}] worst first, exit_code, versions {swa-kit, SGLang installed here, transformers}, "
-              "command, and with --check-with-sglang sglang_check {version, fields [{field, kit, sglang, agree}]}")
+              "command, and with --check-with-sglang sglang_check {version, fields [{field, kit, sglang, agree}]}. "
+              "With --engine both: engine, model, launch [{meaning, sglang, vllm, how}], sglang and vllm {version, "
+              "flags, refused, audit (that engine's own --json object)}, keys [{kind, layers, mode, sglang_kernel, "
+              "sglang_window_arg, sglang_keys, vllm_kernel, vllm_window_arg, vllm_keys, meant}], memory [{quantity, "
+              "sglang, vllm, how}], draft [{engine, what, value, how}], findings [{engine, severity, ...}], exit_code")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,10 +76,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=ENGINES, default="sglang",
                         help=f"the engine audited: sglang (SGLang {SGLANG_VERSION}, the default) or vllm (vLLM "
                              f"{VLLM_VERSION} on ROCm; --server-args then holds `vllm serve` flags, and --env "
-                             "vLLM's variables)")
+                             "vLLM's variables), or both (one launch on each, side by side: --server-args holds "
+                             "SGLang's flags, --vllm-args vLLM's; a flag of the launch given on one side is written "
+                             "in the other's spelling, one with no counterpart is refused by name)")
     parser.add_argument("--server-args", metavar="ARGS_OR_FILE", default=None,
                         help="SGLang's flags in quotes (\"--attention-backend aiter --page-size 16\"), or a file "
                              "holding the launch command or the logged server_args=ServerArgs(...) line")
+    parser.add_argument("--vllm-args", metavar="ARGS_OR_FILE", default=None,
+                        help="with --engine both (or vllm): the `vllm serve` flags in quotes, or a file holding the "
+                             "command")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="environment variable, repeatable; accepted: " + ", ".join(ENV_VARS))
     parser.add_argument("--platform", default="rocm-gfx942", choices=list(PLATFORMS),
@@ -117,6 +131,7 @@ def command_line(args: argparse.Namespace) -> str:
 
     words = ["swa-kit", NAME] + (["--engine", args.engine] if args.engine != "sglang" else [])
     for option, value in (("--hf-config", args.hf_config), ("--model", args.model), ("--server-args", args.server_args),
+                          ("--vllm-args", args.vllm_args),
                           ("--platform", args.platform), ("--gpu-memory-gib", args.gpu_memory_gib),
                           ("--weights-gib", args.weights_gib), ("--sglang-version", args.sglang_version),
                           ("--draft-hf-config", args.draft_hf_config), ("--trace", args.trace)):
@@ -133,7 +148,6 @@ def _raw_launch(args: argparse.Namespace, launch: Launch) -> RawLaunch:
     """The launch as the user gave it (config path, server-argument words, draft config), for SGLang's parser."""
     from pathlib import Path
 
-    from swa_kit.errors import UsageError
     from swa_kit.launch.inputs import flag_words, server_args_text
     from swa_kit.measure.sglang_check import RawLaunch
 
@@ -149,36 +163,108 @@ def _raw_launch(args: argparse.Namespace, launch: Launch) -> RawLaunch:
     return RawLaunch(tuple(flag_words(text)), config, draft)
 
 
+def _refuse_options(args: argparse.Namespace, engine: str, allowed: tuple[str, ...] = ()) -> None:
+    """SGLang-only options given to another engine's audit: refused by name, never dropped."""
+    given = [name for name, value, default in (("--sglang-version", args.sglang_version, SGLANG_VERSION),
+                                               ("--draft-hf-config", args.draft_hf_config, None),
+                                               ("--trace", args.trace, None),
+                                               ("--check-with-sglang", args.check_with_sglang, False))
+             if value != default and name not in allowed]
+    if given:
+        raise UsageError(f"{', '.join(given)}: SGLang's audit only; the {engine} audit does not read them yet "
+                         "(audit --engine sglang for them)")
+
+
+def _vllm_text(value: str | None) -> str:
+    """vLLM's flags, or the text of a file holding the launch command."""
+    from swa_kit.files import read_text
+    from swa_kit.launch.inputs import MAX_ARGS_BYTES
+
+    text = value or ""
+    if os.path.isfile(text):
+        text = read_text(text, "vLLM flags file", MAX_ARGS_BYTES)
+    return text
+
+
+def _load_model(args: argparse.Namespace) -> ModelLayout:
+    from swa_kit.models.configs import load_hf_config, load_model
+
+    return load_model(args.model) if args.model else load_hf_config(args.hf_config)
+
+
 def run_vllm(args: argparse.Namespace) -> int:
     """``--engine vllm``: the vLLM launch's plan and findings; SGLang-only options are refused by name."""
-    from swa_kit.errors import UsageError
-    from swa_kit.files import read_text
-    from swa_kit.launch.inputs import MAX_ARGS_BYTES, env_pairs
+    from swa_kit.launch.inputs import env_pairs
     from swa_kit.launch.vllm_args import parse_vllm_flags
     from swa_kit.launch.vllm_plan import plan
     from swa_kit.measure.vllm_audit import audit_vllm, render_vllm, render_vllm_json
-    from swa_kit.models.configs import load_hf_config, load_model
 
-    sglang_only = [name for name, value, default in (("--sglang-version", args.sglang_version, SGLANG_VERSION),
-                                                     ("--draft-hf-config", args.draft_hf_config, None),
-                                                     ("--trace", args.trace, None),
-                                                     ("--check-with-sglang", args.check_with_sglang, False))
-                   if value != default]
-    if sglang_only:
-        raise UsageError(f"{', '.join(sglang_only)}: SGLang's audit only; the vLLM audit does not read them yet")
-    text = args.server_args or ""
-    if os.path.isfile(text):  # a file holding the launch command
-        text = read_text(text, "--server-args file", MAX_ARGS_BYTES)
-    model = load_model(args.model) if args.model else load_hf_config(args.hf_config)
-    report = audit_vllm(plan(model, parse_vllm_flags(text), env_pairs(args.env), args.platform,
+    _refuse_options(args, "vLLM")
+    if args.server_args is not None and args.vllm_args is not None:
+        raise UsageError("--engine vllm reads vLLM's flags from --server-args or --vllm-args: give one of them")
+    text = _vllm_text(args.vllm_args if args.vllm_args is not None else args.server_args)
+    report = audit_vllm(plan(_load_model(args), parse_vllm_flags(text), env_pairs(args.env), args.platform,
                              args.gpu_memory_gib, args.weights_gib))
     print(render_vllm_json(report) if args.json else render_vllm(report, markdown=args.markdown))
+    return report.exit_code
+
+
+def run_both(args: argparse.Namespace) -> int:
+    """``--engine both``: one launch on SGLang and on vLLM, side by side; each engine's refusal stays in its column."""
+    import shlex
+    import sys
+
+    from swa_kit.errors import LaunchRefusedError
+    from swa_kit.launch.inputs import Launch, env_pairs, flag_words, parse_server_args, server_args_text
+    from swa_kit.launch.two_engines import pair, split_env
+    from swa_kit.launch.vllm_args import parse_vllm_flags
+    from swa_kit.launch.vllm_plan import VLLM_PLATFORMS, plan
+    from swa_kit.measure.audit import audit
+    from swa_kit.measure.both_audit import BothAudit, render, render_json
+    from swa_kit.measure.vllm_audit import audit_vllm
+
+    _refuse_options(args, "two-engine", allowed=("--sglang-version", "--draft-hf-config"))
+    if args.platform not in VLLM_PLATFORMS:
+        raise UsageError(f"--platform {args.platform}: --engine both needs a platform both engines are audited on: "
+                         f"{', '.join(VLLM_PLATFORMS)}")
+    s_text = server_args_text(args.server_args) or ""
+    if "ServerArgs(" in s_text:
+        raise UsageError("--engine both needs SGLang's flags or launch command: a logged ServerArgs(...) line holds "
+                         "SGLang's resolved values, which cannot be told from the flags given")
+    v_text = _vllm_text(args.vllm_args)
+    model = _load_model(args)
+    s_env, v_env = split_env(env_pairs(args.env))
+    paired = pair(parse_server_args(s_text), parse_vllm_flags(v_text), model)
+    s_flags = shlex.join(flag_words(s_text) + list(paired.sglang_words))
+    v_flags = " ".join(w for w in (v_text.strip(), shlex.join(paired.vllm_words)) if w)
+    launch = Launch.from_inputs(hf_config=args.hf_config, model=args.model, server_args=s_flags or None, env=s_env,
+                                platform=args.platform, gpu_memory_gib=args.gpu_memory_gib,
+                                sglang_version=args.sglang_version, draft_hf_config=args.draft_hf_config,
+                                weights_gib=args.weights_gib)
+    report = BothAudit(model, paired, s_flags, v_flags, None, None)
+    try:
+        report.sglang = audit(launch)
+    except LaunchRefusedError as error:
+        report.sglang_refusal = str(error)
+    v_args = parse_vllm_flags(v_flags)  # bad flags are bad input, not vLLM's refusal
+    try:
+        report.vllm = audit_vllm(plan(model, v_args, v_env, args.platform, args.gpu_memory_gib, args.weights_gib))
+    except UsageError as error:
+        report.vllm_refusal = str(error)
+    print(render_json(report) if args.json else render(report, markdown=args.markdown))
+    for engine, refusal in (("SGLang", report.sglang_refusal), ("vLLM", report.vllm_refusal)):
+        if refusal:
+            print(f"swa-kit audit: {engine} refuses this launch: {refusal}", file=sys.stderr)
     return report.exit_code
 
 
 def run(args: argparse.Namespace) -> int:
     if args.engine == "vllm":
         return run_vllm(args)
+    if args.engine == "both":
+        return run_both(args)
+    if args.vllm_args is not None:
+        raise UsageError("--vllm-args: vLLM's flags, read with --engine both or --engine vllm")
     # builds pools and reads transformers: import when asked
     from swa_kit.measure.audit import ReportContext, audit, render, render_json
     from swa_kit.measure.bugs import match

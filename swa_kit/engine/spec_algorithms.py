@@ -176,3 +176,18 @@ def planned(algorithm: SpeculativeAlgorithm | str | None) -> SpeculativeAlgorith
 #: its names and grouping differ from SGLang's algorithms above.
 VLLM_SPEC_METHODS: dict[str, bool] = {"eagle": True, "eagle3": True, "mtp": True, "dflash": True, "dspark": True,
                                       "ngram": False, "ngram_gpu": False, "suffix": False, "draft_model": False}
+#: SGLang's algorithm (or alias) -> vLLM's method of the same meaning (``swa-kit audit --engine both``). Gemma-4's
+#: assistant drafter is FROZEN_KV_MTP in SGLang and ``mtp`` in vLLM (vllm/model_executor/models/gemma4_mtp.py); a
+#: model's own MTP layers are NEXTN (EAGLE) in SGLang and ``mtp`` in vLLM. UNO has no vLLM method.
+SGLANG_TO_VLLM_METHOD: dict[str, str] = {
+    "EAGLE": "eagle", "EAGLE3": "eagle3", "STANDALONE": "draft_model", "NGRAM": "ngram", "DFLASH": "dflash",
+    "DSPARK": "dspark", "FROZEN_KV_MTP": "mtp", "NEXTN": "mtp", "MTP": "mtp"}
+
+
+def sglang_algorithm_for(method: str, gemma4: bool, mtp_layers: bool) -> str | None:
+    """vLLM's ``method`` as SGLang's algorithm (None: none of that meaning); ``mtp`` is Gemma-4's assistant drafter
+    on a Gemma-4 target (FROZEN_KV_MTP), else the model's own MTP layers (NEXTN) where it has them."""
+    if method == "mtp":
+        return SpeculativeAlgorithm.FROZEN_KV_MTP.name if gemma4 else "NEXTN" if mtp_layers else None
+    named = [a for a, m in SGLANG_TO_VLLM_METHOD.items() if m == method]
+    return named[0] if named else None

@@ -1,0 +1,278 @@
+"""One launch on SGLang and on vLLM, side by side: keys per layer kind, memory per GPU, the draft's KV, findings.
+
+Each side is the engine's own audit (:mod:`swa_kit.measure.audit` for SGLang, :mod:`swa_kit.measure.vllm_audit`
+for vLLM); this module only lines them up. An engine that refuses the launch at start-up keeps its column, holding
+its refusal. Exit status: ``BAD_INPUT`` when an engine refuses the launch (as its own audit would exit), else
+``DISAGREES`` when either engine has a finding above info, else ``OK``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from swa_kit.exit_codes import ExitCode
+from swa_kit.launch.inputs import GIB
+from swa_kit.launch.two_engines import PairedLaunch
+from swa_kit.launch.vllm_args import VLLM_VERSION
+from swa_kit.launch.vllm_plan import VllmPlan
+from swa_kit.measure.audit import SEVERITIES, Audit, Finding
+from swa_kit.measure.vllm_audit import VllmAudit
+from swa_kit.models.configs import LayerKind, ModelLayout
+from swa_kit.sglang_versions import SGLANG_VERSION
+from swa_kit.tables import format_table
+
+#: The forward modes compared: SGLang's (worker, mode) and vLLM's mode for the same work (vLLM has no separate
+#: extend: a prefill that continues a cached prefix is a prefill).
+MODES = (("prefill", ("target", "prefill"), "prefill"), ("extend", ("target", "extend"), "prefill"),
+         ("decode", ("target", "decode"), "decode"), ("verify", ("target", "verify"), "verify"),
+         ("draft extend", ("draft", "draft_extend"), None), ("draft decode", ("draft", "draft_decode"), None))
+NOT_PLACED = "not placed: the kit's vLLM plan has no drafter layers yet"
+
+
+@dataclass
+class BothAudit:
+    model: ModelLayout
+    paired: PairedLaunch
+    sglang_flags: str  # the flags SGLang gets (the user's and the mapped ones)
+    vllm_flags: str
+    sglang: Audit | None
+    vllm: VllmAudit | None
+    sglang_refusal: str | None = None  # SGLang's start-up refusal, when it refuses the launch
+    vllm_refusal: str | None = None
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.sglang_refusal or self.vllm_refusal:
+            return ExitCode.BAD_INPUT
+        sides = [a for a in (self.sglang, self.vllm) if a is not None]
+        return ExitCode.DISAGREES if any(a.exit_code == ExitCode.DISAGREES for a in sides) else ExitCode.OK
+
+
+def _meant(kind: LayerKind) -> str:
+    if kind.attention == "chunked":
+        return f"chunks of {kind.chunk_size}"
+    return "all" if kind.window.keys is None else str(kind.window.keys)
+
+
+def _sglang_cell(report: Audit | None, key: tuple[str, str], kind: str) -> dict[str, Any] | None:
+    """SGLang's kernel, window argument and keys for ``kind`` layers in one (worker, mode); None: no such route."""
+    if report is None or key not in report.decisions.routes:
+        return None
+    entries = [e for e in report.decisions.routes[key].layers if e.kind == kind]
+    if not entries:
+        return None
+    calls = dict.fromkeys((e.kernel, str(e.window_arg), "RAISES" if e.sglang_guard else
+                           "all" if e.effective_keys is None else str(e.effective_keys)) for e in entries)
+    return {"kernel": "; ".join(c[0] for c in calls), "window_arg": "; ".join(c[1] for c in calls),
+            "keys": "; ".join(c[2] for c in calls), "layers": len(entries)}
+
+
+def _vllm_cell(plan: VllmPlan | None, mode: str | None, kind: str) -> dict[str, str] | None:
+    if plan is None or mode is None:
+        return None
+    for kp in plan.kinds:
+        for r in kp.routes:
+            if kp.kind.name == kind and r.mode == mode:
+                keys = "RAISES" if r.raises else "all" if r.keys is None else str(r.keys)
+                return {"kernel": f"{r.kernel} ({kp.selection.backend})", "window_arg": str(r.window_arg),
+                        "keys": keys}
+    return None
+
+
+def key_rows(report: BothAudit) -> list[dict[str, Any]]:
+    """Per layer kind and forward mode: each engine's kernel, window argument and keys attended, and keys meant."""
+    plan = report.vllm.plan if report.vllm else None
+    speculative = bool(report.sglang and report.sglang.launch.spec_algorithm.is_some()) or \
+        bool(plan and plan.args.speculative_config)
+    rows = []
+    for name, kind in report.model.kinds.items():
+        for label, sglang_key, vllm_mode in MODES:
+            if not speculative and label in ("verify", "draft extend", "draft decode"):
+                continue
+            s, v = _sglang_cell(report.sglang, sglang_key, name), _vllm_cell(plan, vllm_mode, name)
+            if s is None and v is None and vllm_mode is not None:
+                continue
+            if v is None and vllm_mode is None:
+                v = {"kernel": NOT_PLACED, "window_arg": "", "keys": ""}
+            empty = {"kernel": "-", "window_arg": "", "keys": ""}
+            s, v = s or empty, v or empty
+            # a draft runs its own layers (SGLang's FROZEN_KV MTP: one of each kind), the target the model's
+            layers = s["layers"] if sglang_key[0] == "draft" and "layers" in s else \
+                report.model.layer_types.count(name)
+            rows.append({"kind": name, "layers": layers, "mode": label,
+                         "sglang_kernel": s["kernel"], "sglang_window_arg": s["window_arg"],
+                         "sglang_keys": s["keys"], "vllm_kernel": v["kernel"], "vllm_window_arg": v["window_arg"],
+                         "vllm_keys": v["keys"], "meant": _meant(kind)})
+    return rows
+
+
+def _full_block_tokens(plan: VllmPlan) -> int:
+    """Tokens one pool block holds in the full-attention group (the first group when there is none)."""
+    group = next((g for g in plan.kv.groups if g.kind == "FullAttentionSpec"), plan.kv.groups[0])
+    return group.specs[0].block_size
+
+
+def vllm_memory(plan: VllmPlan) -> dict[str, Any]:
+    """vLLM's KV figures per GPU, read from its plan."""
+    layer_of = {name: plan.model.layer_types.index(name) for name in plan.model.kinds}
+    tokens = plan.num_blocks * _full_block_tokens(plan)
+    local = [k.name for k in plan.model.kinds.values() if k.attention != "full"]
+    if not local:
+        keeps = "no sliding layers"
+    elif plan.kv.hybrid_disabled:
+        keeps = f"every token (hybrid KV-cache manager off: {plan.kv.hybrid_rule})"
+    else:
+        keeps = "per request: W - 1 + tokens in flight (SlidingWindowSpec); older blocks freed"
+    return {"heads": {n: plan.kv.specs[i].num_kv_heads for n, i in layer_of.items()},
+            "every_layer": sum(s.bytes_per_token for s in plan.kv.specs),
+            "per_context_token": plan.kv.bytes_per_block / _full_block_tokens(plan), "keeps": keeps,
+            "budget": plan.available_bytes, "tokens": tokens, "gpus": plan.args.tensor_parallel_size}
+
+
+def sglang_memory(report: Audit) -> dict[str, Any]:
+    """SGLang's KV figures per GPU, read from its decisions."""
+    pools, model = report.decisions.pools, report.launch.model
+    if not pools.hybrid:
+        keeps = "every token: one pool" + ("" if not model.has_window else
+                                            f" ({report.decisions.hybrid_swa_memory.source})")
+    else:
+        ratio = "" if pools.ratio is None else f" (ratio {pools.ratio} x the full pool)"
+        keeps = (f"SWA pool: {pools.swa_tokens:,} tokens{ratio}, shared; out-of-window slots freed"
+                 if pools.swa_tokens is not None else "an SWA pool")
+    return {"heads": {n: pools.parallel.kv_heads_per_gpu(k.num_kv_heads) for n, k in model.kinds.items()},
+            "every_layer": pools.one_pool_cell_bytes, "per_context_token": pools.bytes_per_context_token,
+            "keeps": keeps, "budget": pools.budget_bytes, "tokens": pools.full_tokens, "gpus": pools.parallel.gpus}
+
+
+def _per_gib(tokens: int | None, budget: int | None) -> float | None:
+    return None if not tokens or not budget else round(tokens / (budget / GIB), 1)
+
+
+_MEMORY_ROWS = (
+    ("GPUs (tensor parallel)", "gpus", "every figure below is per GPU"),
+    ("KV heads per GPU", "heads", "heads split over the ranks, or replicated when fewer than the ranks"),
+    ("KV bytes per token, every layer keeping it", "every_layer", "one pool of every layer: the two agree"),
+    ("KV bytes per token of context", "per_context_token", "SGLang: full cell + ratio x SWA cell; vLLM: one pool "
+     "block over the full-attention group's block size (sliding groups take their window per request on top)"),
+    ("sliding layers keep", "keeps", "SGLang sizes an SWA pool at start-up; vLLM's hybrid manager keeps windows"),
+    ("KV budget per GPU (bytes)", "budget", "each engine's own budget: SGLang's --mem-fraction-static estimate, "
+     "vLLM's --gpu-memory-utilization; weights subtracted only where --weights-gib is given"),
+    ("tokens per GPU", "tokens", "SGLang: the full pool's tokens; vLLM: pool blocks x the full group's block "
+     "size (upper bound: no block held by a sliding group)"),
+)
+
+
+def memory_rows(report: BothAudit) -> list[dict[str, Any]]:
+    """Memory per GPU on each engine: the same quantities, each engine's value and how it is found."""
+    s = sglang_memory(report.sglang) if report.sglang else {}
+    v = vllm_memory(report.vllm.plan) if report.vllm else {}
+    rows = [{"quantity": label, "sglang": s.get(key), "vllm": v.get(key), "how": how}
+            for label, key, how in _MEMORY_ROWS]
+    rows.append({"quantity": "tokens per GiB of KV budget", "sglang": _per_gib(s.get("tokens"), s.get("budget")),
+                 "vllm": _per_gib(v.get("tokens"), v.get("budget")), "how": "tokens per GPU / budget: the budgets "
+                 "differ, this does not"})
+    return rows
+
+
+def draft_rows(report: BothAudit) -> list[dict[str, Any]]:
+    """The draft's KV on each engine: SGLang's draft pool and resolver, what vLLM's plan says of its drafter."""
+    rows: list[dict[str, Any]] = []
+    if report.sglang is not None:
+        d = report.sglang.decisions
+        rows += [{"engine": "SGLang", "what": "draft pool", "value": d.draft_pool.value.pool,
+                  "how": d.draft_pool.source},
+                 {"engine": "SGLang", "what": "draft layers in the target's pool",
+                  "value": d.draft_layers_in_pool.value, "how": d.draft_layers_in_pool.source},
+                 {"engine": "SGLang", "what": "pool the draft translates slots against", "value": d.resolver.value,
+                  "how": d.resolver.source}]
+    if report.vllm is not None:
+        config = report.vllm.plan.args.speculative_config
+        rows += [{"engine": "vLLM", "what": "drafter", "value": "none" if config is None else config.get("method"),
+                  "how": "--speculative-config"}]
+        if config is not None:
+            rows.append({"engine": "vLLM", "what": "drafter layers' KV-cache groups", "value": NOT_PLACED,
+                         "how": "the groups above hold the target's layers only"})
+    return rows
+
+
+def finding_rows(report: BothAudit) -> list[tuple[str, Finding]]:
+    """Each engine's findings, worst first within the engine; a refusal is the engine's one ``raises`` finding."""
+    out: list[tuple[str, Finding]] = []
+    for engine, side, refusal in (("SGLang", report.sglang, report.sglang_refusal),
+                                  ("vLLM", report.vllm, report.vllm_refusal)):
+        if refusal:
+            out.append((engine, Finding("raises", f"{engine} refuses this launch at start-up", refusal, (),
+                                        "start-up")))
+        elif side is not None:
+            out += [(engine, f) for f in sorted(side.findings, key=lambda f: SEVERITIES.index(f.severity))]
+    return out
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items())
+    if isinstance(value, float):
+        return f"{value:,.0f}" if value.is_integer() else f"{value:,.1f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return "-" if value is None else str(value)
+
+
+def to_json(report: BothAudit) -> dict[str, Any]:
+    from swa_kit.measure.audit import to_json as sglang_json
+    from swa_kit.measure.vllm_audit import to_json as vllm_json
+
+    return {
+        "engine": "both", "model": {"name": report.model.name, "architecture": report.model.architecture},
+        "launch": [vars(r) for r in report.paired.rows],
+        "sglang": {"version": SGLANG_VERSION, "flags": report.sglang_flags, "refused": report.sglang_refusal,
+                   "audit": None if report.sglang is None else sglang_json(report.sglang)},
+        "vllm": {"version": VLLM_VERSION, "flags": report.vllm_flags, "refused": report.vllm_refusal,
+                 "audit": None if report.vllm is None else vllm_json(report.vllm)},
+        "keys": key_rows(report), "memory": memory_rows(report), "draft": draft_rows(report),
+        "findings": [{"engine": e, **f.to_json()} for e, f in finding_rows(report)],
+        "exit_code": int(report.exit_code)}
+
+
+def render_json(report: BothAudit) -> str:
+    return json.dumps(to_json(report), indent=2, default=str)
+
+
+def _table(rows: list[dict[str, Any]], columns: list[str], markdown: bool) -> list[str]:
+    return format_table(rows, columns, markdown=markdown, cell=_cell).splitlines()
+
+
+def render(report: BothAudit, markdown: bool = False) -> str:
+    """The side by side as text, or as Markdown for a bug report."""
+    h, model = ("## " if markdown else "== "), report.model
+    lines = [f"{'# ' if markdown else ''}swa-kit audit --engine both: {model.display_name} ({model.architecture}): "
+             f"SGLang {SGLANG_VERSION} and vLLM {VLLM_VERSION}", "",
+             f"SGLang gets: {report.sglang_flags or '(no flags)'}", f"vLLM gets: {report.vllm_flags or '(no flags)'}",
+             "", f"{h}The launch on each engine (a flag of the launch reaches both; an engine's own stays with it)", ""]
+    lines += _table([vars(r) for r in report.paired.rows], ["meaning", "sglang", "vllm", "how"], markdown) \
+        if report.paired.rows else ["no flags: each engine's defaults"]
+    lines += ["", f"{h}Keys per layer kind (kernel, window argument, keys attended; meant = the model's window)", ""]
+    lines += _table(key_rows(report), ["kind", "layers", "mode", "sglang_kernel", "sglang_window_arg", "sglang_keys",
+                                       "vllm_kernel", "vllm_window_arg", "vllm_keys", "meant"], markdown)
+    lines += ["", f"{h}KV memory per GPU", ""]
+    lines += _table(memory_rows(report), ["quantity", "sglang", "vllm", "how"], markdown)
+    lines += ["", f"{h}The draft's KV", ""]
+    drafts = draft_rows(report)
+    lines += _table(drafts, ["engine", "what", "value", "how"], markdown) if drafts else ["no speculation"]
+    lines += ["", f"{h}Findings of each engine (its own audit; worst first)", ""]
+    found = finding_rows(report)
+    for i, (engine, f) in enumerate(found, 1):
+        ways = f"way out: {'; or '.join(f.ways_out) or 'see the detail'}"
+        if markdown:
+            lines += [f"{i}. **{engine} [{f.severity}]** {f.title} ({f.where})", f"   - {f.detail}", f"   - {ways}"]
+        else:
+            lines += [f"{i}. {engine} [{f.severity}] {f.title} ({f.where})", f"   {f.detail}", f"   {ways}"]
+    if not found:
+        lines.append("none")
+    code = report.exit_code
+    meaning = {ExitCode.OK: "no finding above info", ExitCode.DISAGREES: "findings",
+               ExitCode.BAD_INPUT: "an engine refuses the launch"}[code]
+    lines += ["", f"exit code {int(code)} ({meaning})"]
+    return "\n".join(lines)
