@@ -1,0 +1,58 @@
+"""``--engine both``'s mapping against vLLM's own parser: SGLang's flags, written in vLLM's spelling by the kit, mean
+the same launch when vLLM 0.34.0's ``EngineArgs`` parser reads them (marker ``vllm``).
+
+The SGLang side's meaning is read by the kit's SGLang parser (held against SGLang's own elsewhere); here vLLM's parser
+is the oracle for the words the kit writes, so a misspelt flag or a JSON vLLM would not take fails.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import shlex
+
+import pytest
+
+from vllm_support import require_vllm
+
+pytestmark = pytest.mark.vllm
+
+arg_utils, argparse_utils, cache_config = require_vllm("vllm.engine.arg_utils", "vllm.utils.argparse_utils",
+                                                       "vllm.config.cache")
+
+from swa_kit.launch.inputs import parse_server_args  # noqa: E402
+from swa_kit.launch.two_engines import pair  # noqa: E402
+from swa_kit.launch.vllm_args import parse_vllm_flags  # noqa: E402
+from swa_kit.models.configs import load_model  # noqa: E402
+
+PARSER = argparse_utils.FlexibleArgumentParser()
+arg_utils.EngineArgs.add_cli_args(PARSER)
+
+
+@pytest.mark.parametrize(("sglang", "expected"), [
+    ("--tp 2", {"tensor_parallel_size": 2}),
+    ("--tensor-parallel-size 4 --context-length 32768", {"tensor_parallel_size": 4, "max_model_len": 32768}),
+    ("--kv-cache-dtype fp8_e4m3", {"kv_cache_dtype": "fp8_e4m3"}),
+    ("--kv-cache-dtype fp8_e5m2", {"kv_cache_dtype": "fp8_e5m2"}),
+    ("--kv-cache-dtype bf16", {"kv_cache_dtype": "bfloat16"}),
+    ("--disable-hybrid-swa-memory", {"disable_hybrid_kv_cache_manager": True}),
+    ("--speculative-algorithm FROZEN_KV_MTP --speculative-num-steps 3",
+     {"speculative_config": {"method": "mtp", "num_speculative_tokens": 3}}),
+    ("--speculative-algorithm EAGLE3 --speculative-draft-model-path /drafts/eagle3",
+     {"speculative_config": {"method": "eagle3", "model": "/drafts/eagle3"}}),
+    ("--speculative-algorithm NGRAM", {"speculative_config": {"method": "ngram"}}),
+])
+def test_vllm_reads_the_mapped_flags_as_the_same_launch(sglang, expected):
+    paired = pair(parse_server_args(sglang), parse_vllm_flags(""), load_model("gemma4-31b"))
+    parsed = vars(PARSER.parse_args(list(paired.vllm_words)))
+    assert {k: parsed[k] for k in expected} == expected
+    # and the kit's vLLM parser, which the vLLM audit runs on, reads the same words alike
+    kit = parse_vllm_flags(shlex.join(paired.vllm_words))
+    assert {k: getattr(kit, k) for k in expected} == expected
+
+
+def test_vllms_fp8_is_sglangs_e4m3():
+    """vLLM's CacheDType ``fp8`` is e4m3 on ROCm: the kit writes SGLang's fp8_e4m3 for it."""
+    paired = pair(parse_server_args(""), parse_vllm_flags("--kv-cache-dtype fp8"), load_model("gemma4-31b"))
+    assert "fp8_e4m3" in paired.sglang_words
+    assert re.search(r"ROCm \(AMD GPU\) supports\s+fp8 \(=fp8_e4m3\)", inspect.getsource(cache_config.CacheConfig))
