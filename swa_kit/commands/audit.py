@@ -211,46 +211,16 @@ def run_vllm(args: argparse.Namespace) -> int:
 
 def run_both(args: argparse.Namespace) -> int:
     """``--engine both``: one launch on SGLang and on vLLM, side by side; each engine's refusal stays in its column."""
-    import shlex
     import sys
 
-    from swa_kit.errors import LaunchRefusedError
-    from swa_kit.launch.inputs import Launch, env_pairs, flag_words, parse_server_args, server_args_text
-    from swa_kit.launch.two_engines import pair, split_env
-    from swa_kit.launch.vllm_args import parse_vllm_flags
-    from swa_kit.launch.vllm_plan import VLLM_PLATFORMS, plan
-    from swa_kit.measure.audit import audit
-    from swa_kit.measure.both_audit import BothAudit, render, render_json
-    from swa_kit.measure.vllm_audit import audit_vllm
+    from swa_kit.launch.inputs import env_pairs
+    from swa_kit.measure.both_audit import audit_both, render, render_json
 
     _refuse_options(args, "two-engine", allowed=("--sglang-version", "--draft-hf-config"))
-    if args.platform not in VLLM_PLATFORMS:
-        raise UsageError(f"--platform {args.platform}: --engine both needs a platform both engines are audited on: "
-                         f"{', '.join(VLLM_PLATFORMS)}")
-    s_text = server_args_text(args.server_args) or ""
-    if "ServerArgs(" in s_text:
-        raise UsageError("--engine both needs SGLang's flags or launch command: a logged ServerArgs(...) line holds "
-                         "SGLang's resolved values, which cannot be told from the flags given")
-    v_text = _vllm_text(args.vllm_args)
-    model = _load_model(args)
-    s_env, v_env = split_env(env_pairs(args.env))
-    paired = pair(parse_server_args(s_text), parse_vllm_flags(v_text), model)
-    s_flags = shlex.join(flag_words(s_text) + list(paired.sglang_words))
-    v_flags = " ".join(w for w in (v_text.strip(), shlex.join(paired.vllm_words)) if w)
-    launch = Launch.from_inputs(hf_config=args.hf_config, model=args.model, server_args=s_flags or None, env=s_env,
-                                platform=args.platform, gpu_memory_gib=args.gpu_memory_gib,
-                                sglang_version=args.sglang_version, draft_hf_config=args.draft_hf_config,
-                                weights_gib=args.weights_gib)
-    report = BothAudit(model, paired, s_flags, v_flags, None, None)
-    try:
-        report.sglang = audit(launch)
-    except LaunchRefusedError as error:
-        report.sglang_refusal = str(error)
-    v_args = parse_vllm_flags(v_flags)  # bad flags are bad input, not vLLM's refusal
-    try:
-        report.vllm = audit_vllm(plan(model, v_args, v_env, args.platform, args.gpu_memory_gib, args.weights_gib))
-    except UsageError as error:
-        report.vllm_refusal = str(error)
+    report = audit_both(hf_config=args.hf_config, model=args.model, server_args=args.server_args,
+                        vllm_args=_vllm_text(args.vllm_args), env=env_pairs(args.env), platform=args.platform,
+                        gpu_memory_gib=args.gpu_memory_gib, weights_gib=args.weights_gib,
+                        sglang_version=args.sglang_version, draft_hf_config=args.draft_hf_config)
     print(render_json(report) if args.json else render(report, markdown=args.markdown))
     for engine, refusal in (("SGLang", report.sglang_refusal), ("vLLM", report.vllm_refusal)):
         if refusal:

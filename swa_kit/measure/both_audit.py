@@ -9,17 +9,20 @@ its refusal. Exit status: ``BAD_INPUT`` when an engine refuses the launch (as it
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from swa_kit.errors import LaunchRefusedError, UsageError
 from swa_kit.exit_codes import ExitCode
-from swa_kit.launch.inputs import GIB
-from swa_kit.launch.two_engines import PairedLaunch
-from swa_kit.launch.vllm_args import VLLM_VERSION
-from swa_kit.launch.vllm_plan import VllmPlan
-from swa_kit.measure.audit import SEVERITIES, Audit, Finding
-from swa_kit.measure.vllm_audit import VllmAudit
-from swa_kit.models.configs import LayerKind, ModelLayout
+from swa_kit.launch.inputs import GIB, Launch, flag_words, parse_server_args, server_args_text
+from swa_kit.launch.two_engines import PairedLaunch, pair, split_env
+from swa_kit.launch.vllm_args import VLLM_VERSION, parse_vllm_flags
+from swa_kit.launch.vllm_plan import VLLM_PLATFORMS, VllmPlan, plan
+from swa_kit.measure.audit import SEVERITIES, Audit, Finding, audit
+from swa_kit.measure.vllm_audit import VllmAudit, audit_vllm
+from swa_kit.models.configs import LayerKind, ModelLayout, load_hf_config, load_model
 from swa_kit.sglang_versions import SGLANG_VERSION
 from swa_kit.tables import format_table
 
@@ -48,6 +51,43 @@ class BothAudit:
             return ExitCode.BAD_INPUT
         sides = [a for a in (self.sglang, self.vllm) if a is not None]
         return ExitCode.DISAGREES if any(a.exit_code == ExitCode.DISAGREES for a in sides) else ExitCode.OK
+
+
+def audit_both(*, model: str | None = None, hf_config: str | Path | None = None, server_args: str | None = None,
+               vllm_args: str = "", env: dict[str, str] | None = None, platform: str = "rocm-gfx942",
+               gpu_memory_gib: float | None = None, weights_gib: float | None = None,
+               sglang_version: str = SGLANG_VERSION, draft_hf_config: str | Path | None = None) -> BothAudit:
+    """One launch on both engines: ``server_args`` are SGLang's flags (or a file holding the command), ``vllm_args``
+    vLLM's; ``env`` holds both engines' variables (``VLLM_*`` are vLLM's). Bad input raises
+    :class:`~swa_kit.errors.UsageError`; an engine's start-up refusal is kept in the report."""
+    if platform not in VLLM_PLATFORMS:
+        raise UsageError(f"--platform {platform}: --engine both needs a platform both engines are audited on: "
+                         f"{', '.join(VLLM_PLATFORMS)}")
+    s_text = server_args_text(server_args) or ""
+    if "ServerArgs(" in s_text:
+        raise UsageError("--engine both needs SGLang's flags or launch command: a logged ServerArgs(...) line holds "
+                         "SGLang's resolved values, which cannot be told from the flags given")
+    layout = load_model(model) if model is not None else load_hf_config(hf_config) if hf_config is not None else None
+    if layout is None:
+        raise UsageError("give exactly one of --hf-config PATH (a config.json or model directory) or --model NAME")
+    s_env, v_env = split_env(env or {})
+    paired = pair(parse_server_args(s_text), parse_vllm_flags(vllm_args), layout)
+    s_flags = shlex.join(flag_words(s_text) + list(paired.sglang_words))
+    v_flags = " ".join(w for w in (vllm_args.strip(), shlex.join(paired.vllm_words)) if w)
+    launch = Launch.from_inputs(hf_config=hf_config, model=model, server_args=s_flags or None, env=s_env,
+                                platform=platform, gpu_memory_gib=gpu_memory_gib, sglang_version=sglang_version,
+                                draft_hf_config=draft_hf_config, weights_gib=weights_gib)
+    report = BothAudit(layout, paired, s_flags, v_flags, None, None)
+    try:
+        report.sglang = audit(launch)
+    except LaunchRefusedError as error:
+        report.sglang_refusal = str(error)
+    v_parsed = parse_vllm_flags(v_flags)  # bad flags are bad input, not vLLM's refusal
+    try:
+        report.vllm = audit_vllm(plan(layout, v_parsed, v_env, platform, gpu_memory_gib, weights_gib))
+    except UsageError as error:  # the vLLM plan's refusals: vLLM's own at start-up, or a surface not modelled
+        report.vllm_refusal = str(error)
+    return report
 
 
 def _meant(kind: LayerKind) -> str:
