@@ -23,8 +23,7 @@ if TYPE_CHECKING:
 ENGINES = ("sglang", "vllm", "both")
 
 NAME = "audit"
-HELP = ("audit an SGLang launch (or a vLLM one, or one launch on both side by side): the backend, pools and routes "
-        "the engine picks, then findings ranked by severity")
+HELP = "audit an SGLang launch: the backend, pools and routes SGLang picks, then findings ranked by severity"
 STATUS_HELP = (f"exit codes: {int(ExitCode.OK)} = no finding above info; {int(ExitCode.DISAGREES)} = findings (wrong "
               "keys, SGLang's guard refusals, one key short, memory, a trace that differs from the plan); "
               f"{int(ExitCode.BAD_INPUT)} = bad input (unreadable config or trace, unknown architecture, conflicting "
