@@ -35,9 +35,8 @@ from swa_kit.engine.resolver import decision_table
 from swa_kit.launch.vllm_args import VLLM_VERSION
 from swa_kit.launch.vllm_routes import route
 from swa_kit.lessons.workshop import engines
-from swa_kit.measure.both_audit import audit_both, draft_rows, finding_rows, key_rows, memory_rows
+from swa_kit.measure.both_audit import audit_both, draft_rows, finding_rows, key_rows, memory_rows, table_text
 from swa_kit.sglang_versions import SGLANG_VERSION
-from swa_kit.tables import print_table
 
 print(f"SGLang {SGLANG_VERSION} and vLLM {VLLM_VERSION}, as the kit models them")
 
@@ -56,7 +55,7 @@ print("vLLM flags given:  ", engines.VLLM_ARGS)
 report = engines.the_launch()
 print("\nSGLang gets:", report.sglang_flags)
 print("vLLM gets:  ", report.vllm_flags, "\n")
-print_table([vars(row) for row in report.paired.rows], ["meaning", "sglang", "vllm", "how"])
+print(table_text([vars(row) for row in report.paired.rows], ["meaning", "sglang", "vllm", "how"]))
 
 # %% [markdown]
 # The drafter is SGLang's FROZEN_KV MTP and vLLM's `mtp` method: the same Gemma-4 assistant model, which writes
@@ -87,9 +86,9 @@ engines.check_unified_window_args(my_sglang_arg, my_vllm_arg)
 
 # %%
 rows = key_rows(report)
-print_table([r for r in rows if not r["mode"].startswith("draft")],
-            ["kind", "layers", "mode", "sglang_kernel", "sglang_window_arg", "sglang_keys", "vllm_kernel",
-             "vllm_window_arg", "vllm_keys", "meant"])
+print(table_text([r for r in rows if not r["mode"].startswith("draft")],
+                 ["kind", "layers", "mode", "sglang_kernel", "sglang_window_arg", "sglang_keys", "vllm_kernel",
+                  "vllm_window_arg", "vllm_keys", "meant"]))
 
 # %% tags=["solution"]
 engines.check_unified_window_args(engines.unified_window_args()["sglang"], engines.unified_window_args()["vllm"])
@@ -118,15 +117,16 @@ engines.check_unified_window_args(engines.unified_window_args()["sglang"], engin
 off = audit_both(model=engines.MODEL, server_args=engines.SGLANG_ARGS + " --disable-hybrid-swa-memory",
                  vllm_args=engines.VLLM_ARGS)
 print("vLLM gets:", off.vllm_flags, "\n")
-print_table([r for r in key_rows(off) if r["kind"] == "sliding" and r["mode"] == "decode"],
-            ["kind", "mode", "sglang_kernel", "sglang_keys", "vllm_kernel", "vllm_window_arg", "vllm_keys"])
+print(table_text([r for r in key_rows(off) if r["kind"] == "sliding" and r["mode"] == "decode"],
+                 ["kind", "mode", "sglang_kernel", "sglang_keys", "vllm_kernel", "vllm_window_arg", "vllm_keys"]))
 for engine, finding in finding_rows(off):
     if finding.severity in ("raises", "memory"):
         print(f"\n{engine} [{finding.severity}] {finding.title} ({finding.where})\n    {finding.detail}")
 
 # %% [markdown]
-# SGLang stops (the guard names the layer and the way out); vLLM runs the same routes and instead pays in memory:
-# its sliding layers are sized as full ones. Both answers are loud; neither computes the wrong keys.
+# SGLang stops: its guard names the layer and the way out (and without the hybrid pool its CK prefill meets the
+# full layers' head size, another start-up stop). vLLM runs the same routes and pays in memory instead: its
+# sliding layers are sized as full ones. Both answers are loud; neither computes the wrong keys.
 #
 # `ROCM_AITER_FA`'s routing for Gemma-4's sliding layers, from the kit's transcription of vLLM's
 # `AiterFlashAttentionImpl.forward`. vLLM's backend selection would not give Gemma-4 this backend at all: its
@@ -159,10 +159,10 @@ print("vLLM:", fa.vllm_refusal)
 #   resolve and no mapping to get wrong.
 
 # %%
-print_table(draft_rows(report), ["engine", "what", "value", "how"])
-print()
-print_table([r for r in decision_table() if r["algorithm"] == "FROZEN_KV_MTP" and r["role"] == "draft"
-             and r["model"] == "hybrid_swa"], ["algorithm", "role", "resolver", "returns", "wanted", "consequence"])
+print(table_text(draft_rows(report), ["engine", "what", "value", "how"]), "\n")
+frozen_kv_draft = [r for r in decision_table()
+                   if r["algorithm"] == "FROZEN_KV_MTP" and r["role"] == "draft" and r["model"] == "hybrid_swa"]
+print(table_text(frozen_kv_draft, ["algorithm", "role", "resolver", "returns", "wanted", "consequence"]))
 
 # %% [markdown]
 # The resolver table is computed on the kit's real pools: only the fixed rule returns the SWA pool the draft needs.
@@ -191,7 +191,7 @@ my_ratio = ...  # your answer: SGLang's bytes per token of context / vLLM's
 engines.check_context_token_ratio(my_ratio)
 
 # %%
-print_table(memory_rows(report), ["quantity", "sglang", "vllm", "how"])
+print(table_text(memory_rows(report), ["quantity", "sglang", "vllm", "how"]))
 
 # %% tags=["solution"]
 engines.check_context_token_ratio(engines.context_token_ratio())

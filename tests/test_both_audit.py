@@ -11,6 +11,7 @@ import json
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +19,8 @@ from swa_kit.errors import UsageError
 from swa_kit.launch.inputs import parse_server_args
 from swa_kit.launch.two_engines import pair
 from swa_kit.launch.vllm_args import parse_vllm_flags
-from swa_kit.models.configs import list_models, load_model
+from swa_kit.measure.both_audit import audit_both, render_json
+from swa_kit.models.configs import list_models, load_hf_config, load_model
 
 GEMMA4 = load_model("gemma4-31b")
 
@@ -119,11 +121,10 @@ def _every_layer_bytes(model, tp: int) -> int:
 @pytest.mark.parametrize("name", [n for n in list_models() if n != "mimo-v2-flash"])
 @pytest.mark.parametrize("tp", [1, 2])
 def test_both_engines_price_a_token_of_every_layer_alike(name, tp):
-    done = _cli("--model", name, "--server-args", f"--tp {tp}", "--json")
-    report = json.loads(done.stdout)
+    report = json.loads(render_json(audit_both(model=name, server_args=f"--tp {tp}")))
     row = next(r for r in report["memory"] if r["quantity"] == "KV bytes per token, every layer keeping it")
     expected = _every_layer_bytes(load_model(name), tp)
-    assert row["sglang"] == row["vllm"] == expected, done.stderr
+    assert row["sglang"] == row["vllm"] == expected
     gpus = next(r for r in report["memory"] if r["quantity"] == "GPUs (tensor parallel)")
     assert gpus["sglang"] == gpus["vllm"] == tp
 
@@ -136,7 +137,7 @@ def test_an_engine_that_refuses_keeps_its_column():
     assert done.returncode == report["exit_code"] == 2
     assert "head_size" in report["vllm"]["refused"] and report["vllm"]["audit"] is None
     assert report["sglang"]["refused"] is None and report["sglang"]["audit"]["routes"]
-    assert "vLLM refuses this launch" in done.stderr
+    assert "no vLLM plan for this launch" in done.stderr
     assert any(f["engine"] == "vLLM" and f["severity"] == "raises" for f in report["findings"])
 
 
@@ -195,3 +196,25 @@ def test_mtp_names_the_models_own_drafter_or_is_refused():
         _pair("", "--speculative-config '{\"method\": \"mtp\"}'", load_model("gpt-oss-20b"))
     mimo = _pair("", "--speculative-config '{\"method\": \"mtp\"}'", load_model("mimo-v2-flash"))
     assert parse_server_args(shlex.join(mimo.sglang_words)).speculative_algorithm == "NEXTN"
+
+
+SAVED = sorted(p for p in (Path(__file__).parent / "data" / "differential").glob("*.json") if p.stem != "expected")
+
+
+@pytest.mark.parametrize("config", SAVED, ids=[p.stem for p in SAVED])
+def test_configs_saved_by_transformers_classes(config):
+    """The differential's configs, each saved by transformers' own config class: audited on both engines, or the
+    engine that has no plan says why in its column."""
+    report = json.loads(render_json(audit_both(hf_config=config)))
+    assert report["exit_code"] in (0, 1, 2)
+    for engine in ("sglang", "vllm"):
+        side = report[engine]
+        assert (side["audit"] is None) == bool(side["refused"]), engine
+    planned = {r["kind"] for r in report["keys"]}
+    assert planned == set(load_hf_config(config).kinds), planned
+
+
+def test_mimo_has_no_vllm_plan_and_says_why():
+    done = _cli("--model", "mimo-v2-flash", "--json")
+    report = json.loads(done.stdout)
+    assert done.returncode == 2 and "DiffKV" in report["vllm"]["refused"] and report["sglang"]["audit"] is not None

@@ -223,7 +223,7 @@ def run_both(args: argparse.Namespace) -> int:
     print(render_json(report) if args.json else render(report, markdown=args.markdown))
     for engine, refusal in (("SGLang", report.sglang_refusal), ("vLLM", report.vllm_refusal)):
         if refusal:
-            print(f"swa-kit audit: {engine} refuses this launch: {refusal}", file=sys.stderr)
+            print(f"swa-kit audit: no {engine} plan for this launch: {refusal}", file=sys.stderr)
     return report.exit_code
 
 

@@ -42,7 +42,8 @@ class BothAudit:
     vllm_flags: str
     sglang: Audit | None
     vllm: VllmAudit | None
-    sglang_refusal: str | None = None  # SGLang's start-up refusal, when it refuses the launch
+    # why an engine has no plan: its own start-up refusal, or a surface the kit refuses to guess (the text says which)
+    sglang_refusal: str | None = None
     vllm_refusal: str | None = None
 
     @property
@@ -243,7 +244,7 @@ def finding_rows(report: BothAudit) -> list[tuple[str, Finding]]:
     for engine, side, refusal in (("SGLang", report.sglang, report.sglang_refusal),
                                   ("vLLM", report.vllm, report.vllm_refusal)):
         if refusal:
-            out.append((engine, Finding("raises", f"{engine} refuses this launch at start-up", refusal, (),
+            out.append((engine, Finding("raises", f"no {engine} plan: the launch is refused", refusal, (),
                                         "start-up")))
         elif side is not None:
             out += [(engine, f) for f in sorted(side.findings, key=lambda f: SEVERITIES.index(f.severity))]
@@ -280,8 +281,13 @@ def render_json(report: BothAudit) -> str:
     return json.dumps(to_json(report), indent=2, default=str)
 
 
+def table_text(rows: list[dict[str, Any]], columns: list[str], markdown: bool = False) -> str:
+    """Rows of this report as a text (or Markdown) table: numbers with thousands separators, dicts as ``k v``."""
+    return format_table(rows, columns, markdown=markdown, cell=_cell)
+
+
 def _table(rows: list[dict[str, Any]], columns: list[str], markdown: bool) -> list[str]:
-    return format_table(rows, columns, markdown=markdown, cell=_cell).splitlines()
+    return table_text(rows, columns, markdown).splitlines()
 
 
 def render(report: BothAudit, markdown: bool = False) -> str:
@@ -313,6 +319,6 @@ def render(report: BothAudit, markdown: bool = False) -> str:
         lines.append("none")
     code = report.exit_code
     meaning = {ExitCode.OK: "no finding above info", ExitCode.DISAGREES: "findings",
-               ExitCode.BAD_INPUT: "an engine refuses the launch"}[code]
+               ExitCode.BAD_INPUT: "a launch refused on one engine"}[code]
     lines += ["", f"exit code {int(code)} ({meaning})"]
     return "\n".join(lines)
