@@ -32,11 +32,11 @@
 
 # %%
 from swa_kit.engine.resolver import decision_table
-from swa_kit.launch.vllm_args import VLLM_VERSION
 from swa_kit.launch.vllm_routes import route
 from swa_kit.lessons.workshop import engines
 from swa_kit.measure.both_audit import audit_both, draft_rows, finding_rows, key_rows, memory_rows, table_text
 from swa_kit.sglang_versions import SGLANG_VERSION
+from swa_kit.vllm_versions import VLLM_VERSION
 
 print(f"SGLang {SGLANG_VERSION} and vLLM {VLLM_VERSION}, as the kit models them")
 
@@ -165,9 +165,12 @@ frozen_kv_draft = [r for r in decision_table()
 print(table_text(frozen_kv_draft, ["algorithm", "role", "resolver", "returns", "wanted", "consequence"]))
 
 # %% [markdown]
-# The resolver table is computed on the kit's real pools: only the fixed rule returns the SWA pool the draft needs.
-# On vLLM's side the kit's plan does not place drafter layers yet (its draft rows say so): the per-layer aliases
-# are vLLM's own code, named above, not a kit measurement.
+# Both engines read the same two target layers. SGLang gets there through the pool the resolver returns; the
+# resolver table, computed on the kit's real pools, shows that only the fixed rule returns the SWA pool the draft
+# needs. vLLM's rows place an **illustrative** assistant config (the target's geometry, one layer of each kind: the
+# kit bundles no published one, and vLLM's rule does not depend on the count): each drafter layer lands in its
+# target layer's KV-cache group and owns no spec, so there is nothing to resolve. With your assistant's
+# `config.json`, `swa-kit audit --engine both ... --draft-hf-config PATH` places its real layers.
 #
 # ## 5 · The memory each engine sizes
 #

@@ -198,7 +198,9 @@ def test_mtp_names_the_models_own_drafter_or_is_refused():
     assert parse_server_args(shlex.join(mimo.sglang_words)).speculative_algorithm == "NEXTN"
 
 
-SAVED = sorted(p for p in (Path(__file__).parent / "data" / "differential").glob("*.json") if p.stem != "expected")
+#: Every config there but the expectations and the Gemma-4 assistant, a drafter only (no target model of its own).
+SAVED = sorted(p for p in (Path(__file__).parent / "data" / "differential").glob("*.json")
+               if p.stem != "expected" and "assistant" not in p.stem)
 
 
 @pytest.mark.parametrize("config", SAVED, ids=[p.stem for p in SAVED])
@@ -218,3 +220,25 @@ def test_mimo_has_no_vllm_plan_and_says_why():
     done = _cli("--model", "mimo-v2-flash", "--json")
     report = json.loads(done.stdout)
     assert done.returncode == 2 and "DiffKV" in report["vllm"]["refused"] and report["sglang"]["audit"] is not None
+
+
+def test_the_draft_reads_the_same_target_layers_on_both_engines():
+    """SGLang's FROZEN_KV MTP borrows the target's last sliding and last full layer through its pools; vLLM's
+    Gemma-4 assistant aliases each drafter layer to the target's last layer of its kind. By hand from the layer
+    types transformers' config class gives the target."""
+    transformers = pytest.importorskip("transformers")
+    types = transformers.Gemma4TextConfig(**GEMMA4.hf_config["text_config"]).layer_types
+    last = {kind: max(i for i, t in enumerate(types) if t == f"{kind}_attention") for kind in ("sliding", "full")}
+    drafter = Path(__file__).parent / "data" / "differential" / "draft-gemma4-assistant-4l.json"
+    report = json.loads(render_json(audit_both(model="gemma4-31b", draft_hf_config=drafter,
+                                               server_args="--attention-backend aiter --speculative-algorithm "
+                                                           "FROZEN_KV_MTP")))
+    rows = {r["what"]: r["value"] for r in report["draft"]}
+    assert rows["target layers the draft reads"] == (f"sliding layer {last['sliding']} (swa pool), full layer "
+                                                     f"{last['full']} (full pool)")
+    assistant = json.loads(drafter.read_text())["text_config"]["layer_types"]
+    for index, kind in enumerate(assistant):
+        value = rows[f"drafter layer {index} ({kind.removesuffix('_attention')})"]
+        assert value.startswith(f"reads target layer {last[kind.removesuffix('_attention')]}'s KV")
+    launch = {r["meaning"]: r for r in report["launch"]}
+    assert launch["drafter config"]["how"] == "vLLM's own"  # SGLang's FROZEN_KV MTP takes the target's layers

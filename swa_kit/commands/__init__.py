@@ -25,7 +25,7 @@ COMMANDS: dict[str, Command] = {
     "audit": Command("audit", "audit an SGLang launch: the backend, pools and routes SGLang picks, then findings "
                               "ranked by severity"),
     "bench": Command("bench", "benchmark sliding-window decode/prefill paths on this GPU (or show the recorded run)"),
-    "bugs": Command("bugs", "known SGLang/aiter sliding-window bugs by number; --replay runs the audit on them"),
+    "bugs": Command("bugs", "known SGLang/vLLM/aiter sliding-window bugs by number; --replay runs the audit on them"),
     "doctor": Command("doctor", "report what this machine can run (torch, GPUs, Triton, aiter tiers, Jupyter) and "
                                 "what is missing"),
     "explain": Command("explain", "show which kernel, window argument and page table SGLang uses per layer, what "

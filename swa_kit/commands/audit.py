@@ -12,8 +12,9 @@ from swa_kit.models.configs import list_models
 from swa_kit.engine.environment import ENV_VARS
 from swa_kit.exit_codes import ExitCode
 from swa_kit.launch.inputs import PLATFORMS
-from swa_kit.launch.vllm_args import VLLM_VERSION
 from swa_kit.sglang_versions import SGLANG_VERSION, SGLANG_VERSIONS, versions_help
+from swa_kit.vllm_versions import VLLM_VERSION, VLLM_VERSIONS
+from swa_kit.vllm_versions import versions_help as vllm_versions_help
 
 if TYPE_CHECKING:
     from swa_kit.models.configs import ModelLayout
@@ -94,8 +95,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="model weights per GPU in GiB, subtracted from the static memory budget")
     parser.add_argument("--sglang-version", default=SGLANG_VERSION, choices=SGLANG_VERSIONS,
                         help=versions_help())
+    parser.add_argument("--vllm-version", default=VLLM_VERSION, choices=VLLM_VERSIONS,
+                        help="with --engine vllm: " + vllm_versions_help())
     parser.add_argument("--draft-hf-config", metavar="PATH", default=None,
-                        help="the draft model's config.json (what --speculative-draft-model-path points at)")
+                        help="the draft model's config.json (what --speculative-draft-model-path points at; with "
+                             "--engine vllm, what --speculative-config's model points at: its layers are placed "
+                             "in vLLM's KV-cache groups)")
+    parser.add_argument("--prompt-tokens", type=int, default=None, metavar="N",
+                        help="with --engine vllm: the prompt whose admission is shown, per KV-cache group (default: "
+                             "max_model_len)")
     parser.add_argument("--trace", metavar="FILE", default=None,
                         help="kernel calls recorded by swa_kit.measure.trace in the live server (.jsonl), held "
                              "against the plan: each difference is a finding")
@@ -133,7 +141,9 @@ def command_line(args: argparse.Namespace) -> str:
                           ("--vllm-args", args.vllm_args),
                           ("--platform", args.platform), ("--gpu-memory-gib", args.gpu_memory_gib),
                           ("--weights-gib", args.weights_gib), ("--sglang-version", args.sglang_version),
-                          ("--draft-hf-config", args.draft_hf_config), ("--trace", args.trace)):
+                          ("--vllm-version", None if args.vllm_version == VLLM_VERSION else args.vllm_version),
+                          ("--draft-hf-config", args.draft_hf_config), ("--prompt-tokens", args.prompt_tokens),
+                          ("--trace", args.trace)):
         if value is not None:  # a value that starts with "-" must be joined to its option
             words += [f"{option}={value}"] if str(value).startswith("-") else [option, str(value)]
     for pair in args.env:
@@ -195,15 +205,17 @@ def run_vllm(args: argparse.Namespace) -> int:
     """``--engine vllm``: the vLLM launch's plan and findings; SGLang-only options are refused by name."""
     from swa_kit.launch.inputs import env_pairs
     from swa_kit.launch.vllm_args import parse_vllm_flags
+    from swa_kit.launch.vllm_drafter import read_drafter_file
     from swa_kit.launch.vllm_plan import plan
     from swa_kit.measure.vllm_audit import audit_vllm, render_vllm, render_vllm_json
 
-    _refuse_options(args, "vLLM")
+    _refuse_options(args, "vLLM", allowed=("--draft-hf-config",))
     if args.server_args is not None and args.vllm_args is not None:
         raise UsageError("--engine vllm reads vLLM's flags from --server-args or --vllm-args: give one of them")
     text = _vllm_text(args.vllm_args if args.vllm_args is not None else args.server_args)
+    drafter = None if args.draft_hf_config is None else read_drafter_file(args.draft_hf_config)
     report = audit_vllm(plan(_load_model(args), parse_vllm_flags(text), env_pairs(args.env), args.platform,
-                             args.gpu_memory_gib, args.weights_gib))
+                             args.gpu_memory_gib, args.weights_gib, args.vllm_version, drafter, args.prompt_tokens))
     print(render_vllm_json(report) if args.json else render_vllm(report, markdown=args.markdown))
     return report.exit_code
 
@@ -219,7 +231,8 @@ def run_both(args: argparse.Namespace) -> int:
     report = audit_both(hf_config=args.hf_config, model=args.model, server_args=args.server_args,
                         vllm_args=_vllm_text(args.vllm_args), env=env_pairs(args.env), platform=args.platform,
                         gpu_memory_gib=args.gpu_memory_gib, weights_gib=args.weights_gib,
-                        sglang_version=args.sglang_version, draft_hf_config=args.draft_hf_config)
+                        sglang_version=args.sglang_version, draft_hf_config=args.draft_hf_config,
+                        vllm_version=args.vllm_version, prompt_tokens=args.prompt_tokens)
     print(render_json(report) if args.json else render(report, markdown=args.markdown))
     for engine, refusal in (("SGLang", report.sglang_refusal), ("vLLM", report.vllm_refusal)):
         if refusal:
@@ -234,6 +247,11 @@ def run(args: argparse.Namespace) -> int:
         return run_both(args)
     if args.vllm_args is not None:
         raise UsageError("--vllm-args: vLLM's flags, read with --engine both or --engine vllm")
+    if args.prompt_tokens is not None:
+        raise UsageError("--prompt-tokens: the vLLM audit's only (--engine vllm or both)")
+    if args.vllm_version != VLLM_VERSION:
+        raise UsageError(f"--vllm-version {args.vllm_version}: the vLLM audit's only (--engine vllm or both); "
+                         "SGLang's release is --sglang-version")
     # builds pools and reads transformers: import when asked
     from swa_kit.measure.audit import ReportContext, audit, render, render_json
     from swa_kit.measure.bugs import match

@@ -1,5 +1,5 @@
-"""``swa-kit bugs [--replay ID|all] [--json]``: the known SGLang / aiter sliding-window bugs, replayed through the
-audit."""
+"""``swa-kit bugs [--replay ID|all] [--json]``: the known SGLang / vLLM / aiter sliding-window bugs, each replayed
+through its engine's audit."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from swa_kit.exit_codes import ExitCode
 from swa_kit.tables import plural, print_table
 
 NAME = "bugs"
-HELP = "known SGLang/aiter sliding-window bugs by number; --replay runs the audit on them"
+HELP = "known SGLang/vLLM/aiter sliding-window bugs by number; --replay runs the audit on them"
 STATUSES = (f"exit status: {ExitCode.OK:d} = the list, or every replay as the corpus expects (its finding raised, or "
             f"a gap the audit still cannot raise); {ExitCode.DISAGREES:d} = a replay that disagrees; "
             f"{ExitCode.BAD_INPUT:d} = an unknown id or a malformed entry, named by file and field")
@@ -18,14 +18,15 @@ STATUSES = (f"exit status: {ExitCode.OK:d} = the list, or every replay as the co
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = f"{HELP}. {STATUSES}"
-    parser.add_argument("--replay", metavar="ID", help="build the entry's launch, run the audit on it and say whether "
-                                                       "its finding class is raised; 'all' replays every entry")
+    parser.add_argument("--replay", metavar="ID", help="build the entry's launch, run its engine's audit on it "
+                                                       "(swa-kit audit, or its --engine vllm) and say whether its "
+                                                       "finding class is raised; 'all' replays every entry")
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
 def _replay_row(result) -> dict:
     entry = result.entry
-    return {"id": entry.id, "finding_class": entry.finding_class, "verdict": result.verdict,
+    return {"id": entry.id, "engine": entry.engine, "finding_class": entry.finding_class, "verdict": result.verdict,
             "as_expected": result.ok, "detail": result.detail}
 
 
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print_json(rows)
             return ExitCode.OK
-        print_table(rows, ["id", "title", "fixed_by", "finding_class", "replays"])
+        print_table(rows, ["id", "engine", "title", "fixed_by", "finding_class", "replays"])
         gaps = sum(1 for e in corpus if e.gap)
         print(f"\n{plural(len(corpus), 'thread')}: {len(corpus) - gaps} replay with their finding raised, {gaps} "
               "the audit cannot raise yet (swa-kit bugs --replay all says why)")

@@ -176,6 +176,13 @@ def planned(algorithm: SpeculativeAlgorithm | str | None) -> SpeculativeAlgorith
 #: its names and grouping differ from SGLang's algorithms above.
 VLLM_SPEC_METHODS: dict[str, bool] = {"eagle": True, "eagle3": True, "mtp": True, "dflash": True, "dspark": True,
                                       "ngram": False, "ngram_gpu": False, "suffix": False, "draft_model": False}
+#: vLLM methods with no draft model, so no drafter layers to place (a lookup of earlier tokens).
+VLLM_NO_DRAFT_MODEL = ("ngram", "ngram_gpu", "suffix")
+#: vLLM methods whose speculator writes the drafter's context KV outside attention (``DFlashSpeculator`` and its
+#: subclass ``DSparkSpeculator``, vllm/v1/worker/gpu/spec_decode/dflash/, dspark/).
+VLLM_CONTEXT_KV_WRITERS = ("dflash", "dspark")
+#: The method vLLM runs Gemma-4's assistant drafter under (``SpeculativeConfig.use_gemma4_mtp``).
+VLLM_GEMMA4_DRAFT_METHOD = "mtp"
 #: SGLang's algorithm (or alias) -> vLLM's method of the same meaning (``swa-kit audit --engine both``). Gemma-4's
 #: assistant drafter is FROZEN_KV_MTP in SGLang and ``mtp`` in vLLM (vllm/model_executor/models/gemma4_mtp.py); a
 #: model's own MTP layers are NEXTN (EAGLE) in SGLang and ``mtp`` in vLLM. UNO has no vLLM method.
@@ -187,7 +194,7 @@ SGLANG_TO_VLLM_METHOD: dict[str, str] = {
 def sglang_algorithm_for(method: str, gemma4: bool, mtp_layers: bool) -> str | None:
     """vLLM's ``method`` as SGLang's algorithm (None: none of that meaning); ``mtp`` is Gemma-4's assistant drafter
     on a Gemma-4 target (FROZEN_KV_MTP), else the model's own MTP layers (NEXTN) where it has them."""
-    if method == "mtp":
+    if method == VLLM_GEMMA4_DRAFT_METHOD:
         return SpeculativeAlgorithm.FROZEN_KV_MTP.name if gemma4 else "NEXTN" if mtp_layers else None
     named = [a for a, m in SGLANG_TO_VLLM_METHOD.items() if m == method]
     return named[0] if named else None

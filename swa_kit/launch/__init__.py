@@ -15,4 +15,6 @@ Where new work goes:
 * a decision of SGLang's that the audit reports: ``swa_kit/launch/decide.py``, with the SGLang source it
   mirrors, and the same decision asked of SGLang itself in ``swa_kit/launch/sglang_oracle.py``
   (``tests/test_deploy_sglang.py`` holds the two against each other)
+* where vLLM puts a drafter's layers, or what it charges a request at admission: ``swa_kit/launch/vllm_drafter.py``,
+  ``swa_kit/launch/vllm_admission.py`` (``tests/test_vllm_drafter.py`` holds them against vLLM's own code)
 """

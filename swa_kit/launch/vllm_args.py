@@ -15,8 +15,7 @@ from typing import Any
 
 from swa_kit.errors import UsageError
 from swa_kit.files import quote
-
-VLLM_VERSION = "0.34.0"
+from swa_kit.vllm_versions import VLLM_VERSION as VLLM_VERSION  # its one place; named here for older imports
 
 #: Backends the kit models (``vllm/v1/attention/backends/registry.py``, ``AttentionBackendEnum``), by the name
 #: ``--attention-backend`` takes.
@@ -51,6 +50,8 @@ class VllmArgs:
     speculative_config: dict[str, Any] | None = None
     kv_cache_dtype: str = "auto"
     block_size: int | None = None
+    max_num_batched_tokens: int | None = None  # None: EngineArgs.get_batch_defaults (by GPU memory)
+    async_scheduling: bool | None = None  # None: VllmConfig turns it on (a generative model, the default executor)
     line_env: tuple[tuple[str, str], ...] = ()  # NAME=VALUE words before `vllm serve`, read as the environment
 
     def given(self) -> dict[str, Any]:
@@ -114,8 +115,12 @@ _VALUED = {
     "--speculative-config": ("speculative_config", _speculative), "-sc": ("speculative_config", _speculative),
     "--kv-cache-dtype": ("kv_cache_dtype", lambda f, t: _choice(f, t, VLLM_KV_DTYPES)),
     "--block-size": ("block_size", _human_int),
+    "--max-num-batched-tokens": ("max_num_batched_tokens", _human_int),
 }
-_SWITCHES = {"--disable-hybrid-kv-cache-manager": True, "--no-disable-hybrid-kv-cache-manager": False}
+#: flag -> (field, value).
+_SWITCHES = {"--disable-hybrid-kv-cache-manager": ("disable_hybrid_kv_cache_manager", True),
+             "--no-disable-hybrid-kv-cache-manager": ("disable_hybrid_kv_cache_manager", False),
+             "--async-scheduling": ("async_scheduling", True), "--no-async-scheduling": ("async_scheduling", False)}
 ACCEPTED_FLAGS = tuple(_VALUED) + tuple(_SWITCHES)
 
 
@@ -147,7 +152,8 @@ def parse_vllm_flags(text: str) -> VllmArgs:
         word = words[i]
         flag, eq, inline = word.partition("=")
         if flag in _SWITCHES and not eq:
-            values["disable_hybrid_kv_cache_manager"] = _SWITCHES[flag]
+            name, value = _SWITCHES[flag]
+            values[name] = value
         elif flag in _VALUED:
             if not eq:
                 if i + 1 >= len(words):

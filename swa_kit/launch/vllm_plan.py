@@ -11,13 +11,16 @@ from typing import Any
 
 from swa_kit.errors import UsageError
 from swa_kit.launch.inputs import GIB, PLATFORMS
-from swa_kit.launch.vllm_args import VLLM_VERSION, VllmArgs, merged_env, vllm_env
+from swa_kit.launch.vllm_admission import Admission, admission, default_max_num_batched_tokens
+from swa_kit.launch.vllm_args import VllmArgs, merged_env, vllm_env
 from swa_kit.launch.vllm_backends import DEFAULT_BLOCK_SIZE, LayerQuery, Selection, block_size, select
-from swa_kit.engine.spec_algorithms import VLLM_SPEC_METHODS
+from swa_kit.engine.spec_algorithms import VLLM_GEMMA4_DRAFT_METHOD, VLLM_SPEC_METHODS
 from swa_kit.launch.vllm_kv_cache import (Group, KvCachePlan, LayerSpec, group_layers,
                                           hybrid_manager_disabled, sliding_block_size)
+from swa_kit.launch.vllm_drafter import NO_DRAFT_MODEL, Drafter, DrafterPlan, owned_layouts, place
 from swa_kit.launch.vllm_routes import MODES, VllmRoute, route
-from swa_kit.models.configs import LayerKind, ModelLayout
+from swa_kit.models.configs import LayerKind, ModelLayout, text_fields
+from swa_kit.vllm_versions import VLLM_VERSION, VLLM_VERSIONS, versions_help
 
 VLLM_PLATFORMS = ("rocm-gfx942", "rocm-gfx950")
 #: ``ModelArchConfigConvertor.is_mm_prefix_lm`` (vllm/transformers_utils/model_arch_config_convertor.py).
@@ -25,6 +28,11 @@ MM_PREFIX_LM_MODELS = ("bagel", "gemma3", "molmo2", "moondream3", "paligemma")
 #: Models whose attention layers carry sinks (vllm/model_executor/models/gpt_oss.py: ``sinks=self.sinks``).
 SINK_ARCHITECTURES = ("GptOssForCausalLM",)
 _KV_BYTES = {"fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
+#: RoPE types whose ``max_position_embeddings`` is already scaled (``_get_and_verify_max_len``).
+_PRESCALED_ROPE = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+#: ``derive_max_model_len_and_key``'s keys, in its order.
+_MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                 "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,9 @@ class VllmPlan:
     block_size: int
     decisions: tuple[Decision, ...]
     available_bytes: int
+    vllm_version: str = VLLM_VERSION
+    drafter: DrafterPlan | None = None  # None: no drafter layers placed (none given, or none to place)
+    admission: Admission | None = None
 
     @property
     def num_blocks(self) -> int:
@@ -91,6 +102,18 @@ def _check_supported(model: ModelLayout, args: VllmArgs, platform: str) -> None:
     method = (args.speculative_config or {}).get("method")
     if args.speculative_config is not None and method not in VLLM_SPEC_METHODS:
         raise UsageError(f"--speculative-config method {method!r}: the kit models {', '.join(VLLM_SPEC_METHODS)}")
+
+
+def _check_drafter(model: ModelLayout, args: VllmArgs, drafter: Drafter | None) -> None:
+    method = (args.speculative_config or {}).get("method")
+    if drafter is not None and (method is None or method in NO_DRAFT_MODEL):
+        raise UsageError(f"--draft-hf-config: the launch has {'no drafter model' if method else 'no drafter'} "
+                         f"(--speculative-config method {method!r}); way out: drop --draft-hf-config, or give a "
+                         "--speculative-config whose method runs a draft model")
+    if drafter is not None and drafter.kv_shared and (method != VLLM_GEMMA4_DRAFT_METHOD
+                                                      or not model.architecture.startswith("Gemma4")):
+        raise UsageError("--draft-hf-config: a Gemma-4 assistant drafter reads a Gemma-4 target's KV; vLLM runs it "
+                         f"with --speculative-config method {VLLM_GEMMA4_DRAFT_METHOD} on a Gemma-4 model only")
 
 
 def layer_specs(model: ModelLayout, args: VllmArgs, selections: dict[str, Selection], block: int) -> list[LayerSpec]:
@@ -138,15 +161,95 @@ def _available(args: VllmArgs, platform: str, gpu_memory_gib: float | None,
     ]
 
 
+def derived_max_model_len(model: ModelLayout) -> tuple[int, str]:
+    """``_get_and_verify_max_len`` (vllm/config/model.py) for an unset --max-model-len: the smallest of the text
+    config's length keys (``derive_max_model_len_and_key``; ``model_max_length`` wins when set; 2048 when none),
+    times the RoPE ``factor`` of a scaling type that does not already scale it (not YaRN, LongRoPE, Llama-3; never
+    for Gemma-3)."""
+    text = text_fields(model)
+    found = {k: text[k] for k in _MAX_LEN_KEYS if isinstance(text.get(k), int) and not isinstance(text[k], bool)}
+    if text.get("model_max_length"):
+        key = "model_max_length"
+    elif found:
+        key = min(found, key=lambda k: found[k])
+    else:
+        return 2048, "none of its length keys: vLLM's default 2048"
+    rope = text.get("rope_parameters") or text.get("rope_scaling") or {}
+    nested = [p for p in rope.values() if isinstance(p, dict)] if isinstance(rope, dict) else []
+    factor = 1.0
+    if "gemma3" not in str(text.get("model_type", "")):
+        for params in nested or ([rope] if isinstance(rope, dict) and rope else []):
+            if params.get("rope_type", params.get("type")) not in _PRESCALED_ROPE:
+                factor = params.get("factor", factor) or 1.0
+    length = int(text["model_max_length"] if key == "model_max_length" else found[key])
+    return int(length * factor), key + (f" x RoPE factor {factor:g}" if factor != 1 else "")
+
+
+def _admission(args: VllmArgs, model: ModelLayout, kv: KvCachePlan, pool_blocks: int, memory: int,
+               drafter: DrafterPlan | None, prompt_tokens: int | None, version: str) -> tuple[Admission,
+                                                                                              list[Decision]]:
+    """The admission gate's inputs (max_model_len, in-flight tokens) and a prompt's charge, with their sources."""
+    if args.max_model_len is not None:
+        max_len, len_from = args.max_model_len, "--max-model-len"
+    else:
+        max_len, key = derived_max_model_len(model)
+        len_from = f"the config's {key} (ModelConfig: _get_and_verify_max_len)"
+    prompt = max_len if prompt_tokens is None else prompt_tokens
+    if not 0 < prompt <= max_len:
+        raise UsageError(f"--prompt-tokens {prompt}: vLLM refuses a prompt over max_model_len ({max_len}) before "
+                         f"admission; give 1..{max_len}")
+    mnbt = args.max_num_batched_tokens or default_max_num_batched_tokens(memory / GIB)
+    batches = 1 if args.async_scheduling is False else 2  # pipeline stages (1), plus one with async scheduling
+    owned = frozenset(layer.group for layer in (drafter.layers if drafter else ()) if layer.layer_id is not None)
+    gate = admission(kv.groups, pool_blocks, prompt, max_len, batches * mnbt, owned, version)
+    return gate, [
+        Decision("max_model_len", max_len, len_from),
+        Decision("max in-flight tokens", gate.max_in_flight_tokens,
+                 f"VllmConfig.max_in_flight_tokens: {batches} concurrent batch(es) (async scheduling "
+                 f"{'off' if batches == 1 else 'on'}) x max_num_batched_tokens {mnbt} ("
+                 + ("--max-num-batched-tokens" if args.max_num_batched_tokens else
+                    "EngineArgs.get_batch_defaults for vllm serve, by GPU memory") + ")"),
+        Decision(f"admission, a {prompt}-token prompt", f"{gate.blocks(prompt)} blocks (per group: admission table)",
+                 "KVCacheManager.allocate_slots(full_sequence_must_fit=True): get_num_blocks_to_allocate per group"),
+        Decision("start-up check, one max_model_len request", f"{gate.startup_blocks} blocks: "
+                 + ("starts" if gate.starts else "vLLM refuses to start (or --max-model-len auto fits it lower)"),
+                 "_check_enough_kv_cache_memory on _max_memory_usage_bytes_from_groups"
+                 + (f"; groups {sorted(gate.sized_for_window)} sized for the window (before-55800)"
+                    if gate.sized_for_window else "")),
+        Decision("longest prompt admitted", gate.largest_prompt,
+                 f"the longest prompt whose admission charge fits the {pool_blocks} blocks of an empty pool"),
+    ]
+
+
+def _drafter_decisions(drafter: DrafterPlan) -> list[Decision]:
+    rows = [Decision("drafter", f"{drafter.method}: {len(drafter.layers)} layer(s)", drafter.origin)]
+    for layer in drafter.layers:
+        what = (f"reads layer {layer.shares_kv_with}'s KV, group {layer.group}" if layer.shares_kv_with is not None
+                else f"{layer.spec} (block {layer.block_size}), group {layer.group}, writes through group "
+                     f"{layer.writes_group}'s block table")
+        rows.append(Decision(f"drafter layer {layer.index} ({layer.attention})", what,
+                             "add_kv_sharing_layers_to_kv_cache_groups" if layer.shares_kv_with is not None
+                             else "get_kv_cache_groups (is_draft never affects grouping)"))
+    rows.append(Decision("drafter KV writes", drafter.writes, "vllm/v1/worker/gpu/spec_decode/"))
+    return rows
+
+
 def _full_group(groups: list[Group]) -> Group:
     """The first group of full-attention layers (a model without one: its first group)."""
     return next((g for g in groups if g.kind == "FullAttentionSpec"), groups[0])
 
 
 def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str = "rocm-gfx942",
-         gpu_memory_gib: float | None = None, weights_gib: float | None = None) -> VllmPlan:
-    """The whole launch as vLLM 0.34 decides it."""
+         gpu_memory_gib: float | None = None, weights_gib: float | None = None,
+         vllm_version: str = VLLM_VERSION, drafter: Drafter | None = None,
+         prompt_tokens: int | None = None) -> VllmPlan:
+    """The whole launch as vLLM 0.34 decides it (or ``vllm_version``: 0.34 with one modelled fix undone), with the
+    drafter's layers when its config is given, and the admission of a ``prompt_tokens`` prompt (default:
+    max_model_len)."""
+    if vllm_version not in VLLM_VERSIONS:
+        raise UsageError(f"--vllm-version {vllm_version[:80]!r}: the kit models {versions_help()}")
     _check_supported(model, args, platform)
+    _check_drafter(model, args, drafter)
     env = merged_env(args, env)
     flags = vllm_env(env)
     query_block = args.block_size if args.block_size is not None else DEFAULT_BLOCK_SIZE
@@ -157,18 +260,26 @@ def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str 
     disabled, rule = hybrid_manager_disabled(args.disable_hybrid_kv_cache_manager,
                                              any(k.attention == "chunked" for k in model.kinds.values()), method,
                                              flags["VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"])
-    specs, groups, how = group_layers(layer_specs(model, args, selections, block), disabled)
+    own = owned_layouts(drafter)  # drafter layers that own KV join the target's before grouping
+    draft_specs = [] if own is None else layer_specs(
+        own, args, {name: select(_query(own, kind, block), flags, args.attention_backend)
+                    for name, kind in own.kinds.items()}, block)
+    specs, groups, how = group_layers(layer_specs(model, args, selections, block) + draft_specs, disabled)
     kv = KvCachePlan(tuple(specs), tuple(groups), disabled, rule, how)
+    placed = None if drafter is None else place(method or "", drafter, model, groups, vllm_version)
     modes = MODES if method else MODES[:2]
     kinds = tuple(
         KindPlan(kind, model.layer_types.count(name), selections[name],
                  tuple(route(selections[name].backend, mode, kind.retained_tokens if kind.attention == "sliding"
                              else None, kind.head_dim, _query(model, kind, block).has_sink,
-                             flags["VLLM_ROCM_SHUFFLE_KV_CACHE_LAYOUT"]) for mode in modes))
+                             flags["VLLM_ROCM_SHUFFLE_KV_CACHE_LAYOUT"], vllm_version) for mode in modes))
         for name, kind in model.kinds.items())
     available, memory = _available(args, platform, gpu_memory_gib, weights_gib)
+    gate, gate_rows = _admission(args, model, kv, available // kv.bytes_per_block, memory[0].value, placed,
+                                 prompt_tokens, vllm_version)
     decisions = (
-        Decision("vLLM version", VLLM_VERSION, "the version modelled"),
+        Decision("vLLM version", vllm_version, "the version modelled" if vllm_version == VLLM_VERSION else
+                 f"vLLM {VLLM_VERSION} with one fix undone (--vllm-version)"),
         Decision("platform", platform, "assumed: a ROCm image with aiter installed (is_aiter_found_and_supported)"),
         *(Decision(f"backend, {name} layers", f"{s.backend} ({s.how})", "vllm/platforms/rocm.py "
                    "RocmPlatform.get_attn_backend_cls" + (f"; rejected: {s.rejected_text}" if s.rejected else ""))
@@ -188,5 +299,8 @@ def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str 
         Decision("tokens per GPU", (available // kv.bytes_per_block) * _full_group(groups).specs[0].block_size,
                  "blocks x the full-attention group's block size: the tokens its block table can address when it "
                  "has the pool (every group draws block ids from the one pool)"),
+        *gate_rows,
+        *(_drafter_decisions(placed) if placed else ()),
     )
-    return VllmPlan(model, args, dict(env), platform, kinds, kv, block, decisions, available)
+    return VllmPlan(model, args, dict(env), platform, kinds, kv, block, decisions, available, vllm_version, placed,
+                    gate)

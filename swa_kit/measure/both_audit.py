@@ -10,20 +10,23 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from swa_kit.errors import LaunchRefusedError, UsageError
 from swa_kit.exit_codes import ExitCode
 from swa_kit.launch.inputs import GIB, Launch, flag_words, parse_server_args, server_args_text
-from swa_kit.launch.two_engines import PairedLaunch, pair, split_env
-from swa_kit.launch.vllm_args import VLLM_VERSION, parse_vllm_flags
+from swa_kit.engine.spec_algorithms import SpeculativeAlgorithm
+from swa_kit.launch.two_engines import MappedFlag, PairedLaunch, pair, split_env
+from swa_kit.launch.vllm_args import parse_vllm_flags
+from swa_kit.launch.vllm_drafter import Drafter, read_drafter_file
 from swa_kit.launch.vllm_plan import VLLM_PLATFORMS, VllmPlan, plan
 from swa_kit.measure.audit import SEVERITIES, Audit, Finding, audit
 from swa_kit.measure.vllm_audit import VllmAudit, audit_vllm
 from swa_kit.models.configs import LayerKind, ModelLayout, load_hf_config, load_model
 from swa_kit.sglang_versions import SGLANG_VERSION
+from swa_kit.vllm_versions import VLLM_VERSION
 from swa_kit.tables import format_table
 
 #: The forward modes compared: SGLang's (worker, mode) and vLLM's mode for the same work (vLLM has no separate
@@ -31,7 +34,9 @@ from swa_kit.tables import format_table
 MODES = (("prefill", ("target", "prefill"), "prefill"), ("extend", ("target", "extend"), "prefill"),
          ("decode", ("target", "decode"), "decode"), ("verify", ("target", "verify"), "verify"),
          ("draft extend", ("draft", "draft_extend"), None), ("draft decode", ("draft", "draft_decode"), None))
-NOT_PLACED = "not placed: the kit's vLLM plan has no drafter layers yet"
+NOT_PLACED = "not placed: no drafter config given"
+#: vLLM's drafter layers are placed in KV-cache groups (``draft_rows``); the kit routes only the target's layers.
+NOT_ROUTED = "not routed: the kit's vLLM plan routes the target's layers only"
 
 
 @dataclass
@@ -54,13 +59,29 @@ class BothAudit:
         return ExitCode.DISAGREES if any(a.exit_code == ExitCode.DISAGREES for a in sides) else ExitCode.OK
 
 
+def _draft_config(paired: PairedLaunch, algorithm: str | None,
+                  config: str | Path | None) -> tuple[PairedLaunch, str | Path | None]:
+    """Who reads the drafter's config: vLLM always (it places the drafter's layers); SGLang unless its draft reads
+    the target's own layers (FROZEN_KV MTP), whose layout the kit takes from the target. Said in the launch table."""
+    if config is None:
+        return paired, None
+    reads_target = algorithm is not None and SpeculativeAlgorithm.from_string(algorithm).traits.reads_target_pool
+    row = MappedFlag("drafter config", f"not read: {algorithm}'s draft reads the target's layers" if reads_target
+                     else f"--draft-hf-config {config}", f"--draft-hf-config {config}",
+                     "vLLM's own" if reads_target else "given on both")
+    return replace(paired, rows=(*paired.rows, row)), None if reads_target else config
+
+
 def audit_both(*, model: str | None = None, hf_config: str | Path | None = None, server_args: str | None = None,
                vllm_args: str = "", env: dict[str, str] | None = None, platform: str = "rocm-gfx942",
                gpu_memory_gib: float | None = None, weights_gib: float | None = None,
-               sglang_version: str = SGLANG_VERSION, draft_hf_config: str | Path | None = None) -> BothAudit:
-    """One launch on both engines: ``server_args`` are SGLang's flags (or a file holding the command), ``vllm_args``
-    vLLM's; ``env`` holds both engines' variables (``VLLM_*`` are vLLM's). Bad input raises
-    :class:`~swa_kit.errors.UsageError`; an engine's start-up refusal is kept in the report."""
+               sglang_version: str = SGLANG_VERSION, draft_hf_config: str | Path | None = None,
+               vllm_version: str = VLLM_VERSION, prompt_tokens: int | None = None,
+               vllm_drafter: Drafter | None = None) -> BothAudit:
+    """One launch on both engines: ``server_args`` are SGLang's flags (or a file holding the command),
+    ``vllm_args`` vLLM's; ``env`` holds both engines' variables (``VLLM_*`` are vLLM's); ``draft_hf_config`` is the
+    drafter's config, which both engines read (vLLM places its layers), or ``vllm_drafter`` one already read. Bad
+    input raises :class:`~swa_kit.errors.UsageError`; an engine's start-up refusal is kept in the report."""
     if platform not in VLLM_PLATFORMS:
         raise UsageError(f"--platform {platform}: --engine both needs a platform both engines are audited on: "
                          f"{', '.join(VLLM_PLATFORMS)}")
@@ -75,17 +96,22 @@ def audit_both(*, model: str | None = None, hf_config: str | Path | None = None,
     paired = pair(parse_server_args(s_text), parse_vllm_flags(vllm_args), layout)
     s_flags = shlex.join(flag_words(s_text) + list(paired.sglang_words))
     v_flags = " ".join(w for w in (vllm_args.strip(), shlex.join(paired.vllm_words)) if w)
+    paired, s_draft = _draft_config(paired, parse_server_args(s_flags).speculative_algorithm, draft_hf_config)
     launch = Launch.from_inputs(hf_config=hf_config, model=model, server_args=s_flags or None, env=s_env,
                                 platform=platform, gpu_memory_gib=gpu_memory_gib, sglang_version=sglang_version,
-                                draft_hf_config=draft_hf_config, weights_gib=weights_gib)
+                                draft_hf_config=s_draft, weights_gib=weights_gib)
     report = BothAudit(layout, paired, s_flags, v_flags, None, None)
     try:
         report.sglang = audit(launch)
     except LaunchRefusedError as error:
         report.sglang_refusal = str(error)
     v_parsed = parse_vllm_flags(v_flags)  # bad flags are bad input, not vLLM's refusal
+    if vllm_drafter is not None and draft_hf_config is not None:
+        raise UsageError("give the drafter once: its config file or the drafter read from it")
+    drafter = vllm_drafter if draft_hf_config is None else read_drafter_file(draft_hf_config)
     try:
-        report.vllm = audit_vllm(plan(layout, v_parsed, v_env, platform, gpu_memory_gib, weights_gib))
+        report.vllm = audit_vllm(plan(layout, v_parsed, v_env, platform, gpu_memory_gib, weights_gib, vllm_version,
+                                      drafter, prompt_tokens))
     except UsageError as error:  # the vLLM plan's refusals: vLLM's own at start-up, or a surface not modelled
         report.vllm_refusal = str(error)
     return report
@@ -136,7 +162,7 @@ def key_rows(report: BothAudit) -> list[dict[str, Any]]:
             if s is None and v is None and vllm_mode is not None:
                 continue
             if v is None and vllm_mode is None:
-                v = {"kernel": NOT_PLACED, "window_arg": "", "keys": ""}
+                v = {"kernel": NOT_ROUTED, "window_arg": "", "keys": ""}
             empty = {"kernel": "-", "window_arg": "", "keys": ""}
             s, v = s or empty, v or empty
             # a draft runs its own layers (SGLang's FROZEN_KV MTP: one of each kind), the target the model's
@@ -217,8 +243,30 @@ def memory_rows(report: BothAudit) -> list[dict[str, Any]]:
     return rows
 
 
+def _vllm_drafter_rows(plan: VllmPlan) -> list[dict[str, Any]]:
+    """Each drafter layer's place in vLLM's KV-cache groups, from the plan (placed only with the drafter's config)."""
+    config = plan.args.speculative_config
+    rows = [{"engine": "vLLM", "what": "drafter", "value": "none" if config is None else config.get("method"),
+             "how": "--speculative-config"}]
+    if config is None:
+        return rows
+    if plan.drafter is None:
+        return rows + [{"engine": "vLLM", "what": "drafter layers' KV-cache groups", "value": NOT_PLACED,
+                        "how": "give the drafter's config (--draft-hf-config) to place its layers"}]
+    for layer in plan.drafter.layers:
+        if layer.shares_kv_with is not None:
+            value = f"reads target layer {layer.shares_kv_with}'s KV (group {layer.group}); owns none"
+        else:
+            writes = "" if layer.writes_group in (None, layer.group) else f", writes through group {layer.writes_group}"
+            value = f"own {layer.spec} in group {layer.group}{writes}"
+        rows.append({"engine": "vLLM", "what": f"drafter layer {layer.index} ({layer.attention})", "value": value,
+                     "how": plan.drafter.origin})
+    return rows + [{"engine": "vLLM", "what": "drafter KV writes", "value": plan.drafter.writes,
+                    "how": "vllm/v1/worker/gpu/spec_decode/"}]
+
+
 def draft_rows(report: BothAudit) -> list[dict[str, Any]]:
-    """The draft's KV on each engine: SGLang's draft pool and resolver, what vLLM's plan says of its drafter."""
+    """The draft's KV on each engine: SGLang's draft pool and resolver, vLLM's drafter layers in its groups."""
     rows: list[dict[str, Any]] = []
     if report.sglang is not None:
         d = report.sglang.decisions
@@ -228,13 +276,14 @@ def draft_rows(report: BothAudit) -> list[dict[str, Any]]:
                   "value": d.draft_layers_in_pool.value, "how": d.draft_layers_in_pool.source},
                  {"engine": "SGLang", "what": "pool the draft translates slots against", "value": d.resolver.value,
                   "how": d.resolver.source}]
+        decode = d.routes.get(("draft", "draft_decode"))
+        if report.sglang.launch.spec_algorithm.traits.reads_target_pool and decode is not None:
+            read = ", ".join(f"{e.kind} layer {e.target_layer} ({e.page_table} pool)" for e in decode.layers)
+            rows.append({"engine": "SGLang", "what": "target layers the draft reads", "value": read,
+                         "how": "the draft's layers borrow the target's caches, through the pool the resolver "
+                                "returns"})
     if report.vllm is not None:
-        config = report.vllm.plan.args.speculative_config
-        rows += [{"engine": "vLLM", "what": "drafter", "value": "none" if config is None else config.get("method"),
-                  "how": "--speculative-config"}]
-        if config is not None:
-            rows.append({"engine": "vLLM", "what": "drafter layers' KV-cache groups", "value": NOT_PLACED,
-                         "how": "the groups above hold the target's layers only"})
+        rows += _vllm_drafter_rows(report.vllm.plan)
     return rows
 
 

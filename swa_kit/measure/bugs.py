@@ -1,4 +1,5 @@
-"""Known bugs, by number: public SGLang and aiter threads about sliding-window attention, replayed through the audit.
+"""Known bugs, by number: public SGLang, vLLM and aiter threads about sliding-window attention, replayed through the
+audit of their engine.
 
 The corpus is ``data/bugs/<id>.json``, one thread per file. :func:`load_corpus` reads and checks every file and
 refuses a bad one by name (file and field); :func:`replay` builds an entry's launch, runs :func:`~swa_kit.measure.
@@ -8,10 +9,12 @@ findings to the entries of the same class and launch facts ("matches SGLang #387
 An entry (every key required unless marked optional; no other key is accepted):
 
 ``id``
-    ``sglang-<number>`` or ``aiter-<number>``; equals the file's stem.
+    ``sglang-<number>``, ``vllm-<number>`` or ``aiter-<number>``; equals the file's stem.
 ``repository``, ``number``, ``kind``, ``state``
-    ``sgl-project/sglang`` or ``ROCm/aiter``; the thread's number; ``issue`` or ``pr``; ``open``, ``closed`` or
-    ``merged`` (a PR only).
+    ``sgl-project/sglang``, ``vllm-project/vllm`` or ``ROCm/aiter``; the thread's number; ``issue`` or ``pr``;
+    ``open``, ``closed`` or ``merged`` (a PR only).
+``engine`` (optional)
+    the engine whose audit replays the launch: ``sglang`` (the default) or ``vllm`` (a vLLM thread's must be).
 ``title``
     the thread in the kit's words (never the thread's own prose).
 ``fixed_by``
@@ -23,11 +26,13 @@ An entry (every key required unless marked optional; no other key is accepted):
     ``search``: the thread itself was read in a search of public threads; ``notes``: the thread was not found in
     that search and is known from the maintainers' notes on the threads around it.
 ``launch``
-    what to replay: ``model`` (a bundled model name, or a config.json's fields as an object), ``server_args``
-    (SGLang's flags as typed, ``""`` for none), ``env`` (the routing variables), ``sglang_version`` (``0.5.23`` or
-    ``before-<N>``: 0.5.23 with PR #N's change undone, one of :data:`~swa_kit.sglang_versions.REVERTIBLE_FIXES`),
-    ``platform``, and optionally ``draft_model`` (the draft's config.json fields as an object, what
-    ``--draft-hf-config`` reads) and ``note`` (how this launch differs from the thread's own).
+    what to replay. An SGLang entry's: ``model`` (a bundled model name, or a config.json's fields as an object),
+    ``server_args`` (SGLang's flags as typed, ``""`` for none), ``env`` (the routing variables), ``sglang_version``
+    (``0.5.23`` or ``before-<N>``: 0.5.23 with PR #N's change undone, one of
+    :data:`~swa_kit.sglang_versions.REVERTIBLE_FIXES`), ``platform``, and optionally ``draft_model`` (the draft's
+    config.json fields as an object, what ``--draft-hf-config`` reads) and ``note`` (how this launch differs from
+    the thread's own). A vLLM entry's is described in :mod:`swa_kit.measure.vllm_bug_launch` (``vllm_version`` in
+    place of ``sglang_version``, ``server_args`` holding ``vllm serve`` flags).
 ``symptom``
     what users reported, in the kit's paraphrase.
 ``finding_class``
@@ -37,7 +42,8 @@ An entry (every key required unless marked optional; no other key is accepted):
     cannot raise at all is a gap by itself (:attr:`FindingClass.lacks`). A gap replays with the class expected *not*
     to be raised, so a gap that closes fails the corpus test until the entry is updated.
 ``after_fix`` (optional)
-    ``{"sglang_version": V}``: replayed at V, the class must be gone (the fix the kit models).
+    ``{"sglang_version": V}`` (``{"vllm_version": V}`` for a vLLM entry): replayed at V, the class must be gone
+    (the fix the kit models).
 ``evidence``
     where the failure lives: a non-empty list of ``{"file", "function", "at", "line"}``: ``at`` names the source
     read (``sglang 0.5.23``, an aiter release, or ``the thread's diff`` where the code moved since), ``line`` is a
@@ -58,12 +64,18 @@ from swa_kit.launch.inputs import PLATFORMS, SGLANG_VERSIONS, Launch, Platform, 
 from swa_kit.engine.spec_algorithms import EAGLE_FAMILY_HANDLER, SpeculativeAlgorithm
 from swa_kit.engine.environment import check_env
 from swa_kit.measure.audit import Audit, Finding, audit
+from swa_kit.measure.vllm_drafter_audit import MISROUTED, NEVER_ADMITTED
+from swa_kit.measure.vllm_bug_launch import VLLM_LAUNCH_KEYS, LaunchFieldError, VllmLaunchSpec, check_launch
+from swa_kit.measure.vllm_bug_launch import findings as vllm_findings
 from swa_kit.models.configs import list_models, load_model, parse_hf_config
 from swa_kit.resources import data_path
 from swa_kit.sglang_versions import SGLANG_VERSION
+from swa_kit.vllm_versions import VLLM_VERSIONS
 
 BUGS_DIR = data_path("bugs")
-REPOSITORIES = {"sgl-project/sglang": ("sglang", "SGLang"), "ROCm/aiter": ("aiter", "aiter")}
+REPOSITORIES = {"sgl-project/sglang": ("sglang", "SGLang"), "vllm-project/vllm": ("vllm", "vLLM"),
+                "ROCm/aiter": ("aiter", "aiter")}
+ENGINES = ("sglang", "vllm")  # whose audit replays an entry's launch
 MAX_ENTRY_BYTES = 64 * 1024  # an entry is a page of text; anything larger is not one
 MAX_TEXT = 1200  # characters in one text field
 
@@ -118,6 +130,15 @@ FINDING_CLASSES: dict[str, FindingClass] = {c.name: c for c in (
                  "refuses nothing", "info", ("SGLang replaces the attention backend given",)),
     FindingClass("ck-window-dispatch", "aiter's batch prefill loads a masked module where its kernel computes "
                  "no mask, and fails", "raises", ("invalid argument for batch_prefill",)),
+    FindingClass("verify-as-one-token", "a speculative verify step's query tokens reach a decode kernel told "
+                 "max_seqlen_q=1, which attends them as one", "wrong",
+                 ("draft tokens are attended as if they were one",)),
+    FindingClass("sliding-sized-as-full", "with vLLM's hybrid KV-cache manager off, sliding layers are sized for "
+                 "the whole context", "memory", ("pay for the whole context",)),
+    FindingClass("drafter-wrong-block-table", "a drafter layer's KV is written through another KV-cache group's "
+                 "block table than its own", "wrong", (MISROUTED,)),
+    FindingClass("admission-whole-sequence", "admission charges a drafter's sliding group for the whole prompt, "
+                 "so a request the pool holds waits until it times out", "raises", (NEVER_ADMITTED,)),
 )}
 
 
@@ -139,6 +160,11 @@ class LaunchSpec:
     note: str = ""
     draft_model: Mapping[str, Any] | None = None
 
+    @property
+    def version(self) -> str:
+        """The engine version the launch is replayed at."""
+        return self.sglang_version
+
 
 @dataclass(frozen=True)
 class BugEntry:
@@ -152,12 +178,13 @@ class BugEntry:
     title: str
     fixed_by: int | str
     confirmed_by: str
-    launch: LaunchSpec
+    launch: LaunchSpec | VllmLaunchSpec
     symptom: str
     finding_class: str
     evidence: tuple[Evidence, ...]
     audit_gap: str = ""
-    after_fix: str | None = None  # the SGLang version at which the class must be gone
+    after_fix: str | None = None  # the engine version at which the class must be gone
+    engine: str = "sglang"  # whose audit replays the launch (ENGINES)
 
     @property
     def gap(self) -> str:
@@ -187,8 +214,8 @@ class BugEntry:
 # -- reading and checking ---------------------------------------------------------------------------------------
 
 _KEYS = {"id", "repository", "number", "kind", "state", "title", "fixed_by", "confirmed_by", "launch", "symptom",
-         "finding_class", "evidence", "audit_gap", "after_fix"}
-_OPTIONAL = {"audit_gap", "after_fix"}
+         "finding_class", "evidence", "audit_gap", "after_fix", "engine"}
+_OPTIONAL = {"audit_gap", "after_fix", "engine"}
 _LAUNCH_KEYS = {"model", "server_args", "env", "sglang_version", "platform", "note", "draft_model"}
 _EVIDENCE_KEYS = {"file", "function", "at", "line"}
 
@@ -257,6 +284,30 @@ def _launch(raw: Any, where: str) -> LaunchSpec:
                       note=_text(raw, "note", where, "launch.note") if "note" in raw else "", draft_model=draft)
 
 
+def _vllm_launch(raw: Any, where: str) -> VllmLaunchSpec:
+    raw = _keys(raw, where, "launch", VLLM_LAUNCH_KEYS, {"note", "draft_model"})
+    model = raw["model"]
+    if isinstance(model, str):
+        _choice(raw, "model", where, list_models(), "launch.model")
+    elif not isinstance(model, dict) or not model:
+        raise _fail(where, "launch.model", "a bundled model name or a config.json's fields as an object")
+    env = raw["env"]
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise _fail(where, "launch.env", "must map variable names to text values")
+    texts = {k: _text(raw, k, where, f"launch.{k}", empty=k == "server_args")
+             for k in ("server_args", "vllm_version", "platform")}
+    draft = raw.get("draft_model")
+    if draft is not None and (not isinstance(draft, dict) or not draft):
+        raise _fail(where, "launch.draft_model", "the drafter's config.json fields as an object")
+    spec = VllmLaunchSpec(model=model, env=env, note=_text(raw, "note", where, "launch.note") if "note" in raw
+                          else "", draft_model=draft, **texts)
+    try:
+        check_launch(spec)  # the vLLM audit's own reading: a value it refuses is refused here, by name
+    except LaunchFieldError as error:
+        raise _fail(where, error.field, error.problem) from None
+    return spec
+
+
 def _evidence(raw: Any, where: str) -> tuple[Evidence, ...]:
     if not isinstance(raw, list) or not raw:
         raise _fail(where, "evidence", "must be a non-empty list of {file, function, at, line}")
@@ -281,6 +332,9 @@ def parse_entry(raw: Any, where: str, stem: str | None = None) -> BugEntry:
     if raw["id"] != ident or (stem is not None and stem != ident):
         raise _fail(where, "id", f"{str(raw['id'])[:80]!r} must be {ident!r} (repository and number) and name "
                                  "the file")
+    engine = _choice(raw, "engine", where, ENGINES) if "engine" in raw else "sglang"
+    if (repository == "vllm-project/vllm") != (engine == "vllm") and repository != "ROCm/aiter":
+        raise _fail(where, "engine", f"a {repository} thread is replayed on its own engine, not {engine!r}")
     kind = _choice(raw, "kind", where, ("issue", "pr"))
     state = _choice(raw, "state", where, ("open", "closed", "merged") if kind == "pr" else ("open", "closed"))
     fixed_by = raw["fixed_by"]
@@ -288,7 +342,7 @@ def parse_entry(raw: Any, where: str, stem: str | None = None) -> BugEntry:
         _count(fixed_by, where, "fixed_by")
     if state == "merged" and fixed_by == "open":
         raise _fail(where, "fixed_by", "a merged PR is its own fix: give its number (or \"regressed\")")
-    if fixed_by == "regressed" and (state != "merged" or "after_fix" in raw):
+    if fixed_by == "regressed" and (state != "merged" or "after_fix" in raw or engine != "sglang"):
         raise _fail(where, "fixed_by", f"\"regressed\" is a merged PR's fix that SGLang {SGLANG_VERSION} lacks: "
                                        "the entry must be a merged PR, with no after_fix")
     cls = FINDING_CLASSES.get(raw["finding_class"]) if isinstance(raw["finding_class"], str) else None
@@ -297,11 +351,11 @@ def parse_entry(raw: Any, where: str, stem: str | None = None) -> BugEntry:
                                             f"{', '.join(FINDING_CLASSES)}")
     gap = _text(raw, "audit_gap", where) if "audit_gap" in raw else ""
     after = raw.get("after_fix")
+    key, versions = ("vllm_version", VLLM_VERSIONS) if engine == "vllm" else ("sglang_version", SGLANG_VERSIONS)
     if after is not None:
-        after = _choice(_keys(after, where, "after_fix", {"sglang_version"}, set()), "sglang_version", where,
-                        SGLANG_VERSIONS, "after_fix.sglang_version")
-    launch = _launch(raw["launch"], where)
-    if after == launch.sglang_version or (after and (gap or cls.severity is None)):
+        after = _choice(_keys(after, where, "after_fix", {key}, set()), key, where, versions, f"after_fix.{key}")
+    launch = _vllm_launch(raw["launch"], where) if engine == "vllm" else _launch(raw["launch"], where)
+    if after == launch.version or (after and (gap or cls.severity is None)):
         raise _fail(where, "after_fix", "must name another SGLang version than the launch's, on an entry that "
                                         "replays (no audit_gap)")
     return BugEntry(id=ident, repository=repository, number=number, kind=kind, state=state,
@@ -309,7 +363,7 @@ def parse_entry(raw: Any, where: str, stem: str | None = None) -> BugEntry:
                     confirmed_by=_choice(raw, "confirmed_by", where, ("search", "notes")), launch=launch,
                     symptom=_text(raw, "symptom", where), finding_class=cls.name, evidence=_evidence(raw["evidence"],
                                                                                                        where),
-                    audit_gap=gap, after_fix=after)
+                    audit_gap=gap, after_fix=after, engine=engine)
 
 
 def read_entry(path: str | Path) -> BugEntry:
@@ -361,6 +415,8 @@ def finding_classes(finding: Finding) -> frozenset[str]:
 def build_launch(entry: BugEntry, sglang_version: str | None = None) -> Launch:
     """The entry's launch as the audit reads it (at ``sglang_version`` instead of the entry's, when given)."""
     spec = entry.launch
+    if not isinstance(spec, LaunchSpec):
+        raise UsageError(f"{entry.id} is replayed by the vLLM audit (engine vllm): it has no SGLang launch")
     model = load_model(spec.model) if isinstance(spec.model, str) else \
         parse_hf_config(dict(spec.model), where=f"{entry.id}.json launch.model")
     draft = None if spec.draft_model is None else \
@@ -389,14 +445,21 @@ def launch_findings(launch: Launch) -> list[Finding]:
         return [Finding("raises", REFUSAL_TITLE, str(error), (), "start-up")]
 
 
-def _raised(launch: Launch, name: str) -> Finding | None:
-    return next((f for f in launch_findings(launch) if name in finding_classes(f)), None)
+def entry_findings(entry: BugEntry, version: str | None = None) -> list[Finding]:
+    """The findings of the entry's engine's audit on its launch (at ``version`` instead of the launch's, if given)."""
+    if isinstance(entry.launch, VllmLaunchSpec):
+        return vllm_findings(entry.launch, f"{entry.id}.json", version)
+    return launch_findings(build_launch(entry, version))
+
+
+def _raised(entry: BugEntry, name: str, version: str | None = None) -> Finding | None:
+    return next((f for f in entry_findings(entry, version) if name in finding_classes(f)), None)
 
 
 def replay(entry: BugEntry) -> Replay:
     """Run the audit on the entry's launch (and after its fix): is its finding class raised where it should be?"""
     try:
-        found = _raised(build_launch(entry), entry.finding_class)
+        found = _raised(entry, entry.finding_class)
     except SwaKitError as error:  # the kit refuses the launch (an architecture or value it does not read)
         reason = " ".join(str(error).split())[:200]
         if entry.gap:
@@ -411,12 +474,13 @@ def replay(entry: BugEntry) -> Replay:
         return Replay(entry, "NOT RAISED", False, None, f"no {entry.finding_class} finding on this launch")
     if entry.after_fix is None:
         return Replay(entry, "raised", True, found, f"{found.title} ({found.where})")
-    after = _raised(build_launch(entry, entry.after_fix), entry.finding_class)
+    after = _raised(entry, entry.finding_class, entry.after_fix)
+    engine = "vLLM" if entry.engine == "vllm" else "SGLang"
     if after is not None:
-        return Replay(entry, "still raised after the fix", False, after, f"at SGLang {entry.after_fix}: "
+        return Replay(entry, "still raised after the fix", False, after, f"at {engine} {entry.after_fix}: "
                                                                           f"{after.title}")
     return Replay(entry, "raised, gone after the fix", True, found, f"{found.title} ({found.where}); gone at "
-                                                                    f"SGLang {entry.after_fix}")
+                                                                    f"{engine} {entry.after_fix}")
 
 
 # -- matching an audit's findings to the corpus ------------------------------------------------------------------
@@ -466,7 +530,7 @@ def match(report: Audit, corpus: Sequence[BugEntry] | None = None) -> list[Match
     for finding in report.findings:
         classes = finding_classes(finding)
         hits = []
-        for entry in (e for e in corpus if e.finding_class in classes):
+        for entry in (e for e in corpus if e.finding_class in classes and e.engine == "sglang"):
             if entry.id not in facts:
                 try:
                     facts[entry.id] = launch_facts(build_launch(entry))
@@ -482,5 +546,5 @@ def match(report: Audit, corpus: Sequence[BugEntry] | None = None) -> list[Match
 
 def entry_rows(corpus: Sequence[BugEntry]) -> list[dict[str, Any]]:
     """The corpus as table rows: id, title, fixed by, finding class, and whether it replays or is a gap."""
-    return [{"id": e.id, "title": e.title, "fixed_by": e.fixed_label, "finding_class": e.finding_class,
-             "replays": "gap" if e.gap else "yes"} for e in corpus]
+    return [{"id": e.id, "engine": e.engine, "title": e.title, "fixed_by": e.fixed_label,
+             "finding_class": e.finding_class, "replays": "gap" if e.gap else "yes"} for e in corpus]

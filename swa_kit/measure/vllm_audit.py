@@ -13,7 +13,9 @@ from typing import Any
 from swa_kit.exit_codes import ExitCode
 from swa_kit.launch.vllm_plan import VllmPlan
 from swa_kit.measure.audit import SEVERITIES, Finding
+from swa_kit.measure.vllm_drafter_audit import admission_findings, admission_rows, drafter_findings, drafter_rows
 from swa_kit.tables import format_table
+from swa_kit.vllm_versions import VLLM_VERSION
 
 
 @dataclass
@@ -40,11 +42,15 @@ def _route_findings(plan: VllmPlan) -> list[Finding]:
                 found.append(Finding("raises", f"{r.kernel} stops at the first {r.mode}", r.raises,
                                      ("unset VLLM_ROCM_SHUFFLE_KV_CACHE_LAYOUT",
                                       "--attention-backend ROCM_AITER_UNIFIED_ATTN"), where))
+            if r.wrong:
+                found.append(Finding("wrong", f"{r.kernel} computes a wrong {r.mode}", f"{r.wrong}; source: {r.source}",
+                                     (f"vLLM {VLLM_VERSION}", "--attention-backend ROCM_AITER_UNIFIED_ATTN"), where))
             meant = _meant(kp)
             if r.keys != meant and kp.kind.attention != "chunked":
                 gap = None if r.keys is None or meant is None else r.keys - meant
-                found.append(Finding("wrong" if gap is None or abs(gap) > 1 else "one-short",
-                                     f"{r.kernel} attends {r.keys} keys, {meant} meant",
+                title = f"{r.kernel} gets no window: it attends the whole context, {meant} keys meant" \
+                    if r.keys is None else f"{r.kernel} attends {r.keys} keys, {meant} meant"
+                found.append(Finding("wrong" if gap is None or abs(gap) > 1 else "one-short", title,
                                      f"window argument {r.window_arg!r} ({r.convention}); source: {r.source}",
                                      ("a backend whose call passes the window in the kernel's convention",), where))
     return found
@@ -84,7 +90,8 @@ def _info_findings(plan: VllmPlan) -> list[Finding]:
 
 
 def audit_vllm(plan: VllmPlan) -> VllmAudit:
-    findings = _route_findings(plan) + _memory_findings(plan) + _info_findings(plan)
+    findings = (_route_findings(plan) + _memory_findings(plan) + drafter_findings(plan) + admission_findings(plan)
+                + _info_findings(plan))
     findings.sort(key=lambda f: SEVERITIES.index(f.severity))
     return VllmAudit(plan, findings)
 
@@ -94,7 +101,7 @@ def _route_rows(plan: VllmPlan) -> list[dict[str, Any]]:
     for kp in plan.kinds:
         meant = _meant(kp)
         for r in kp.routes:
-            keys = "all" if r.keys is None and meant is None else f"{r.keys}/{meant}"
+            keys = "all" if r.keys is None and meant is None else f"{'all' if r.keys is None else r.keys}/{meant}"
             if kp.kind.attention == "chunked":
                 keys = f"chunks of {kp.kind.chunk_size} (ChunkedLocalAttention's virtual batches)"
             rows.append({"mode": r.mode, "backend": kp.selection.backend, "kind": kp.kind.name, "layers": kp.layers,
@@ -116,6 +123,7 @@ def to_json(report: VllmAudit) -> dict[str, Any]:
             "platform": plan.platform, "vllm_args": plan.args.given(), "env": plan.env,
             "decisions": [{"decision": d.decision, "value": d.value, "source": d.source} for d in plan.decisions],
             "routes": _route_rows(plan), "kv_cache_groups": _group_rows(plan),
+            "drafter_layers": drafter_rows(plan), "admission": admission_rows(plan),
             "findings": [f.to_json() for f in report.findings], "exit_code": int(report.exit_code)}
 
 
@@ -137,6 +145,17 @@ def render_vllm(report: VllmAudit, markdown: bool = False) -> str:
     lines += format_table(_group_rows(plan), ["group", "spec", "layers", "block_size", "sliding_window", "page_bytes",
                                               "bytes_per_token_per_layer", "token_slots"],
                           markdown=markdown).splitlines()
+    if plan.drafter is not None:
+        lines += ["", f"{h}Drafter layers ({plan.drafter.method}; KV writes: {plan.drafter.writes})", ""]
+        lines += format_table(drafter_rows(plan), ["layer", "attention", "window", "spec", "block_size", "group",
+                                                   "reads_kv_of", "writes_through_group"],
+                              markdown=markdown).splitlines()
+    if plan.admission is not None:
+        gate = plan.admission
+        lines += ["", f"{h}Admission of a {gate.prompt_tokens}-token prompt ({gate.blocks(gate.prompt_tokens)} of "
+                      f"{gate.pool_blocks} blocks; longest admitted: {gate.largest_prompt} tokens)", ""]
+        lines += format_table(admission_rows(plan), ["group", "spec", "drafter", "block_size", "cap", "blocks",
+                                                     "tokens"], markdown=markdown).splitlines()
     lines += ["", f"{h}Findings (worst first)", ""]
     for i, f in enumerate(report.findings, 1):
         ways = f"way out: {'; or '.join(f.ways_out)}" if f.ways_out else "way out: see the detail"

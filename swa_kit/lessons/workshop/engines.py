@@ -7,8 +7,10 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from swa_kit.launch.vllm_drafter import Drafter, read_drafter
 from swa_kit.lessons.workshop.verdict import Verdict, check, number, pair
 from swa_kit.measure.both_audit import BothAudit, audit_both, sglang_memory, vllm_memory
+from swa_kit.models.configs import load_model
 
 #: The notebook's launch: Gemma-4 on SGLang's aiter backend with its MTP drafter, and on vLLM's aiter unified
 #: backend (the one aiter backend vLLM 0.34 accepts for every Gemma-4 layer); the drafter reaches vLLM mapped.
@@ -17,10 +19,26 @@ SGLANG_ARGS = "--attention-backend aiter --speculative-algorithm FROZEN_KV_MTP -
 VLLM_ARGS = "--attention-backend ROCM_AITER_UNIFIED_ATTN"
 
 
+ASSISTANT_ORIGIN = ("ILLUSTRATIVE Gemma-4 assistant config: the target's attention geometry, one sliding and one "
+                    "full layer (the kit bundles no published assistant config; vLLM's rule does not depend on the "
+                    "layer count)")
+
+
+def illustrative_assistant(model: str = MODEL) -> Drafter:
+    """A Gemma-4 assistant drafter as vLLM reads one (``gemma4_assistant``: every layer Q-only), labelled as
+    illustrative: the target's text config with one layer of each kind."""
+    text = load_model(model).hf_config["text_config"]
+    raw = {"model_type": "gemma4_assistant", "architectures": ["Gemma4AssistantForCausalLM"],
+           "text_config": {**text, "num_hidden_layers": 2, "layer_types": ["sliding_attention", "full_attention"]}}
+    return read_drafter(raw, ASSISTANT_ORIGIN)
+
+
 @cache
 def the_launch(model: str = MODEL, sglang_args: str = SGLANG_ARGS, vllm_args: str = VLLM_ARGS) -> BothAudit:
-    """The notebook's launch on both engines (:func:`swa_kit.measure.both_audit.audit_both`)."""
-    return audit_both(model=model, server_args=sglang_args, vllm_args=vllm_args)
+    """The notebook's launch on both engines (:func:`swa_kit.measure.both_audit.audit_both`), vLLM's drafter
+    placed from :func:`illustrative_assistant`."""
+    return audit_both(model=model, server_args=sglang_args, vllm_args=vllm_args,
+                      vllm_drafter=illustrative_assistant(model))
 
 
 def unified_window_args(mode: str = "decode") -> dict[str, Any]:
