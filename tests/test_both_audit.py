@@ -75,6 +75,8 @@ def test_engine_only_flags_stay_with_their_engine():
     ("--speculative-algorithm EAGLE --speculative-eagle-topk 4", "", "topk 4"),
     ("", "--speculative-config '{\"method\": \"suffix\"}'", "'suffix'"),
     ("--speculative-algorithm EAGLE3", "--speculative-config '{\"method\": \"eagle\"}'", "different drafters"),
+    ("--speculative-algorithm FROZEN_KV_MTP --speculative-num-steps 3",
+     "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 5}'", "num_speculative_tokens"),
     ("--kv-cache-dtype fp8_e4m3", "--kv-cache-dtype fp8_e5m2", "KV-cache dtype"),
 ])
 def test_what_cannot_be_mapped_is_refused_by_name(sglang, vllm, named):
@@ -242,3 +244,19 @@ def test_the_draft_reads_the_same_target_layers_on_both_engines():
         assert value.startswith(f"reads target layer {last[kind.removesuffix('_attention')]}'s KV")
     launch = {r["meaning"]: r for r in report["launch"]}
     assert launch["drafter config"]["how"] == "vLLM's own"  # SGLang's FROZEN_KV MTP takes the target's layers
+
+
+def test_vllms_explicit_hybrid_manager_is_sglangs_default():
+    paired = _pair("", "--no-disable-hybrid-kv-cache-manager")
+    assert paired.sglang_words == () and paired.rows[0].sglang == "(SGLang's default)"
+    with pytest.raises(UsageError, match="sliding layers sized as full"):
+        _pair("--disable-hybrid-swa-memory", "--no-disable-hybrid-kv-cache-manager")
+
+
+def test_one_drafter_two_token_counts_is_refused():
+    with pytest.raises(UsageError, match="num_speculative_tokens"):
+        _pair("--speculative-algorithm FROZEN_KV_MTP --speculative-num-steps 3",
+              "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 5}'")
+    agreed = _pair("--speculative-algorithm FROZEN_KV_MTP --speculative-num-steps 3",
+                   "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 3}'")
+    assert [r.how for r in agreed.rows] == ["given on both"]

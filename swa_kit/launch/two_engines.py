@@ -153,10 +153,12 @@ def _speculation(sglang: ServerArgsView, vllm: VllmArgs, model: ModelLayout) -> 
     s_given, v_config = sglang.speculative_algorithm is not None, vllm.speculative_config
     if s_given and v_config is not None:
         mapped = _spec_to_vllm(sglang)
-        if mapped["method"] != v_config.get("method"):
-            raise UsageError(f"--speculative-algorithm {sglang.speculative_algorithm} is vLLM's method "
-                             f"{mapped['method']!r}, but --vllm-args names {v_config.get('method')!r}: the engines "
-                             "would run different drafters; keep one of them")
+        differ = [key for key in mapped if key in v_config and mapped[key] != v_config[key]]
+        if differ:
+            raise UsageError(f"--speculative-algorithm {sglang.speculative_algorithm} and its flags are vLLM's "
+                             f"{ {k: mapped[k] for k in differ} }, but --vllm-args gives "
+                             f"{ {k: v_config[k] for k in differ} }: the engines would run different drafters; keep "
+                             "one of them")
         return [], [], MappedFlag("speculation", sglang.speculative_algorithm or "", str(v_config), "given on both")
     if s_given:
         config = _spec_to_vllm(sglang)
@@ -181,8 +183,9 @@ def _shared_row(flag: Shared, s_value: Any, v_value: Any, s_on: bool, v_on: bool
         return [], _flag(flag.vllm_flag, value), MappedFlag(flag.meaning, f"{flag.sglang_flag} {s_value}",
                                                             " ".join(_flag(flag.vllm_flag, value)), "from SGLang's")
     value = flag.to_sglang(v_value)
-    return _flag(flag.sglang_flag, value), [], MappedFlag(flag.meaning, " ".join(_flag(flag.sglang_flag, value)),
-                                                          f"{flag.vllm_flag} {v_value}", "from vLLM's")
+    words = _flag(flag.sglang_flag, value)  # none: vLLM's value is SGLang's default (--no-disable-... is off)
+    return words, [], MappedFlag(flag.meaning, " ".join(words) or "(SGLang's default)", f"{flag.vllm_flag} {v_value}",
+                                 "from vLLM's")
 
 
 def _refuse_unmapped(sglang: ServerArgsView, vllm: VllmArgs) -> None:
