@@ -14,6 +14,8 @@ VLLM_VERSION = "0.34.0"
 #: The fixes the kit can undo, by PR number: what ``before-<N>`` changes in the kit's model of vLLM
 #: :data:`VLLM_VERSION`.
 REVERTIBLE_FIXES: dict[int, str] = {
+    41847: "a --kv-transfer-config turns the hybrid KV-cache manager off whatever its connector, one that supports "
+           "the manager (SupportsHMA) included",
     29234: "ROCM_AITER_FA decodes a sliding layer's single-token steps with aiter's paged_attention_v1 and no "
            "window (the backend before its sliding-window support)",
     32877: "ROCM_AITER_FA sends a multi-token decode (a speculative verify step) to its single-token paged decode, "
@@ -21,7 +23,7 @@ REVERTIBLE_FIXES: dict[int, str] = {
     50169: "DFlash writes every drafter layer's context KV through the first drafter group's slot mapping, not "
            "each layer's own group's (0.34.0's per-layer mapping undone; the PR itself is open)",
     55800: "start-up sizes a drafter's sliding-window group for its window while admission charges it the prompt "
-           "(0.34.0 sizes both from max_admission_blocks_per_request; the thread is open)",
+           "(0.34.0 sizes both from max_admission_blocks_per_request, merged PR #40946; the thread is open)",
 }
 
 

@@ -20,7 +20,7 @@ from swa_kit.launch.inputs import parse_server_args
 from swa_kit.launch.two_engines import pair
 from swa_kit.launch.vllm_args import parse_vllm_flags
 from swa_kit.measure.both_audit import audit_both, render_json
-from swa_kit.models.configs import list_models, load_hf_config, load_model
+from swa_kit.models.configs import ARCHITECTURES, list_models, load_hf_config, load_model
 
 GEMMA4 = load_model("gemma4-31b")
 
@@ -200,9 +200,10 @@ def test_mtp_names_the_models_own_drafter_or_is_refused():
     assert parse_server_args(shlex.join(mimo.sglang_words)).speculative_algorithm == "NEXTN"
 
 
-#: Every config there but the expectations and the Gemma-4 assistant, a drafter only (no target model of its own).
-SAVED = sorted(p for p in (Path(__file__).parent / "data" / "differential").glob("*.json")
-               if p.stem != "expected" and "assistant" not in p.stem)
+#: Every config there of an architecture the kit serves as a target (drafter-only configs, a Gemma-4 assistant or a
+#: DFlash draft, have none: vLLM reads them as the speculative model).
+SAVED = sorted(p for p in (Path(__file__).parent / "data" / "differential").glob("*.json") if p.stem != "expected"
+               and (json.loads(p.read_text()).get("architectures") or [""])[0] in ARCHITECTURES)
 
 
 @pytest.mark.parametrize("config", SAVED, ids=[p.stem for p in SAVED])
@@ -260,3 +261,9 @@ def test_one_drafter_two_token_counts_is_refused():
     agreed = _pair("--speculative-algorithm FROZEN_KV_MTP --speculative-num-steps 3",
                    "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 3}'")
     assert [r.how for r in agreed.rows] == ["given on both"]
+
+
+def test_known_bugs_under_each_engines_findings():
+    report = json.loads(render_json(audit_both(model="gemma4-31b", server_args="--disable-hybrid-swa-memory")))
+    vllm_memory = next(f for f in report["findings"] if f["engine"] == "vLLM" and f["severity"] == "memory")
+    assert any("39254" in line for line in vllm_memory["known_bugs"])  # the hybrid manager off: vLLM #39254

@@ -62,7 +62,7 @@ SPEC = {"eagle3": '{"method": "eagle3", "model": "drafter", "num_speculative_tok
 PAIRS = (("gpt-oss-20b", "draft-gpt-oss-2l", "dflash"), ("gpt-oss-120b", "draft-gpt-oss-2l", "eagle3"),
          ("gpt-oss-20b", "draft-llama-2l", "eagle3"), ("gemma3-27b", "draft-gemma3-3l", "dflash"),
          ("gemma3-27b", "draft-llama-2l", "eagle3"), ("gemma4-31b", "draft-gemma4-assistant-4l", "mtp"),
-         ("gemma4-31b", "draft-gemma3-3l", "dflash"))
+         ("gemma4-31b", "draft-gemma3-3l", "dflash"), ("gpt-oss-20b", "draft-dflash-3l", "dflash"))
 FLAGS = ("", "--disable-hybrid-kv-cache-manager", "-tp 2", "--kv-cache-dtype fp8", "--block-size 16",
          "--attention-backend TRITON_ATTN")
 LAUNCHES = [(t, d, m, f) for t, d, m in PAIRS for f in FLAGS]
@@ -286,3 +286,50 @@ def test_max_model_len_is_vllms_derived_length(name: str) -> None:
     theirs = model_config._get_and_verify_max_len(text, SimpleNamespace(derived_max_model_len_and_key=derived), None,
                                                   None, False, None)
     assert derived_max_model_len(load_model(name))[0] == theirs
+
+
+DFLASH_CONFIGS = [
+    {"num_hidden_layers": 3, "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+     "sliding_window": 128},
+    {"num_hidden_layers": 2, "dflash_config": {"use_swa": True, "swa_window_size": 2048}},
+    {"num_hidden_layers": 2, "dflash_config": {"use_swa": False}, "sliding_window": 4096},
+    {"num_hidden_layers": 2, "layer_types": ["full_attention"] * 2, "dflash_config": {"use_swa": True},
+     "sliding_window": 512},
+    {"num_hidden_layers": 2, "layer_types": ["sliding_attention", "full_attention"], "sliding_window": 64,
+     "dflash_config": {"use_swa": True, "swa_window_size": 256}},
+    {"num_hidden_layers": 1, "dflash_config": {"use_swa": True}},
+]
+
+
+@pytest.mark.parametrize("config", DFLASH_CONFIGS, ids=range(len(DFLASH_CONFIGS)))
+def test_dflash_windows_are_vllms(config) -> None:
+    from swa_kit.launch.vllm_drafter import dflash_windows
+
+    qwen3_dflash = require_vllm("vllm.model_executor.models.qwen3_dflash")[0]
+    ns = SimpleNamespace(**{"layer_types": None, "dflash_config": None, "sliding_window": None, **config})
+    try:
+        theirs = [qwen3_dflash._resolve_layer_attention(ns, i)[0] for i in range(config["num_hidden_layers"])]
+    except ValueError as error:
+        with pytest.raises(UsageError, match="window"):
+            dflash_windows(config, "d.json")
+        assert "window size" in str(error)
+        return
+    assert dflash_windows(config, "d.json") == theirs
+
+
+def test_dflash_classes_and_their_per_layer_mapping_are_vllms() -> None:
+    """vLLM's registry maps each DFlash architecture the kit names to the class whose source declares (or not)
+    ``get_draft_kv_cache_layer_names``."""
+    import ast
+    import importlib.util
+
+    from swa_kit.launch.vllm_drafter import DFLASH_ARCHITECTURES
+
+    registry = require_vllm("vllm.model_executor.models.registry")[0]
+    for architecture, declares in DFLASH_ARCHITECTURES.items():
+        module, cls = registry._SPECULATIVE_DECODING_MODELS[architecture]
+        spec = importlib.util.find_spec(f"vllm.model_executor.models.{module}")
+        tree = ast.parse(Path(spec.origin).read_text())
+        [node] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls]
+        methods = {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
+        assert ("get_draft_kv_cache_layer_names" in methods) == declares, architecture

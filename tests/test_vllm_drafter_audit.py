@@ -7,7 +7,6 @@ Where the layers land and what the managers charge is held against vLLM's own co
 from __future__ import annotations
 
 import json
-import shlex
 import subprocess
 import sys
 from dataclasses import replace
@@ -67,6 +66,24 @@ def test_before_50169_dflash_writes_the_full_layer_through_the_target_sliding_gr
 def test_before_50169_leaves_eagle3_alone_its_attention_writes_per_layer():
     report = _audit("gpt-oss-20b", EAGLE3, "draft-gpt-oss-2l", "before-50169")
     assert all(not layer.misrouted for layer in report.plan.drafter.layers)
+
+
+def test_a_dflash_config_is_read_as_vllm_resolves_it():
+    raw = json.loads((DATA / "draft-dflash-3l.json").read_text())
+    report = audit_vllm(plan(load_model("gpt-oss-20b"), parse_vllm_flags(DFLASH), {},
+                             drafter=read_drafter(raw, "dflash.json")))
+    assert [(layer.attention, layer.window) for layer in report.plan.drafter.layers] == \
+        [("sliding", 128), ("sliding", 128), ("full", None)]
+    assert not any(MISROUTED in t for t in _titles(report))
+
+
+def test_lagunas_dflash_class_writes_through_one_group_even_at_0_34():
+    """laguna_dflash.py declares no get_draft_kv_cache_layer_names: vLLM 0.34.0 still has #50169's failure."""
+    raw = {**json.loads((DATA / "draft-dflash-3l.json").read_text()), "architectures": ["DFlashLagunaForCausalLM"]}
+    report = audit_vllm(plan(load_model("gpt-oss-20b"), parse_vllm_flags(DFLASH), {},
+                             drafter=read_drafter(raw, "laguna.json")))
+    assert [layer.index for layer in report.plan.drafter.layers if layer.misrouted] == [2]
+    assert any(MISROUTED in t for t in _titles(report)) and int(report.exit_code) == 1
 
 
 def test_a_drafter_in_one_group_is_never_misrouted():
@@ -158,6 +175,11 @@ def test_bad_drafter_configs_are_refused_by_name():
         read_drafter({"model_type": "gemma4_assistant"}, "assistant.json")
     with pytest.raises(ModelConfigError, match="unknown architecture"):
         read_drafter({"architectures": ["NoSuchDrafter"]}, "d.json")
+    dflash = {"architectures": ["DFlashDraftModel"], "num_hidden_layers": 2, "layer_types": ["full_attention"]}
+    with pytest.raises(UsageError, match="num_hidden_layers 2"):
+        read_drafter(dflash, "d.json")
+    with pytest.raises(UsageError, match="needs a window"):
+        read_drafter({**dflash, "num_hidden_layers": 1, "layer_types": ["sliding_attention"]}, "d.json")
     raw = json.loads((DATA / "draft-gemma4-assistant-4l.json").read_text())
     chunked = {**raw, "text_config": {**raw["text_config"], "layer_types": ["full_attention"] * 4}}
     target = replace(load_model("gemma4-31b"), layer_types=("sliding",) * 60)  # no full layer owning KV
@@ -182,4 +204,7 @@ def test_cli_reads_the_drafter_config_and_prompt_length():
     bad = subprocess.run([sys.executable, "-m", "swa_kit.cli", "audit", "--model", "gpt-oss-20b", "--prompt-tokens",
                           "5"], capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "--prompt-tokens" in bad.stderr and "--engine vllm" in bad.stderr
-    assert shlex.split(DFLASH)  # the flag text is one shell word pair
+    missing = subprocess.run([sys.executable, "-m", "swa_kit.cli", "audit", "--engine", "vllm", "--model",
+                              "gpt-oss-20b", "--server-args", DFLASH, "--draft-hf-config", "/no/such/config.json"],
+                             capture_output=True, text=True, check=False)
+    assert missing.returncode == 2 and "/no/such/config.json" in missing.stderr

@@ -38,6 +38,10 @@ JSON_SHAPE = ("--json prints one object: model {name, architecture, sources, con
               "keys, page_table, sglang, kit}], findings [{severity, title, detail, ways_out: [alternatives], where, "
               "known_bugs: [lines]}] worst first, exit_code, versions {swa-kit, SGLang installed here, transformers}, "
               "command, and with --check-with-sglang sglang_check {version, fields [{field, kit, sglang, agree}]}. "
+              "With --engine vllm: engine, model, platform, vllm_args, env, decisions, routes, kv_cache_groups, "
+              "drafter_layers [{layer, attention, window, spec, block_size, group, reads_kv_of, "
+              "writes_through_group}], admission [{group, spec, drafter, block_size, cap, blocks, tokens}], findings, "
+              "exit_code. "
               "With --engine both: engine, model, launch [{meaning, sglang, vllm, how}], sglang and vllm {version, "
               "flags, refused, audit (that engine's own --json object)}, keys [{kind, layers, mode, sglang_kernel, "
               "sglang_window_arg, sglang_keys, vllm_kernel, vllm_window_arg, vllm_keys, meant}], memory [{quantity, "
@@ -208,6 +212,7 @@ def run_vllm(args: argparse.Namespace) -> int:
     from swa_kit.launch.vllm_drafter import read_drafter_file
     from swa_kit.launch.vllm_plan import plan
     from swa_kit.measure.vllm_audit import audit_vllm, render_vllm, render_vllm_json
+    from swa_kit.measure.vllm_bug_match import match_vllm
 
     _refuse_options(args, "vLLM", allowed=("--draft-hf-config",))
     if args.server_args is not None and args.vllm_args is not None:
@@ -216,7 +221,8 @@ def run_vllm(args: argparse.Namespace) -> int:
     drafter = None if args.draft_hf_config is None else read_drafter_file(args.draft_hf_config)
     report = audit_vllm(plan(_load_model(args), parse_vllm_flags(text), env_pairs(args.env), args.platform,
                              args.gpu_memory_gib, args.weights_gib, args.vllm_version, drafter, args.prompt_tokens))
-    print(render_vllm_json(report) if args.json else render_vllm(report, markdown=args.markdown))
+    known = {m.finding: m.lines() for m in match_vllm(report)}
+    print(render_vllm_json(report, known) if args.json else render_vllm(report, args.markdown, known))
     return report.exit_code
 
 

@@ -17,7 +17,7 @@ groups' ``SingleTypeKVCacheManager.get_num_blocks_to_allocate(..., apply_admissi
 The start-up check (``_check_enough_kv_cache_memory`` on ``_max_memory_usage_bytes_from_groups``, vllm/v1/core/
 kv_cache_planning.py) charges one ``max_model_len`` request the same per-group blocks (``max_memory_usage_bytes`` is
 ``max_admission_blocks_per_request`` pages: "single source of truth for both startup pool sizing and the runtime
-admission gate"), so a launch that starts admits every prompt up to ``max_model_len``. ``before-55800``
+admission gate", vLLM PR #40946), so a launch that starts admits every prompt up to ``max_model_len``. ``before-55800``
 (:mod:`swa_kit.vllm_versions`) undoes that for the drafter's groups, as vLLM #55800 shows it: start-up sizes the
 drafter's sliding group for its window, admission still charges it the prompt (up to the window plus the in-flight
 tokens), so the engine starts and a long request waits in the queue until it times out. A cold admission is

@@ -30,6 +30,17 @@ VLLM_ENV_DEFAULTS = {
     "VLLM_ROCM_SHUFFLE_KV_CACHE_LAYOUT": "False",
     "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE": "1",
 }
+#: KV connectors ``--kv-transfer-config`` may name (vllm/distributed/kv_transfer/kv_connector/factory.py, the
+#: registered names), and whether each one's class subclasses ``SupportsHMA`` (kv_connector/v1/base.py), which keeps
+#: the hybrid KV-cache manager on. ``LMCacheMPConnector``'s class comes from the lmcache package: not listed.
+VLLM_KV_CONNECTORS = {
+    "ExampleConnector": False, "ExampleHiddenStatesConnector": True, "LMCacheConnectorV1": False,
+    "NixlConnector": True, "NixlPullConnector": True, "NixlPushConnector": True, "HiSparseConnector": True,
+    "MoRIIOConnector": True, "OffloadingConnector": True, "DecodeBenchConnector": True, "MooncakeConnector": True,
+    "MooncakeStoreConnector": True, "UMBPStoreConnector": True, "FlexKVConnectorV1": False,
+    "SimpleCPUOffloadConnector": True, "HF3FSKVConnector": False,
+}
+MULTI_CONNECTOR = "MultiConnector"  # wraps child connectors: it supports the manager when every child does
 #: Names users carry over from older vLLM that 0.34 no longer reads, with the way out.
 _RETIRED_ENV = {"VLLM_ATTENTION_BACKEND": "vLLM 0.34's envs.py no longer defines it: pass --attention-backend NAME"}
 _LAUNCHER = re.compile(r"^(vllm|serve|python[0-9.]*|-m|vllm\.entrypoints\.openai\.api_server|env"
@@ -48,11 +59,23 @@ class VllmArgs:
     attention_backend: str | None = None
     disable_hybrid_kv_cache_manager: bool | None = None  # None: vLLM decides (VllmConfig.__post_init__)
     speculative_config: dict[str, Any] | None = None
+    kv_transfer_config: dict[str, Any] | None = None
     kv_cache_dtype: str = "auto"
     block_size: int | None = None
     max_num_batched_tokens: int | None = None  # None: EngineArgs.get_batch_defaults (by GPU memory)
     async_scheduling: bool | None = None  # None: VllmConfig turns it on (a generative model, the default executor)
     line_env: tuple[tuple[str, str], ...] = ()  # NAME=VALUE words before `vllm serve`, read as the environment
+
+    def kv_connector_hma(self) -> tuple[str, bool] | None:
+        """The KV connector named and whether it keeps the hybrid manager on (``KVConnectorFactory.
+        supports_hma_config``: a MultiConnector only when it has children and every child does); None: no connector."""
+        if self.kv_transfer_config is None:
+            return None
+        name = self.kv_transfer_config["kv_connector"]
+        if name != MULTI_CONNECTOR:
+            return name, VLLM_KV_CONNECTORS[name]
+        children = _children(self.kv_transfer_config)
+        return f"{name}({', '.join(children)})", bool(children) and all(VLLM_KV_CONNECTORS[c] for c in children)
 
     def given(self) -> dict[str, Any]:
         """The fields set away from their defaults."""
@@ -105,6 +128,30 @@ def _speculative(flag: str, text: str) -> dict[str, Any]:
     return value
 
 
+def _children(config: dict[str, Any]) -> list[str]:
+    """A MultiConnector's child connectors (``kv_connector_extra_config["connectors"]``)."""
+    return [c["kv_connector"] for c in (config.get("kv_connector_extra_config") or {}).get("connectors", [])]
+
+
+def _kv_transfer(flag: str, text: str) -> dict[str, Any]:
+    """``--kv-transfer-config`` JSON: the connector (and a MultiConnector's children) must be ones the kit knows."""
+    value = _speculative(flag, text)
+    known = sorted([*VLLM_KV_CONNECTORS, MULTI_CONNECTOR])
+    named = [value.get("kv_connector")]
+    if named[0] == MULTI_CONNECTOR:
+        extra = value.get("kv_connector_extra_config") or {}
+        children = extra.get("connectors", []) if isinstance(extra, dict) else None
+        if not isinstance(children, list) or not all(isinstance(c, dict) for c in children):
+            raise UsageError(f"{flag} {quote(text)}: a MultiConnector's kv_connector_extra_config.connectors is a "
+                             "list of connector configs")
+        named = [c.get("kv_connector") for c in children]
+    for name in named:
+        if name not in VLLM_KV_CONNECTORS and name != MULTI_CONNECTOR:
+            raise UsageError(f"{flag} {quote(text)}: kv_connector {str(name)[:80]!r} is not one the kit models "
+                             f"({', '.join(known)})")
+    return value
+
+
 #: flag -> (field, reader). Readers take (flag, text) and return the field's value.
 _VALUED = {
     "--model": ("model", lambda f, t: t),
@@ -116,6 +163,7 @@ _VALUED = {
     "--kv-cache-dtype": ("kv_cache_dtype", lambda f, t: _choice(f, t, VLLM_KV_DTYPES)),
     "--block-size": ("block_size", _human_int),
     "--max-num-batched-tokens": ("max_num_batched_tokens", _human_int),
+    "--kv-transfer-config": ("kv_transfer_config", _kv_transfer),
 }
 #: flag -> (field, value).
 _SWITCHES = {"--disable-hybrid-kv-cache-manager": ("disable_hybrid_kv_cache_manager", True),

@@ -37,6 +37,9 @@ NO_DRAFT_MODEL = VLLM_NO_DRAFT_MODEL
 #: Drafter configs vLLM rewrites to its Gemma-4 MTP model (``SpeculativeConfig``: ``gemma4_assistant`` ->
 #: ``gemma4_mtp``; every decoder layer Q-only, reading the target's KV).
 GEMMA4_ASSISTANTS = ("gemma4_assistant", "gemma4_unified_assistant")
+#: vLLM's DFlash drafter classes by config architecture (vllm/model_executor/models/registry.py), and whether the
+#: class declares ``get_draft_kv_cache_layer_names`` (the per-layer context slot mapping).
+DFLASH_ARCHITECTURES = {"DFlashDraftModel": True, "DFlashLagunaForCausalLM": False}
 _DFLASH_PER_LAYER = ("DFlashSpeculator._precompute_context_kv: the drafter declares get_draft_kv_cache_layer_names "
                      "(qwen3_dflash.py), so each layer's context KV goes through its own group's slot mapping")
 
@@ -49,6 +52,47 @@ class Drafter:
     layout: ModelLayout
     kv_shared: bool  # Gemma-4's assistant: every layer reads the target's KV
     origin: str
+    per_layer_writes: bool = True  # its class declares get_draft_kv_cache_layer_names (DFlash's context writes)
+
+
+def dflash_windows(raw: dict[str, Any], where: str) -> list[int | None]:
+    """``_resolve_layer_attention`` (vllm/model_executor/models/qwen3_dflash.py): each DFlash layer's window, from
+    ``dflash_config.use_swa`` / ``swa_window_size``, ``layer_types`` and ``sliding_window``."""
+    extra = raw.get("dflash_config") or {}
+    types = raw.get("layer_types")
+    count = raw.get("num_hidden_layers")
+    if not isinstance(count, int) or count < 1 or (types is not None and len(types) != count):
+        raise UsageError(f"{where}: num_hidden_layers {count!r} must be a positive count matching layer_types")
+    use_swa = bool(extra.get("use_swa", False))
+    any_sliding = types is not None and "sliding_attention" in types
+    windows: list[int | None] = []
+    for i in range(count):
+        sliding = use_swa if types is None or (use_swa and not any_sliding) else types[i] == "sliding_attention"
+        window = extra.get("swa_window_size", raw.get("sliding_window")) if sliding else None
+        if sliding and not (isinstance(window, int) and window > 0):
+            raise UsageError(f"{where}: DFlash sliding attention needs a window (dflash_config.swa_window_size or "
+                             "sliding_window); vLLM refuses the drafter at start-up")
+        windows.append(window)
+    return windows
+
+
+def _dflash_layout(raw: dict[str, Any], where: str) -> ModelLayout:
+    """A DFlash drafter's layers as a layout: its windows resolved as vLLM resolves them, its heads as its config
+    gives them (read through Gemma-3's text config, which carries per-layer types and one window)."""
+    windows = dflash_windows(raw, where)
+    heads = raw.get("num_attention_heads")
+    shape: dict[str, Any] = {k: raw[k] for k in ("num_attention_heads", "num_key_value_heads", "head_dim",
+                                                 "hidden_size", "dtype", "torch_dtype", "max_position_embeddings")
+                             if k in raw}
+    if "head_dim" not in shape and isinstance(heads, int) and isinstance(raw.get("hidden_size"), int):
+        shape["head_dim"] = raw["hidden_size"] // heads  # Qwen3Config's default
+    # One value serves every sliding layer; with none, Gemma-3's config still wants a window no layer reads.
+    window = next((w for w in windows if w is not None), 4096)
+    stand_in: dict[str, Any] = {
+        **shape, "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+        "num_hidden_layers": len(windows), "sliding_window": window,
+        "layer_types": ["full_attention" if w is None else "sliding_attention" for w in windows]}
+    return parse_hf_config(stand_in, where=where, name="dflash-drafter")
 
 
 def read_drafter(raw: Any, where: str) -> Drafter:
@@ -61,6 +105,10 @@ def read_drafter(raw: Any, where: str) -> Drafter:
         layout = parse_hf_config({**text, "architectures": ["Gemma4ForCausalLM"], "model_type": "gemma4_text"},
                                  where=f"{where} text_config", name="gemma4-assistant")
         return Drafter(layout, True, f"{where}: {raw['model_type']} (vLLM's Gemma4MTPModel: every layer Q-only)")
+    architecture = (raw.get("architectures") or [None])[0] if isinstance(raw, dict) else None
+    if architecture in DFLASH_ARCHITECTURES:
+        return Drafter(_dflash_layout(raw, where), False, f"{where} ({architecture}: windows by _resolve_layer_"
+                       "attention)", DFLASH_ARCHITECTURES[architecture])
     layout = parse_hf_config(raw, where=where, name="drafter")
     return Drafter(layout, False, f"{where} ({layout.architecture})")
 
@@ -115,9 +163,13 @@ def gemma4_aliases(target: ModelLayout, drafter: ModelLayout) -> list[int]:
     return aliases
 
 
-def _writes(method: str, version: str) -> tuple[bool, str]:
+def _writes(method: str, version: str, declares: bool) -> tuple[bool, str]:
     """Whether each layer's KV writes use its own group's slot mapping, and the source that says so."""
     if method in VLLM_CONTEXT_KV_WRITERS:
+        if not declares:
+            return False, ("DFlashSpeculator._precompute_context_kv: the drafter class declares no "
+                           "get_draft_kv_cache_layer_names (laguna_dflash.py), so every layer's context KV goes "
+                           "through the first drafter group's slot mapping")
         if has_fix(version, 50169):
             return True, _DFLASH_PER_LAYER
         return False, ("DFlashSpeculator._precompute_context_kv without the per-layer mapping (before-50169): "
@@ -130,7 +182,7 @@ def place(method: str, drafter: Drafter, target: ModelLayout, groups: list[Group
     group_of = {layer: g for g, group in enumerate(groups) for layer in group.layers}
     spec_of = {layer: spec for group in groups for layer, spec in zip(group.layers, group.specs)}
     aliases = gemma4_aliases(target, drafter.layout) if drafter.kv_shared else None
-    per_layer, writes = _writes(method, version)
+    per_layer, writes = _writes(method, version, drafter.per_layer_writes)
     own = [target.num_layers + i for i in range(drafter.layout.num_layers)]
     first = min((group_of[i] for i in own), default=None) if aliases is None else None
     layers = []

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from swa_kit.engine.spec_algorithms import VLLM_SPEC_METHODS
 from swa_kit.errors import UsageError
 from swa_kit.launch.vllm_backends import CAPS
+from swa_kit.vllm_versions import VLLM_VERSION, has_fix
 
 
 @dataclass(frozen=True)
@@ -93,15 +94,30 @@ def sliding_block_size(backend: str, per_token: int, block_size: int) -> int:
 
 
 def hybrid_manager_disabled(flag: bool | None, chunked: bool, spec_method: str | None,
-                            allow_chunked_env: bool) -> tuple[bool, str]:
-    """The switch and the rule that set it (``VllmConfig.__post_init__``, ROCm: ``support_hybrid_kv_cache``)."""
+                            allow_chunked_env: bool, connector: tuple[str, bool] | None = None,
+                            version: str = VLLM_VERSION) -> tuple[bool, str]:
+    """The switch and the rule that set it (``VllmConfig.__post_init__``, ROCm: ``support_hybrid_kv_cache``).
+
+    ``connector``: the ``--kv-transfer-config`` connector and whether it supports the manager
+    (:meth:`~swa_kit.launch.vllm_args.VllmArgs.kv_connector_hma`); read only when the flag leaves it to vLLM.
+    ``before-41847`` turns the manager off for every connector."""
     need, why = False, "no rule turns it off (ROCm supports it: RocmPlatform.support_hybrid_kv_cache)"
     if chunked and spec_method is not None and VLLM_SPEC_METHODS[spec_method]:
         need, why = True, f"chunked local attention with a drafter on target hidden states ({spec_method})"
     elif chunked and not allow_chunked_env:
         need, why = True, "chunked local attention and VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=0"
+    if flag is None and connector is not None and not (connector[1] and has_fix(version, 41847)):
+        need, why = True, (f"--kv-transfer-config selects {connector[0]}, which does not support it "
+                           "(KVConnectorFactory.supports_hma_config)" if not connector[1] else
+                           f"--kv-transfer-config is set ({connector[0]}): before PR #41847 any KV connector "
+                           "turned it off")
     if flag is None:
         return need, why
+    if flag is False and connector is not None and not connector[1]:
+        raise UsageError(f"vLLM refuses --no-disable-hybrid-kv-cache-manager with {connector[0]} at start-up "
+                         "(KVConnectorFactory.create_connector: the connector 'does not support HMA but HMA is "
+                         "enabled'); way out: drop the flag (vLLM then turns the manager off), or a connector that "
+                         "supports it")
     if flag is False and need:
         raise UsageError("vLLM refuses --no-disable-hybrid-kv-cache-manager here at start-up (VllmConfig: 'Hybrid "
                          f"KV cache manager was explicitly enabled but is not supported'): {why}; way out: drop "

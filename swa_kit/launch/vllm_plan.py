@@ -259,7 +259,8 @@ def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str 
     method = (args.speculative_config or {}).get("method")
     disabled, rule = hybrid_manager_disabled(args.disable_hybrid_kv_cache_manager,
                                              any(k.attention == "chunked" for k in model.kinds.values()), method,
-                                             flags["VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"])
+                                             flags["VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"],
+                                             args.kv_connector_hma(), vllm_version)
     own = owned_layouts(drafter)  # drafter layers that own KV join the target's before grouping
     draft_specs = [] if own is None else layer_specs(
         own, args, {name: select(_query(own, kind, block), flags, args.attention_backend)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ class BothAudit:
     # why an engine has no plan: its own start-up refusal, or a surface the kit refuses to guess (the text says which)
     sglang_refusal: str | None = None
     vllm_refusal: str | None = None
+    known_bugs: dict[Finding, list[str]] = field(default_factory=dict)  # the corpus's bugs under each finding
 
     @property
     def exit_code(self) -> ExitCode:
@@ -114,7 +115,18 @@ def audit_both(*, model: str | None = None, hf_config: str | Path | None = None,
                                       drafter, prompt_tokens))
     except UsageError as error:  # the vLLM plan's refusals: vLLM's own at start-up, or a surface not modelled
         report.vllm_refusal = str(error)
+    report.known_bugs = _known_bugs(report)
     return report
+
+
+def _known_bugs(report: BothAudit) -> dict[Finding, list[str]]:
+    """The known bugs of the corpus under each engine's findings, as each engine's own audit names them."""
+    from swa_kit.measure.bugs import match
+    from swa_kit.measure.vllm_bug_match import match_vllm
+
+    found = [] if report.sglang is None else match(report.sglang)
+    found += [] if report.vllm is None else match_vllm(report.vllm)
+    return {m.finding: list(m.lines()) for m in found}
 
 
 def _meant(kind: LayerKind) -> str:
@@ -322,7 +334,8 @@ def to_json(report: BothAudit) -> dict[str, Any]:
         "vllm": {"version": VLLM_VERSION, "flags": report.vllm_flags, "refused": report.vllm_refusal,
                  "audit": None if report.vllm is None else vllm_json(report.vllm)},
         "keys": key_rows(report), "memory": memory_rows(report), "draft": draft_rows(report),
-        "findings": [{"engine": e, **f.to_json()} for e, f in finding_rows(report)],
+        "findings": [{"engine": e, **f.to_json(), "known_bugs": report.known_bugs.get(f, [])}
+                     for e, f in finding_rows(report)],
         "exit_code": int(report.exit_code)}
 
 
@@ -360,10 +373,13 @@ def render(report: BothAudit, markdown: bool = False) -> str:
     found = finding_rows(report)
     for i, (engine, f) in enumerate(found, 1):
         ways = f"way out: {'; or '.join(f.ways_out) or 'see the detail'}"
+        bugs = report.known_bugs.get(f, [])
         if markdown:
-            lines += [f"{i}. **{engine} [{f.severity}]** {f.title} ({f.where})", f"   - {f.detail}", f"   - {ways}"]
+            lines += [f"{i}. **{engine} [{f.severity}]** {f.title} ({f.where})", f"   - {f.detail}", f"   - {ways}",
+                      *(f"   - {bug}" for bug in bugs)]
         else:
-            lines += [f"{i}. {engine} [{f.severity}] {f.title} ({f.where})", f"   {f.detail}", f"   {ways}"]
+            lines += [f"{i}. {engine} [{f.severity}] {f.title} ({f.where})", f"   {f.detail}", f"   {ways}",
+                      *(f"   {bug}" for bug in bugs)]
     if not found:
         lines.append("none")
     code = report.exit_code

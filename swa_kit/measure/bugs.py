@@ -133,8 +133,11 @@ FINDING_CLASSES: dict[str, FindingClass] = {c.name: c for c in (
     FindingClass("verify-as-one-token", "a speculative verify step's query tokens reach a decode kernel told "
                  "max_seqlen_q=1, which attends them as one", "wrong",
                  ("draft tokens are attended as if they were one",)),
-    FindingClass("sliding-sized-as-full", "with vLLM's hybrid KV-cache manager off, sliding layers are sized for "
-                 "the whole context", "memory", ("pay for the whole context",)),
+    FindingClass("local-sized-as-full", "with vLLM's hybrid KV-cache manager off, sliding (and chunked-local) "
+                 "layers are sized for the whole context", "memory", ("pay for the whole context",)),
+    FindingClass("shuffled-kv-window", "with aiter's shuffled KV layout, vLLM's ROCM_AITER_FA stops at an assertion "
+                 "on a sliding-window, sinks or multi-token decode", "raises",
+                 ("Shuffle KV cache layout is not supported",)),
     FindingClass("drafter-wrong-block-table", "a drafter layer's KV is written through another KV-cache group's "
                  "block table than its own", "wrong", (MISROUTED,)),
     FindingClass("admission-whole-sequence", "admission charges a drafter's sliding group for the whole prompt, "
@@ -491,8 +494,8 @@ class LaunchFacts:
     """What a finding's mechanism depends on, beyond its class: the backends, the speculation, the version."""
 
     backends: frozenset[str]
-    speculation: str | None  # "EAGLE family", another algorithm's name, or None
-    sglang_version: str
+    speculation: str | None  # "EAGLE family", another algorithm's name (vLLM: the drafter's method), or None
+    version: str  # the engine's
 
 
 def launch_facts(launch: Launch) -> LaunchFacts:
@@ -505,9 +508,9 @@ def launch_facts(launch: Launch) -> LaunchFacts:
                        launch.sglang_version)
 
 
-def _facts_match(entry: LaunchFacts, audited: LaunchFacts) -> bool:
+def facts_match(entry: LaunchFacts, audited: LaunchFacts) -> bool:
     """The audited launch has the entry's backend and version, and its speculation where the entry has one."""
-    return bool(entry.backends & audited.backends) and entry.sglang_version == audited.sglang_version and \
+    return bool(entry.backends & audited.backends) and entry.version == audited.version and \
         (entry.speculation is None or entry.speculation == audited.speculation)
 
 
@@ -537,7 +540,7 @@ def match(report: Audit, corpus: Sequence[BugEntry] | None = None) -> list[Match
                 except SwaKitError:  # a launch the kit refuses shares no facts with one it audited
                     facts[entry.id] = None
             known = facts[entry.id]
-            if known is not None and _facts_match(known, audited):
+            if known is not None and facts_match(known, audited):
                 hits.append(entry)
         if hits:
             matches.append(Match(finding, tuple(hits)))

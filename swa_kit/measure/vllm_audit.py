@@ -7,10 +7,12 @@ its ways out; exit status ``DISAGREES`` when a finding is above info.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from swa_kit.exit_codes import ExitCode
+from swa_kit.launch.vllm_args import VLLM_KV_CONNECTORS
 from swa_kit.launch.vllm_plan import VllmPlan
 from swa_kit.measure.audit import SEVERITIES, Finding
 from swa_kit.measure.vllm_drafter_audit import admission_findings, admission_rows, drafter_findings, drafter_rows
@@ -70,7 +72,20 @@ def _memory_findings(plan: VllmPlan) -> list[Finding]:
                     f"{every_layer:,} B across the layers, against {full_only:,} B for the full layers with the "
                     f"manager on, where {names} layers keep only {windows} tokens (plus in-flight ones) per "
                     "request (vLLM #39254)",
-                    ("drop --disable-hybrid-kv-cache-manager",), "KV-cache groups")]
+                    _hybrid_ways(plan.kv.hybrid_rule), "KV-cache groups")]
+
+
+def _hybrid_ways(rule: str) -> tuple[str, ...]:
+    """How to turn the manager back on, by the rule that turned it off."""
+    if "PR #41847" in rule:
+        return (f"vLLM {VLLM_VERSION} (PR #41847 keeps it on for a connector that supports it)",
+                "--no-disable-hybrid-kv-cache-manager")
+    if "--kv-transfer-config" in rule:
+        return ("a KV connector whose class supports the hybrid manager (SupportsHMA): " +
+                ", ".join(name for name, hma in VLLM_KV_CONNECTORS.items() if hma),)
+    if "chunked" in rule:
+        return ("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (without a drafter on hidden states)",)
+    return ("drop --disable-hybrid-kv-cache-manager",)
 
 
 def _info_findings(plan: VllmPlan) -> list[Finding]:
@@ -117,17 +132,22 @@ def _group_rows(plan: VllmPlan) -> list[dict[str, Any]]:
              * g.specs[0].block_size} for i, g in enumerate(plan.kv.groups)]
 
 
-def to_json(report: VllmAudit) -> dict[str, Any]:
+#: The known bugs under each finding ("matches vLLM #28539, fixed in #29234"), filled by the command layer.
+KnownBugs = Mapping[Finding, Sequence[str]]
+
+
+def to_json(report: VllmAudit, known_bugs: KnownBugs | None = None) -> dict[str, Any]:
     plan = report.plan
     return {"engine": "vllm", "model": {"name": plan.model.name, "architecture": plan.model.architecture},
             "platform": plan.platform, "vllm_args": plan.args.given(), "env": plan.env,
             "decisions": [{"decision": d.decision, "value": d.value, "source": d.source} for d in plan.decisions],
             "routes": _route_rows(plan), "kv_cache_groups": _group_rows(plan),
             "drafter_layers": drafter_rows(plan), "admission": admission_rows(plan),
-            "findings": [f.to_json() for f in report.findings], "exit_code": int(report.exit_code)}
+            "findings": [{**f.to_json(), "known_bugs": list((known_bugs or {}).get(f, ()))} for f in report.findings],
+            "exit_code": int(report.exit_code)}
 
 
-def render_vllm(report: VllmAudit, markdown: bool = False) -> str:
+def render_vllm(report: VllmAudit, markdown: bool = False, known_bugs: KnownBugs | None = None) -> str:
     plan, h = report.plan, ("## " if markdown else "== ")
     lines = [f"{'# ' if markdown else ''}swa-kit audit: {plan.model.display_name} ({plan.model.architecture}) on "
              f"{plan.platform}, vLLM {plan.decisions[0].value}", ""]
@@ -161,8 +181,11 @@ def render_vllm(report: VllmAudit, markdown: bool = False) -> str:
         ways = f"way out: {'; or '.join(f.ways_out)}" if f.ways_out else "way out: see the detail"
         if markdown:
             lines += [f"{i}. **[{f.severity}]** {f.title} ({f.where})", f"   - {f.detail}", f"   - {ways}"]
+            bugs = list((known_bugs or {}).get(f, ()))
+            lines += ["   - known bugs:", *(f"     - {bug}" for bug in bugs)] if bugs else []
         else:
-            lines += [f"{i}. [{f.severity}] {f.title} ({f.where})", f"   {f.detail}", f"   {ways}"]
+            lines += [f"{i}. [{f.severity}] {f.title} ({f.where})", f"   {f.detail}", f"   {ways}",
+                      *(f"   {bug}" for bug in (known_bugs or {}).get(f, ()))]
     if not report.findings:
         lines.append("none")
     code = report.exit_code
@@ -170,5 +193,5 @@ def render_vllm(report: VllmAudit, markdown: bool = False) -> str:
     return "\n".join(lines)
 
 
-def render_vllm_json(report: VllmAudit) -> str:
-    return json.dumps(to_json(report), indent=2, default=str)
+def render_vllm_json(report: VllmAudit, known_bugs: KnownBugs | None = None) -> str:
+    return json.dumps(to_json(report, known_bugs), indent=2, default=str)

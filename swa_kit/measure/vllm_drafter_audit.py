@@ -72,7 +72,8 @@ def admission_findings(plan: VllmPlan) -> list[Finding]:
         f"{gate.blocks(gate.max_model_len)} of the pool's {gate.pool_blocks} blocks, the drafter's sliding group "
         f"for the prompt, not its window ({drafter}). The request stays WAITING with the KV cache empty "
         "(vLLM #55800)",
-        ("a vLLM that sizes start-up and admission from one rule, max_admission_blocks_per_request (0.34.0)",
+        ("a vLLM that sizes start-up and admission from one rule, max_admission_blocks_per_request (PR #40946, "
+         "in 0.34.0)",
          f"--max-model-len {longest}"), "admission")]
 
 
