@@ -37,3 +37,30 @@ def test_sglang_reads_the_mapped_flags_as_the_same_launch(vllm, expected, tmp_pa
     parsed = server_args.prepare_server_args(["--model-path", str(tmp_path), "--skip-tokenizer-init", "--device",
                                               "cpu", *paired.sglang_words])
     assert {k: getattr(parsed, k) for k in expected} == expected
+
+
+@pytest.mark.parametrize(("name", "sglang", "vllm"), [
+    ("gemma4-31b", "--attention-backend aiter", "-tp 2"),
+    ("gpt-oss-20b", "", "--kv-cache-dtype fp8 --max-model-len 32k"),
+])
+def test_the_sglang_columns_pools_are_sglangs_own(name, sglang, vllm, tmp_path):
+    """The two-engine report's SGLang pool sizes, for a launch partly given in vLLM's words, against SGLang's own
+    parser, resolution and pool configurator on the flags the kit wrote (swa_kit.launch.sglang_oracle)."""
+    import shlex
+
+    from swa_kit.launch.inputs import PLATFORMS
+    from swa_kit.launch.sglang_oracle import ask_sglang
+    from swa_kit.measure.both_audit import audit_both, sglang_memory
+
+    model = load_model(name)
+    (tmp_path / "config.json").write_text(json.dumps(model.hf_config))
+    report = audit_both(model=name, server_args=sglang, vllm_args=vllm)
+    assert report.sglang is not None, report.sglang_refusal
+    answer = ask_sglang(["--model-path", str(tmp_path), *shlex.split(report.sglang_flags)], "rocm-gfx942",
+                        PLATFORMS["rocm-gfx942"][1])
+    assert answer.refused is None, answer.refused
+    ours = sglang_memory(report.sglang)
+    assert (ours["tokens"], report.sglang.decisions.pools.swa_tokens) == \
+        (answer.fields["full_tokens"], answer.fields["swa_tokens"])
+    assert ours["heads"] == {kind: answer.fields["kv_heads_per_gpu"]["swa" if kind != "full" else "full"]
+                             for kind in model.kinds}

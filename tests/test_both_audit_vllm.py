@@ -56,3 +56,26 @@ def test_vllms_fp8_is_sglangs_e4m3():
     paired = pair(parse_server_args(""), parse_vllm_flags("--kv-cache-dtype fp8"), load_model("gemma4-31b"))
     assert "fp8_e4m3" in paired.sglang_words
     assert re.search(r"ROCm \(AMD GPU\) supports\s+fp8 \(=fp8_e4m3\)", inspect.getsource(cache_config.CacheConfig))
+
+
+@pytest.mark.parametrize(("name", "sglang"), [
+    ("gemma4-31b", "--attention-backend aiter --tp 2"), ("gemma4-31b", "--disable-hybrid-swa-memory"),
+    ("gpt-oss-20b", "--tp 2"), ("gpt-oss-120b", "--kv-cache-dtype fp8_e4m3"), ("gemma3-27b", "--context-length 8192"),
+    ("llama4-scout", "--tp 4"),
+])
+def test_the_vllm_columns_memory_is_vllms_own(name, sglang):
+    """The two-engine report's vLLM memory figures for a launch given in SGLang's words, against vLLM's own specs,
+    groups and bytes per block for the flags the kit wrote (the vLLM differential's helpers)."""
+    import test_differential_vllm as differential  # vLLM's own KV-cache planning, driven as the differential does
+
+    from swa_kit.measure.both_audit import audit_both, vllm_memory
+
+    report = audit_both(model=name, server_args=sglang)
+    assert report.vllm is not None, report.vllm_refusal
+    model = load_model(name)
+    answer = differential._vllm_answer(model, report.vllm_flags, {}, report.vllm.plan.kv.hybrid_disabled)
+    layers, groups = answer["layers"], answer["groups"]
+    full = next((g for g in groups if layers[g[0]][0] == "FullAttentionSpec"), groups[0])
+    ours = vllm_memory(report.vllm.plan)
+    assert ours["per_context_token"] == answer["bytes_per_block"] / layers[full[0]][1]
+    assert ours["every_layer"] == sum(page // block for _, block, page, _ in layers)
