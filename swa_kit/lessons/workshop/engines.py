@@ -80,7 +80,7 @@ def context_token_ratio() -> float:
 def check_context_token_ratio(ratio: Any) -> Verdict:
     """Exercise 7.2: how many times vLLM's KV bytes per token of context SGLang's default sizing spends (within
     0.05)."""
-    ratio = number(ratio, "the ratio SGLang / vLLM, a number, e.g. 2.5")
+    ratio = number(ratio, "the ratio SGLang / vLLM, a number")
     truth = context_token_ratio()
     if abs(ratio - truth) <= 0.05:
         return Verdict("7.2", True, f"{truth:.2f}x: SGLang's SWA pool is sized at start-up as a share of the full "
