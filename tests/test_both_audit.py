@@ -147,6 +147,7 @@ def test_markdown_and_text_name_both_engines():
     md = _cli("--model", "gpt-oss-20b", "--markdown")
     assert md.stdout.startswith("# swa-kit audit --engine both") and "SGLang 0.5.23 and vLLM 0.34.0" in md.stdout
     assert "| kind |" in md.stdout and md.returncode in (0, 1)
+    assert "swa-kit audit --engine both --model gpt-oss-20b --platform rocm-gfx942" in md.stdout  # for a bug report
     text = _cli("--model", "gpt-oss-20b")
     assert "== KV memory per GPU" in text.stdout and f"exit code {text.returncode}" in text.stdout
 

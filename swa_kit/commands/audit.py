@@ -239,7 +239,7 @@ def run_both(args: argparse.Namespace) -> int:
                         gpu_memory_gib=args.gpu_memory_gib, weights_gib=args.weights_gib,
                         sglang_version=args.sglang_version, draft_hf_config=args.draft_hf_config,
                         vllm_version=args.vllm_version, prompt_tokens=args.prompt_tokens)
-    print(render_json(report) if args.json else render(report, markdown=args.markdown))
+    print(render_json(report) if args.json else render(report, markdown=args.markdown, command=command_line(args)))
     for engine, refusal in (("SGLang", report.sglang_refusal), ("vLLM", report.vllm_refusal)):
         if refusal:
             print(f"swa-kit audit: no {engine} plan for this launch: {refusal}", file=sys.stderr)

@@ -352,13 +352,18 @@ def _table(rows: list[dict[str, Any]], columns: list[str], markdown: bool) -> li
     return table_text(rows, columns, markdown).splitlines()
 
 
-def render(report: BothAudit, markdown: bool = False) -> str:
-    """The side by side as text, or as Markdown for a bug report."""
+def render(report: BothAudit, markdown: bool = False, command: str = "") -> str:
+    """The side by side as text, or as Markdown for a bug report (with ``command``, the audit's own line)."""
     h, model = ("## " if markdown else "== "), report.model
     lines = [f"{'# ' if markdown else ''}swa-kit audit --engine both: {model.display_name} ({model.architecture}): "
-             f"SGLang {SGLANG_VERSION} and vLLM {VLLM_VERSION}", "",
-             f"SGLang gets: {report.sglang_flags or '(no flags)'}", f"vLLM gets: {report.vllm_flags or '(no flags)'}",
-             "", f"{h}The launch on each engine (a flag of the launch reaches both; an engine's own stays with it)", ""]
+             f"SGLang {SGLANG_VERSION} and vLLM {VLLM_VERSION}", ""]
+    if markdown and command:
+        lines += ["```sh", command, "```", ""]
+    if markdown and model.path is not None:
+        lines += [f"config: `{model.path}` (SHA-256 `{model.sha256}`)", ""]
+    lines += [f"SGLang gets: {report.sglang_flags or '(no flags)'}", f"vLLM gets: {report.vllm_flags or '(no flags)'}",
+              "", f"{h}The launch on each engine (a flag of the launch reaches both; an engine's own stays with it)",
+              ""]
     lines += _table([vars(r) for r in report.paired.rows], ["meaning", "sglang", "vllm", "how"], markdown) \
         if report.paired.rows else ["no flags: each engine's defaults"]
     lines += ["", f"{h}Keys per layer kind (kernel, window argument, keys attended; meant = the model's window)", ""]
