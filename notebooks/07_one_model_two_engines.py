@@ -31,11 +31,16 @@
 # [FROZEN_KV MTP](../docs/glossary.md#frozen-kv-mtp), [unified](../docs/glossary.md#unified).
 
 # %%
+# %matplotlib inline
+from IPython.display import display
+
 from swa_kit.engine.resolver import decision_table
 from swa_kit.launch.vllm_routes import route
 from swa_kit.lessons.workshop import engines
 from swa_kit.measure.both_audit import audit_both, draft_rows, finding_rows, key_rows, memory_rows, table_text
+from swa_kit.measure.probe import probe_engines
 from swa_kit.sglang_versions import SGLANG_VERSION
+from swa_kit.viz.probe import draw_probe
 from swa_kit.vllm_versions import VLLM_VERSION
 
 print(f"SGLang {SGLANG_VERSION} and vLLM {VLLM_VERSION}, as the kit models them")
@@ -97,6 +102,17 @@ engines.check_unified_window_args(engines.unified_window_args()["sglang"], engin
 # One kernel, two arguments, one key apart: SGLang subtracts one from a value that already counts one key less,
 # vLLM keeps FlashAttention's pair. Where the same convention is written by two engines, read each call's
 # argument, never the config's window.
+#
+# Measured, not assumed: aiter's own Triton `unified_attention` (in Triton's CPU interpreter here), run with each
+# engine's argument for a small window, one-hot values revealing every key a query weighs. Left, the keys meant;
+# right, the keys the kernel attended (red crosses: cells that differ).
+
+# %%
+for row in probe_engines(5):
+    if row.masks:
+        display(draw_probe(row, cell=0.5))
+    else:
+        print(f"{row.site}: not measured here ({row.skipped})")
 #
 # ## 3 · SGLang's guard, vLLM's routing
 #

@@ -268,3 +268,19 @@ def test_known_bugs_under_each_engines_findings():
     report = json.loads(render_json(audit_both(model="gemma4-31b", server_args="--disable-hybrid-swa-memory")))
     vllm_memory = next(f for f in report["findings"] if f["engine"] == "vLLM" and f["severity"] == "memory")
     assert any("39254" in line for line in vllm_memory["known_bugs"])  # the hybrid manager off: vLLM #39254
+
+
+@pytest.mark.parametrize("keys", [2, 5, 9])
+def test_aiters_kernel_measured_with_each_engines_argument(keys):
+    """aiter's own Triton unified_attention, run with each engine's decode argument: SGLang's attends one key short,
+    vLLM's the whole window (counted from the one-hot values the kernel weighs, not read from the argument)."""
+    from swa_kit.attention.paths import get_path
+    from swa_kit.measure.probe import probe_engines
+
+    available, why = get_path("aiter_triton_unified").available()
+    if not available:
+        pytest.skip(why)
+    sglang, vllm = probe_engines(keys)
+    assert (sglang.site, sglang.attended_keys, sglang.ok) == ("SGLang", keys - 1, False)
+    assert (vllm.site, vllm.attended_keys, vllm.ok) == ("vLLM", keys, True)
+    assert (sglang.window_arg, vllm.window_arg) == ((keys - 2, 0), (keys - 1, 0))
