@@ -3,7 +3,8 @@
 The kit's vLLM rules (``swa_kit/launch/vllm_*.py``) read vLLM :data:`VLLM_VERSION`. A known vLLM bug whose release
 the kit does not model is replayed at ``before-<N>``: vLLM :data:`VLLM_VERSION` with the change of PR #N (one of
 :data:`REVERTIBLE_FIXES`, ``vllm-project/vllm`` unless the text says otherwise) undone as the kit models it, and
-nothing else, as :mod:`swa_kit.sglang_versions` does for SGLang.
+nothing else, as :mod:`swa_kit.sglang_versions` does for SGLang. Each undone change was read in the wheels on the
+package index on both sides of its PR (the corpus entries' evidence names the releases and lines).
 """
 
 from __future__ import annotations

@@ -147,6 +147,11 @@ def test_the_connector_decides_the_switch_as_supports_hma_config_does(config, su
     ('{"kv_connector": "MultiConnector", "kv_connector_extra_config": {"connectors": "NixlConnector"}}',
      "list of connector configs"),
     ("[1]", "JSON object"),
+    ('{"kv_connector": ["NixlConnector"]}', "NixlConnector"),
+    ('{"kv_connector": "MultiConnector", "kv_connector_extra_config": {"connectors": [{"kv_connector": '
+     '"MultiConnector"}]}}', "'MultiConnector' is not one"),  # nested: not modelled
+    ('{"kv_connector": "MultiConnector", "kv_connector_extra_config": 5}', "list of connector configs"),
+    ("[" * 5000 + "]" * 5000, "nested too deeply"),
 ])
 def test_an_unknown_connector_is_refused_by_name(config, named):
     with pytest.raises(UsageError, match=named):

@@ -199,3 +199,30 @@ def test_the_manager_forced_on_with_a_connector_that_cannot_is_refused_as_vllm_d
     with pytest.raises(UsageError, match="does not support HMA"):
         plan(load_model("gpt-oss-20b"), parse_vllm_flags(f"--no-disable-hybrid-kv-cache-manager "
                                                          f"--kv-transfer-config '{text}'"), {})
+
+
+# -- every vLLM entry's evidence, found where it says -----------------------------------------------------------------
+
+
+def test_each_vllm_entrys_evidence_at_0_34_is_in_vllms_source():
+    """The file, and the line inside the function or class it names (``Class.method`` or ``name``), in the vLLM
+    installed here."""
+    import re
+    from pathlib import Path
+
+    import vllm
+
+    from swa_kit.measure import bugs
+
+    root = Path(vllm.__file__).parent.parent
+    checked = 0
+    for entry in (e for e in bugs.load_corpus() if e.engine == "vllm"):
+        for ev in (e for e in entry.evidence if e.at == "vllm 0.34.0"):
+            tree = ast.parse((root / ev.file).read_text())
+            name = re.split(r"[ (]", ev.function)[0].split(".")[-1]
+            spans = [(n.lineno, n.end_lineno) for n in ast.walk(tree)
+                     if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name]
+            assert any(lo <= (ev.line or 0) <= (hi or lo) for lo, hi in spans), \
+                f"{entry.id}: line {ev.line} of {ev.file} is not inside {name} (found at {spans})"
+            checked += 1
+    assert checked >= 10
