@@ -48,3 +48,8 @@ def versions_help() -> str:
     """``--vllm-version``'s help: the release the kit mirrors, and what each ``before-<N>`` undoes."""
     undone = "; ".join(f"{before(pr)}: {what}" for pr, what in sorted(REVERTIBLE_FIXES.items(), reverse=True))
     return f"{VLLM_VERSION}, or before-<N>, {VLLM_VERSION} with vLLM PR #N's fix undone ({undone})"
+
+
+def reverted_fix(version: str) -> int | None:
+    """The PR whose fix ``version`` undoes (``before-<N>`` gives N), or None for vLLM :data:`VLLM_VERSION`."""
+    return next((pr for pr in REVERTIBLE_FIXES if version == before(pr)), None)

@@ -204,9 +204,15 @@ def test_the_manager_forced_on_with_a_connector_that_cannot_is_refused_as_vllm_d
 # -- every vLLM entry's evidence, found where it says -----------------------------------------------------------------
 
 
+def _spans(tree: ast.AST, name: str) -> list[tuple[int, int]]:
+    """The line spans of every function or class called ``name``."""
+    return [(n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name]
+
+
 def test_each_vllm_entrys_evidence_at_0_34_is_in_vllms_source():
-    """The file, and the line inside the function or class it names (``Class.method`` or ``name``), in the vLLM
-    installed here."""
+    """The file, and the line inside the function or class it names (``Class.method`` or ``name``), or for a
+    ``Class.field`` the line of that field in that class, in the vLLM installed here."""
     import re
     from pathlib import Path
 
@@ -218,11 +224,14 @@ def test_each_vllm_entrys_evidence_at_0_34_is_in_vllms_source():
     checked = 0
     for entry in (e for e in bugs.load_corpus() if e.engine == "vllm"):
         for ev in (e for e in entry.evidence if e.at == "vllm 0.34.0"):
-            tree = ast.parse((root / ev.file).read_text())
-            name = re.split(r"[ (]", ev.function)[0].split(".")[-1]
-            spans = [(n.lineno, n.end_lineno) for n in ast.walk(tree)
-                     if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name]
-            assert any(lo <= (ev.line or 0) <= (hi or lo) for lo, hi in spans), \
-                f"{entry.id}: line {ev.line} of {ev.file} is not inside {name} (found at {spans})"
+            source = (root / ev.file).read_text()
+            tree = ast.parse(source)
+            parts = re.split(r"[ (]", ev.function)[0].split(".")
+
+            line = ev.line or 0
+            inside = any(lo <= line <= hi for lo, hi in _spans(tree, parts[-1]))
+            field = len(parts) > 1 and any(lo <= line <= hi for lo, hi in _spans(tree, parts[0])) \
+                and parts[-1] in source.splitlines()[line - 1]
+            assert inside or field, f"{entry.id}: line {ev.line} of {ev.file} is not inside {'.'.join(parts)}"
             checked += 1
     assert checked >= 10

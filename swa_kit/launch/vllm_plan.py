@@ -20,7 +20,7 @@ from swa_kit.launch.vllm_kv_cache import (Group, KvCachePlan, LayerSpec, group_l
 from swa_kit.launch.vllm_drafter import NO_DRAFT_MODEL, Drafter, DrafterPlan, owned_layouts, place
 from swa_kit.launch.vllm_routes import MODES, VllmRoute, route
 from swa_kit.models.configs import LayerKind, ModelLayout, text_fields
-from swa_kit.vllm_versions import VLLM_VERSION, VLLM_VERSIONS, versions_help
+from swa_kit.vllm_versions import REVERTIBLE_FIXES, VLLM_VERSION, VLLM_VERSIONS, reverted_fix, versions_help
 
 VLLM_PLATFORMS = ("rocm-gfx942", "rocm-gfx950")
 #: ``ModelArchConfigConvertor.is_mm_prefix_lm`` (vllm/transformers_utils/model_arch_config_convertor.py).
@@ -269,8 +269,9 @@ def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str 
     env = merged_env(args, env)
     flags = vllm_env(env)
     query_block = args.block_size if args.block_size is not None else DEFAULT_BLOCK_SIZE
-    named, how = model_backend(model.architecture, {k.head_dim for k in model.kinds.values()}, args.attention_backend)
-    selections = {name: select(_query(model, kind, query_block), flags, named, how)
+    named, named_by = model_backend(model.architecture, {k.head_dim for k in model.kinds.values()},
+                                    args.attention_backend)
+    selections = {name: select(_query(model, kind, query_block), flags, named, named_by)
                   for name, kind in model.kinds.items()}
     block = block_size([s.backend for s in selections.values()], args.block_size)
     method = (args.speculative_config or {}).get("method")
@@ -279,7 +280,7 @@ def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str 
                                              flags["VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"],
                                              args.kv_connector_hma(), vllm_version)
     own = owned_layouts(drafter)  # drafter layers that own KV join the target's before grouping
-    draft_named, draft_how = drafter_backend(args, named, how)
+    draft_named, draft_how = drafter_backend(args, named, named_by)
     draft_specs = [] if own is None else layer_specs(
         own, args, {name: select(_query(own, kind, block), flags, draft_named, draft_how)
                     for name, kind in own.kinds.items()}, block)
@@ -297,8 +298,8 @@ def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str 
     gate, gate_rows = _admission(args, model, kv, available // kv.bytes_per_block, memory[0].value, placed,
                                  prompt_tokens, vllm_version)
     decisions = (
-        Decision("vLLM version", vllm_version, "the version modelled" if vllm_version == VLLM_VERSION else
-                 f"vLLM {VLLM_VERSION} with one fix undone (--vllm-version)"),
+        Decision("vLLM version", vllm_version, "the version modelled" if (pr := reverted_fix(vllm_version)) is None
+                 else f"vLLM {VLLM_VERSION} with PR #{pr}'s fix undone: {REVERTIBLE_FIXES[pr]}"),
         Decision("platform", platform, "assumed: a ROCm image with aiter installed (is_aiter_found_and_supported)"),
         *(Decision(f"backend, {name} layers", f"{s.backend} ({s.how})", "vllm/platforms/rocm.py "
                    "RocmPlatform.get_attn_backend_cls" + (f"; rejected: {s.rejected_text}" if s.rejected else ""))
