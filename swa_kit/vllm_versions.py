@@ -3,7 +3,8 @@
 The kit's vLLM rules (``swa_kit/launch/vllm_*.py``) read vLLM :data:`VLLM_VERSION`. A known vLLM bug whose release
 the kit does not model is replayed at ``before-<N>``: vLLM :data:`VLLM_VERSION` with the change of PR #N (one of
 :data:`REVERTIBLE_FIXES`, ``vllm-project/vllm`` unless the text says otherwise) undone as the kit models it, and
-nothing else, as :mod:`swa_kit.sglang_versions` does for SGLang.
+nothing else, as :mod:`swa_kit.sglang_versions` does for SGLang. Each undone change was read in the wheels on the
+package index on both sides of its PR (the corpus entries' evidence names the releases and lines).
 """
 
 from __future__ import annotations
@@ -47,3 +48,8 @@ def versions_help() -> str:
     """``--vllm-version``'s help: the release the kit mirrors, and what each ``before-<N>`` undoes."""
     undone = "; ".join(f"{before(pr)}: {what}" for pr, what in sorted(REVERTIBLE_FIXES.items(), reverse=True))
     return f"{VLLM_VERSION}, or before-<N>, {VLLM_VERSION} with vLLM PR #N's fix undone ({undone})"
+
+
+def reverted_fix(version: str) -> int | None:
+    """The PR whose fix ``version`` undoes (``before-<N>`` gives N), or None for vLLM :data:`VLLM_VERSION`."""
+    return next((pr for pr in REVERTIBLE_FIXES if version == before(pr)), None)

@@ -23,7 +23,7 @@ from swa_kit.measure.vllm_audit import audit_vllm
 from swa_kit.measure.vllm_bug_launch import build_plan
 from swa_kit.measure.vllm_bug_match import match_vllm
 from swa_kit.models.configs import load_model
-from swa_kit.vllm_versions import REVERTIBLE_FIXES, VLLM_VERSION, VLLM_VERSIONS, before, has_fix
+from swa_kit.vllm_versions import REVERTIBLE_FIXES, VLLM_VERSION, VLLM_VERSIONS, before, has_fix, reverted_fix
 
 CORPUS = bugs.load_corpus()
 VLLM = [e for e in CORPUS if e.engine == "vllm"]
@@ -59,6 +59,7 @@ def test_every_revertible_vllm_fix_has_an_entry_that_replays_it():
     replayed = {e.launch.vllm_version for e in VLLM}
     assert {before(pr) for pr in REVERTIBLE_FIXES} <= replayed
     assert not has_fix("before-29234", 29234) and has_fix(VLLM_VERSION, 29234) and has_fix("before-32877", 29234)
+    assert [reverted_fix(v) for v in VLLM_VERSIONS] == [None, *sorted(REVERTIBLE_FIXES, reverse=True)]
     with pytest.raises(KeyError, match="29233"):
         before(29233)
 
@@ -147,6 +148,11 @@ def test_the_connector_decides_the_switch_as_supports_hma_config_does(config, su
     ('{"kv_connector": "MultiConnector", "kv_connector_extra_config": {"connectors": "NixlConnector"}}',
      "list of connector configs"),
     ("[1]", "JSON object"),
+    ('{"kv_connector": ["NixlConnector"]}', "NixlConnector"),
+    ('{"kv_connector": "MultiConnector", "kv_connector_extra_config": {"connectors": [{"kv_connector": '
+     '"MultiConnector"}]}}', "'MultiConnector' is not one"),  # nested: not modelled
+    ('{"kv_connector": "MultiConnector", "kv_connector_extra_config": 5}', "list of connector configs"),
+    ("[" * 5000 + "]" * 5000, "nested too deeply"),
 ])
 def test_an_unknown_connector_is_refused_by_name(config, named):
     with pytest.raises(UsageError, match=named):

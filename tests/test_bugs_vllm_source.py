@@ -199,3 +199,39 @@ def test_the_manager_forced_on_with_a_connector_that_cannot_is_refused_as_vllm_d
     with pytest.raises(UsageError, match="does not support HMA"):
         plan(load_model("gpt-oss-20b"), parse_vllm_flags(f"--no-disable-hybrid-kv-cache-manager "
                                                          f"--kv-transfer-config '{text}'"), {})
+
+
+# -- every vLLM entry's evidence, found where it says -----------------------------------------------------------------
+
+
+def _spans(tree: ast.AST, name: str) -> list[tuple[int, int]]:
+    """The line spans of every function or class called ``name``."""
+    return [(n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name]
+
+
+def test_each_vllm_entrys_evidence_at_0_34_is_in_vllms_source():
+    """The file, and the line inside the function or class it names (``Class.method`` or ``name``), or for a
+    ``Class.field`` the line of that field in that class, in the vLLM installed here."""
+    import re
+    from pathlib import Path
+
+    import vllm
+
+    from swa_kit.measure import bugs
+
+    root = Path(vllm.__file__).parent.parent
+    checked = 0
+    for entry in (e for e in bugs.load_corpus() if e.engine == "vllm"):
+        for ev in (e for e in entry.evidence if e.at == "vllm 0.34.0"):
+            source = (root / ev.file).read_text()
+            tree = ast.parse(source)
+            parts = re.split(r"[ (]", ev.function)[0].split(".")
+
+            line = ev.line or 0
+            inside = any(lo <= line <= hi for lo, hi in _spans(tree, parts[-1]))
+            field = len(parts) > 1 and any(lo <= line <= hi for lo, hi in _spans(tree, parts[0])) \
+                and parts[-1] in source.splitlines()[line - 1]
+            assert inside or field, f"{entry.id}: line {ev.line} of {ev.file} is not inside {'.'.join(parts)}"
+            checked += 1
+    assert checked >= 10

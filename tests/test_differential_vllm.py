@@ -22,6 +22,7 @@ it, and the rule itself is not compared here.
 
 from __future__ import annotations
 
+import inspect
 import os
 import shlex
 import sys
@@ -41,13 +42,14 @@ _rocm.get_cdna_version = lambda: 3  # type: ignore[attr-defined]
 sys.modules.setdefault("vllm.platforms.rocm", _rocm)
 
 (torch, arg_utils, argparse_utils, kv, planning, attention, worker_utils, aiter_ops, cache_cfg, backend_utils,
- torch_utils, rocm_attn, rocm_aiter_fa, rocm_aiter_unified, triton_attn, arch) = require_vllm(
+ torch_utils, rocm_attn, rocm_aiter_fa, rocm_aiter_unified, triton_attn, arch, model_hooks, registry) = require_vllm(
     "torch", "vllm.engine.arg_utils", "vllm.utils.argparse_utils", "vllm.v1.kv_cache_interface",
     "vllm.v1.core.kv_cache_planning", "vllm.model_executor.layers.attention.attention", "vllm.v1.worker.utils",
     "vllm._aiter_ops", "vllm.config.cache", "vllm.v1.attention.backends.utils", "vllm.utils.torch_utils",
     "vllm.v1.attention.backends.rocm_attn", "vllm.v1.attention.backends.rocm_aiter_fa",
     "vllm.v1.attention.backends.rocm_aiter_unified_attn", "vllm.v1.attention.backends.triton_attn",
-    "vllm.transformers_utils.model_arch_config_convertor")
+    "vllm.transformers_utils.model_arch_config_convertor", "vllm.model_executor.models.config",
+    "vllm.v1.attention.backends.registry")
 
 # The machine's third answer on an MI300X: aiter is installed and supported (the ROCm images ship it), so the
 # switches gated by @if_aiter_supported (is_mha_enabled, is_shuffle_kv_cache_enabled) answer from the environment.
@@ -121,10 +123,34 @@ def _backend_name(value) -> str | None:
     return None if value is None else getattr(value, "name", value)
 
 
+class _ArchConfig(list):
+    """``ModelArchConfig`` as a model-config hook indexes it: per layer, its head size."""
+
+    total_num_hidden_layers: int
+
+
+def _after_model_hook(model, args) -> str | None:
+    """``--attention-backend`` once the architecture's own hook (``MODELS_CONFIG_MAP``) ran, where that hook sets
+    the attention backend (Gemma-4's does); the hook reads the fields given here."""
+    hook = model_hooks.MODELS_CONFIG_MAP.get(model.architecture)
+    named = _backend_name(args.attention_backend)
+    if hook is None or "attention_config.backend" not in inspect.getsource(hook.verify_and_update_config):
+        return named
+    per_layer = _ArchConfig(SimpleNamespace(head_size=model.layer_kind(i).head_dim) for i in range(model.num_layers))
+    per_layer.total_num_hidden_layers = model.num_layers
+    attention_config = SimpleNamespace(backend=None if named is None else registry.AttentionBackendEnum[named],
+                                       flash_attn_version=None)
+    hook.verify_and_update_config(SimpleNamespace(
+        model_config=SimpleNamespace(model_arch_config=per_layer,
+                                     hf_text_config=SimpleNamespace(layer_types=list(model.layer_types))),
+        attention_config=attention_config, cache_config=SimpleNamespace(cache_dtype=args.kv_cache_dtype)))
+    return _backend_name(attention_config.backend)
+
+
 def _select(model, args) -> dict[str, tuple[str, dict[str, list[str]]]] | str:
     """Per layer kind: vLLM's backend and the reasons of those rejected first; or why vLLM refuses to start."""
     block = args.block_size or cache_cfg.CacheConfig.DEFAULT_BLOCK_SIZE
-    named = _backend_name(args.attention_backend)
+    named = _after_model_hook(model, args)
     out = {}
     for name, kind in model.kinds.items():
         if named is not None:

@@ -168,3 +168,16 @@ def test_every_bundled_model_is_audited_or_refused_by_name(name):
     report = json.loads(done.stdout)
     assert done.returncode == report["exit_code"] in (0, 1)
     assert sum(g["layers"] for g in report["kv_cache_groups"]) == load_model(name).num_layers
+
+
+def test_gemma4s_config_hook_names_triton_attn_on_rocm():
+    """vLLM's Gemma4Config gives every layer TRITON_ATTN when head sizes differ and FA4 is missing (ROCm)."""
+    gemma4 = load_model("gemma4-31b")
+    chosen = plan(gemma4, parse_vllm_flags(""), {"VLLM_ROCM_USE_AITER": "1"})
+    assert {k.kind.name: (k.selection.backend, k.selection.how) for k in chosen.kinds} == \
+        {"sliding": ("TRITON_ATTN", "Gemma4Config: head sizes differ, no FA4 on ROCm"),
+         "full": ("TRITON_ATTN", "Gemma4Config: head sizes differ, no FA4 on ROCm")}
+    named = plan(gemma4, parse_vllm_flags("--attention-backend ROCM_AITER_UNIFIED_ATTN"), {})
+    assert {k.selection.backend for k in named.kinds} == {"ROCM_AITER_UNIFIED_ATTN"}  # the flag wins over the hook
+    gpt_oss = plan(load_model("gpt-oss-20b"), parse_vllm_flags(""), {})  # one head size: the priority order
+    assert {k.selection.how for k in gpt_oss.kinds} == {"priority"}

@@ -117,15 +117,20 @@ def _choice(flag: str, text: str, choices: tuple[str, ...]) -> str:
     return text
 
 
-def _speculative(flag: str, text: str) -> dict[str, Any]:
+def _json_object(flag: str, text: str, example: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
-        raise UsageError(f"{flag} {quote(text)}: not JSON ({error.msg}); e.g. "
-                         "'{\"method\": \"eagle3\", \"model\": \"...\", \"num_speculative_tokens\": 3}'") from None
+        raise UsageError(f"{flag} {quote(text)}: not JSON ({error.msg}); e.g. '{example}'") from None
+    except RecursionError:
+        raise UsageError(f"{flag}: JSON nested too deeply to be a config") from None
     if not isinstance(value, dict):
         raise UsageError(f"{flag} {quote(text)}: vLLM reads a JSON object")
     return value
+
+
+def _speculative(flag: str, text: str) -> dict[str, Any]:
+    return _json_object(flag, text, '{"method": "eagle3", "model": "...", "num_speculative_tokens": 3}')
 
 
 def _children(config: dict[str, Any]) -> list[str]:
@@ -135,21 +140,25 @@ def _children(config: dict[str, Any]) -> list[str]:
 
 def _kv_transfer(flag: str, text: str) -> dict[str, Any]:
     """``--kv-transfer-config`` JSON: the connector (and a MultiConnector's children) must be ones the kit knows."""
-    value = _speculative(flag, text)
-    known = sorted([*VLLM_KV_CONNECTORS, MULTI_CONNECTOR])
-    named = [value.get("kv_connector")]
-    if named[0] == MULTI_CONNECTOR:
-        extra = value.get("kv_connector_extra_config") or {}
-        children = extra.get("connectors", []) if isinstance(extra, dict) else None
-        if not isinstance(children, list) or not all(isinstance(c, dict) for c in children):
-            raise UsageError(f"{flag} {quote(text)}: a MultiConnector's kv_connector_extra_config.connectors is a "
-                             "list of connector configs")
-        named = [c.get("kv_connector") for c in children]
-    for name in named:
-        if name not in VLLM_KV_CONNECTORS and name != MULTI_CONNECTOR:
-            raise UsageError(f"{flag} {quote(text)}: kv_connector {str(name)[:80]!r} is not one the kit models "
-                             f"({', '.join(known)})")
+    value = _json_object(flag, text, '{"kv_connector": "NixlConnector", "kv_role": "kv_both"}')
+    named = value.get("kv_connector")
+    if named != MULTI_CONNECTOR:
+        _known_connector(flag, text, named, [*VLLM_KV_CONNECTORS, MULTI_CONNECTOR])
+        return value
+    extra = value.get("kv_connector_extra_config") or {}
+    children = extra.get("connectors", []) if isinstance(extra, dict) else None
+    if not isinstance(children, list) or not all(isinstance(c, dict) for c in children):
+        raise UsageError(f"{flag} {quote(text)}: a MultiConnector's kv_connector_extra_config.connectors is a list "
+                         "of connector configs")
+    for child in children:  # plain connectors only: a MultiConnector inside one is not modelled
+        _known_connector(flag, text, child.get("kv_connector"), list(VLLM_KV_CONNECTORS))
     return value
+
+
+def _known_connector(flag: str, text: str, name: Any, known: list[str]) -> None:
+    if not isinstance(name, str) or name not in known:
+        raise UsageError(f"{flag} {quote(text)}: kv_connector {str(name)[:80]!r} is not one the kit models here "
+                         f"({', '.join(sorted(known))})")
 
 
 #: flag -> (field, reader). Readers take (flag, text) and return the field's value.

@@ -120,8 +120,29 @@ class Selection:
         return "; ".join(f"{name}: {', '.join(reasons)}" for name, reasons in self.rejected.items())
 
 
-def select(query: LayerQuery, env: dict[str, bool], requested: str | None) -> Selection:
-    """``RocmPlatform.get_attn_backend_cls``; a named backend that fails raises as vLLM does at start-up."""
+#: Architectures whose model-config hook names the backend (vllm/model_executor/models/config.py,
+#: ``MODELS_CONFIG_MAP``: ``Gemma4Config``).
+GEMMA4_ARCHITECTURES = ("Gemma4ForCausalLM", "Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration")
+#: Gemma4Config.verify_and_update_config: head sizes differ between layer kinds and FA4 is not available (ROCm builds
+#: no vllm_flash_attn), so every layer gets TRITON_ATTN.
+GEMMA4_HOOK = "Gemma4Config: head sizes differ, no FA4 on ROCm"
+
+
+def model_backend(architecture: str, head_sizes: set[int], requested: str | None) -> tuple[str | None, str]:
+    """The backend named before selection, and by what: ``--attention-backend``, or Gemma-4's config hook when the
+    flag is unset and its layer kinds' head sizes differ; (None, "priority") leaves it to the priority order."""
+    if requested is not None:
+        return requested, "--attention-backend"
+    if architecture in GEMMA4_ARCHITECTURES and len(head_sizes) > 1:
+        return "TRITON_ATTN", GEMMA4_HOOK
+    return None, "priority"
+
+
+def select(query: LayerQuery, env: dict[str, bool], requested: str | None,
+           how: str = "--attention-backend") -> Selection:
+    """``RocmPlatform.get_attn_backend_cls``; a named backend that fails raises as vLLM does at start-up.
+
+    ``how`` says what named ``requested`` (the flag, or a model's config hook: :func:`model_backend`)."""
     if requested is not None:
         reasons = rejections(CAPS[requested], query)
         if reasons:
@@ -129,7 +150,7 @@ def select(query: LayerQuery, env: dict[str, bool], requested: str | None) -> Se
                              f"(RocmPlatform.get_attn_backend_cls: 'Selected backend ... is not valid'): "
                              f"{', '.join(reasons)}; way out: drop --attention-backend, or name one of "
                              f"{', '.join(b for b in VLLM_BACKENDS if not rejections(CAPS[b], query))}")
-        return Selection(requested, "--attention-backend", {})
+        return Selection(requested, how, {})
     rejected: dict[str, list[str]] = {}
     for name in priorities(env):
         reasons = rejections(CAPS[name], query)

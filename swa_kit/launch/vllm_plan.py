@@ -12,15 +12,15 @@ from typing import Any
 from swa_kit.errors import UsageError
 from swa_kit.launch.inputs import GIB, PLATFORMS
 from swa_kit.launch.vllm_admission import Admission, admission, default_max_num_batched_tokens
-from swa_kit.launch.vllm_args import VllmArgs, merged_env, vllm_env
-from swa_kit.launch.vllm_backends import DEFAULT_BLOCK_SIZE, LayerQuery, Selection, block_size, select
+from swa_kit.launch.vllm_args import VLLM_BACKENDS, VllmArgs, merged_env, vllm_env
+from swa_kit.launch.vllm_backends import DEFAULT_BLOCK_SIZE, LayerQuery, Selection, block_size, model_backend, select
 from swa_kit.engine.spec_algorithms import VLLM_GEMMA4_DRAFT_METHOD, VLLM_SPEC_METHODS
 from swa_kit.launch.vllm_kv_cache import (Group, KvCachePlan, LayerSpec, group_layers,
                                           hybrid_manager_disabled, sliding_block_size)
 from swa_kit.launch.vllm_drafter import NO_DRAFT_MODEL, Drafter, DrafterPlan, owned_layouts, place
 from swa_kit.launch.vllm_routes import MODES, VllmRoute, route
 from swa_kit.models.configs import LayerKind, ModelLayout, text_fields
-from swa_kit.vllm_versions import VLLM_VERSION, VLLM_VERSIONS, versions_help
+from swa_kit.vllm_versions import REVERTIBLE_FIXES, VLLM_VERSION, VLLM_VERSIONS, reverted_fix, versions_help
 
 VLLM_PLATFORMS = ("rocm-gfx942", "rocm-gfx950")
 #: ``ModelArchConfigConvertor.is_mm_prefix_lm`` (vllm/transformers_utils/model_arch_config_convertor.py).
@@ -234,6 +234,22 @@ def _drafter_decisions(drafter: DrafterPlan) -> list[Decision]:
     return rows
 
 
+def drafter_backend(args: VllmArgs, named: str | None, how: str) -> tuple[str | None, str]:
+    """``SpeculativeConfig.apply_draft_overrides``: the drafter keeps the target's named backend (the flag, or a
+    model's hook) unless the speculative config names its own ``attention_backend`` ("auto" parses to None: kept)."""
+    spec = args.speculative_config or {}
+    if "kv_cache_dtype" in spec:
+        raise UsageError("--speculative-config kv_cache_dtype: a drafter KV dtype of its own is not modelled; way "
+                         "out: drop it (the drafter then keeps --kv-cache-dtype)")
+    value = spec.get("attention_backend")
+    if value is None or (isinstance(value, str) and value.lower() == "auto"):
+        return named, how
+    if not isinstance(value, str) or value.upper() not in VLLM_BACKENDS:
+        raise UsageError(f"--speculative-config attention_backend {str(value)[:40]!r}: the kit models "
+                         f"{', '.join(VLLM_BACKENDS)} or auto")
+    return value.upper(), "--speculative-config attention_backend"
+
+
 def _full_group(groups: list[Group]) -> Group:
     """The first group of full-attention layers (a model without one: its first group)."""
     return next((g for g in groups if g.kind == "FullAttentionSpec"), groups[0])
@@ -253,7 +269,9 @@ def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str 
     env = merged_env(args, env)
     flags = vllm_env(env)
     query_block = args.block_size if args.block_size is not None else DEFAULT_BLOCK_SIZE
-    selections = {name: select(_query(model, kind, query_block), flags, args.attention_backend)
+    named, named_by = model_backend(model.architecture, {k.head_dim for k in model.kinds.values()},
+                                    args.attention_backend)
+    selections = {name: select(_query(model, kind, query_block), flags, named, named_by)
                   for name, kind in model.kinds.items()}
     block = block_size([s.backend for s in selections.values()], args.block_size)
     method = (args.speculative_config or {}).get("method")
@@ -262,8 +280,9 @@ def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str 
                                              flags["VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"],
                                              args.kv_connector_hma(), vllm_version)
     own = owned_layouts(drafter)  # drafter layers that own KV join the target's before grouping
+    draft_named, draft_how = drafter_backend(args, named, named_by)
     draft_specs = [] if own is None else layer_specs(
-        own, args, {name: select(_query(own, kind, block), flags, args.attention_backend)
+        own, args, {name: select(_query(own, kind, block), flags, draft_named, draft_how)
                     for name, kind in own.kinds.items()}, block)
     specs, groups, how = group_layers(layer_specs(model, args, selections, block) + draft_specs, disabled)
     kv = KvCachePlan(tuple(specs), tuple(groups), disabled, rule, how)
@@ -279,8 +298,8 @@ def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str 
     gate, gate_rows = _admission(args, model, kv, available // kv.bytes_per_block, memory[0].value, placed,
                                  prompt_tokens, vllm_version)
     decisions = (
-        Decision("vLLM version", vllm_version, "the version modelled" if vllm_version == VLLM_VERSION else
-                 f"vLLM {VLLM_VERSION} with one fix undone (--vllm-version)"),
+        Decision("vLLM version", vllm_version, "the version modelled" if (pr := reverted_fix(vllm_version)) is None
+                 else f"vLLM {VLLM_VERSION} with PR #{pr}'s fix undone: {REVERTIBLE_FIXES[pr]}"),
         Decision("platform", platform, "assumed: a ROCm image with aiter installed (is_aiter_found_and_supported)"),
         *(Decision(f"backend, {name} layers", f"{s.backend} ({s.how})", "vllm/platforms/rocm.py "
                    "RocmPlatform.get_attn_backend_cls" + (f"; rejected: {s.rejected_text}" if s.rejected else ""))
