@@ -49,7 +49,8 @@ print(f"SGLang {SGLANG_VERSION} and vLLM {VLLM_VERSION}, as the kit models them"
 # ## 1 · One launch, two spellings
 #
 # The launch: Gemma-4 with its MTP drafter, tensor parallel over several GPUs. SGLang gets its aiter backend by
-# name (its default for Gemma-4 is Triton); vLLM gets its aiter unified backend by name. The flags that describe
+# name (its default for Gemma-4 is Triton); vLLM gets its aiter unified backend by name (its Gemma-4 config hook
+# would pick Triton too). The flags that describe
 # the launch itself (here the GPUs and the drafter) are given once, in SGLang's words, and the kit writes them in
 # vLLM's; each engine's own flags stay with it. A flag with no counterpart on the other engine (SGLang's
 # `--mem-fraction-static` alone, `--pp-size`, a draft tree) is refused by name rather than dropped.
