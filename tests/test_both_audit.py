@@ -219,6 +219,9 @@ def test_configs_saved_by_transformers_classes(config):
         assert (side["audit"] is None) == bool(side["refused"]), engine
     planned = {r["kind"] for r in report["keys"]}
     assert planned == set(load_hf_config(config).kinds), planned
+    every = next(r for r in report["memory"] if r["quantity"] == "KV bytes per token, every layer keeping it")
+    if report["sglang"]["audit"] and report["vllm"]["audit"]:  # a float32 checkpoint serves 16-bit KV on both
+        assert every["sglang"] == every["vllm"]
 
 
 def test_mimo_has_no_vllm_plan_and_says_why():

@@ -79,3 +79,25 @@ def test_the_vllm_columns_memory_is_vllms_own(name, sglang):
     ours = vllm_memory(report.vllm.plan)
     assert ours["per_context_token"] == answer["bytes_per_block"] / layers[full[0]][1]
     assert ours["every_layer"] == sum(page // block for _, block, page, _ in layers)
+
+
+def test_a_float32_checkpoint_is_served_in_rocms_first_dtype(monkeypatch):
+    """vLLM's ``_resolve_auto_dtype`` on the ROCm platform's dtypes (RocmPlatform keeps the base class's list; its
+    module asks the GPU at import, so its source is read as text): the kit's vLLM plan serves the same dtype."""
+    import pathlib
+    from types import SimpleNamespace
+
+    import torch
+    import vllm.config.model as model_config
+    from vllm.platforms import interface
+
+    from swa_kit.launch.vllm_plan import served_dtype
+    from swa_kit.models.configs import load_hf_config
+
+    rocm_source = (pathlib.Path(interface.__file__).parent / "rocm.py").read_text()
+    assert "def supported_dtypes" not in rocm_source
+    rocm = SimpleNamespace(supported_dtypes=interface.Platform.supported_dtypes.fget(None))
+    monkeypatch.setattr(model_config, "current_platform", rocm)
+    resolved = model_config._resolve_auto_dtype("mistral", torch.float32, is_pooling_model=False)
+    fp32 = load_hf_config(pathlib.Path(__file__).parent / "data" / "differential" / "mistral-fp32-7b-v0.1.json")
+    assert fp32.dtype == "float32" and served_dtype(fp32) == str(resolved).removeprefix("torch.")

@@ -232,7 +232,7 @@ def _per_gib(tokens: int | None, budget: int | None) -> float | None:
 _MEMORY_ROWS = (
     ("GPUs (tensor parallel)", "gpus", "every figure below is per GPU"),
     ("KV heads per GPU", "heads", "heads split over the ranks, or replicated when fewer than the ranks"),
-    ("KV bytes per token, every layer keeping it", "every_layer", "one pool of every layer: the two agree"),
+    ("KV bytes per token, every layer keeping it", "every_layer", "one pool of every layer, at each engine's KV dtype"),
     ("KV bytes per token of context", "per_context_token", "SGLang: full cell + ratio x SWA cell; vLLM: one pool "
      "block over the full-attention group's block size (sliding groups take their window per request on top)"),
     ("sliding layers keep", "keeps", "SGLang sizes an SWA pool at start-up; vLLM's hybrid manager keeps windows"),
@@ -370,7 +370,12 @@ def render(report: BothAudit, markdown: bool = False, command: str = "") -> str:
     lines += _table(key_rows(report), ["kind", "layers", "mode", "sglang_kernel", "sglang_window_arg", "sglang_keys",
                                        "vllm_kernel", "vllm_window_arg", "vllm_keys", "meant"], markdown)
     lines += ["", f"{h}KV memory per GPU", ""]
-    lines += _table(memory_rows(report), ["quantity", "sglang", "vllm", "how"], markdown)
+    memory = memory_rows(report)
+    if markdown:
+        lines += _table(memory, ["quantity", "sglang", "vllm", "how"], True)
+    else:  # a terminal: the table, then how each row is found
+        lines += _table(memory, ["quantity", "sglang", "vllm"], False)
+        lines += ["", *(f"  {row['quantity']}: {row['how']}" for row in memory)]
     lines += ["", f"{h}The draft's KV", ""]
     drafts = draft_rows(report)
     lines += _table(drafts, ["engine", "what", "value", "how"], markdown) if drafts else ["no speculation"]
