@@ -87,6 +87,9 @@ def test_what_cannot_be_mapped_is_refused_by_name(sglang, vllm, named):
 def test_each_engine_keeps_its_own_memory_budget_when_both_are_given():
     paired = _pair("--mem-fraction-static 0.8", "--gpu-memory-utilization 0.9")
     assert paired.sglang_words == paired.vllm_words == ()
+    assert [(r.sglang, r.vllm) for r in paired.rows] == [("--mem-fraction-static 0.8", ""),
+                                                          ("", "--gpu-memory-utilization 0.9")]
+    assert {r.how for r in paired.rows} == {"each engine's own (the two count different budgets)"}
 
 
 def _keys(report, kind, mode):

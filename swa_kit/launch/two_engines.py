@@ -222,12 +222,15 @@ def pair(sglang: ServerArgsView, vllm: VllmArgs, model: ModelLayout) -> PairedLa
         s_words, v_words, rows = s_words + add_s, v_words + add_v, rows + [row]
     mapped_s = {f.sglang_field for f in SHARED} | set(_SPEC_FIELDS) | {"model_path"}
     mapped_v = {f.vllm_field for f in SHARED} | {"speculative_config", "model"}
+    budgets = "each engine's own (the two count different budgets)"
     for name, value in sglang.given().items():
-        if name not in mapped_s and name not in UNMAPPED:
-            rows.append(MappedFlag(name.replace("_", "-"), f"--{name.replace('_', '-')} {value}", "", "SGLang's own"))
+        if name not in mapped_s:  # what is left of UNMAPPED here is a budget both sides gave (else refused above)
+            rows.append(MappedFlag(name.replace("_", "-"), f"--{name.replace('_', '-')} {value}", "",
+                                   budgets if name in UNMAPPED else "SGLang's own"))
     for name, value in vllm.given().items():
-        if name not in mapped_v and name not in UNMAPPED:
-            rows.append(MappedFlag(name.replace("_", "-"), "", f"--{name.replace('_', '-')} {value}", "vLLM's own"))
+        if name not in mapped_v:
+            rows.append(MappedFlag(name.replace("_", "-"), "", f"--{name.replace('_', '-')} {value}",
+                                   budgets if name in UNMAPPED else "vLLM's own"))
     return PairedLaunch(tuple(s_words), tuple(v_words), tuple(rows))
 
 
