@@ -291,3 +291,23 @@ def test_aiters_kernel_measured_with_each_engines_argument(keys):
     assert (sglang.site, sglang.attended_keys, sglang.ok) == ("SGLang", keys - 1, False)
     assert (vllm.site, vllm.attended_keys, vllm.ok) == ("vLLM", keys, True)
     assert (sglang.window_arg, vllm.window_arg) == ((keys - 2, 0), (keys - 1, 0))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_launch_mapped_there_and_back_is_the_same_launch(seed):
+    """Random launches of the mapped flags, given in SGLang's words: written in vLLM's, then read back into SGLang's,
+    every flag of the launch comes back as given (and the speculative method the same way)."""
+    import random
+
+    rng = random.Random(seed)
+    choices = {"--tp-size": ["1", "2", "4", "8"], "--context-length": ["4096", "32768", "131072"],
+               "--kv-cache-dtype": ["fp8_e4m3", "fp8_e5m2", "bfloat16"],
+               "--speculative-algorithm": ["EAGLE", "EAGLE3", "STANDALONE", "NGRAM", "FROZEN_KV_MTP"]}
+    words = [w for flag, values in choices.items() if rng.random() < 0.7 for w in (flag, rng.choice(values))]
+    words += ["--disable-hybrid-swa-memory"] if rng.random() < 0.5 else []
+    given = parse_server_args(shlex.join(words))
+    there = _pair(shlex.join(words), "")
+    back = _pair("", shlex.join(there.vllm_words))
+    returned = parse_server_args(shlex.join(back.sglang_words))
+    for field in ("tp_size", "context_length", "kv_cache_dtype", "disable_hybrid_swa_memory", "speculative_algorithm"):
+        assert getattr(returned, field) == getattr(given, field), (field, words, there.vllm_words)
