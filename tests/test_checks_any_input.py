@@ -21,11 +21,11 @@ import pytest
 import torch
 
 from swa_kit.engine.call_sites import SITES
-from swa_kit.lessons.workshop import debugging, dispatch, drafts, kernels, pools, story, verdict, windows
+from swa_kit.lessons.workshop import debugging, dispatch, drafts, engines, kernels, pools, story, verdict, windows
 from swa_kit.lessons.workshop.verdict import Verdict
 from swa_kit.window import CONVENTIONS
 
-MODULES = (story, windows, pools, drafts, dispatch, kernels, debugging)
+MODULES = (story, windows, pools, drafts, dispatch, kernels, debugging, engines)
 CHECKS = sorted({(m.__name__.rsplit(".", 1)[1], name): fn for m in MODULES
                  for name, fn in inspect.getmembers(m, inspect.isfunction) if name.startswith("check_")}.items())
 ANSWERS_PER_PARAMETER = 200
@@ -88,7 +88,7 @@ def answer_parameters(check: Callable[..., Verdict]) -> list[str]:
 
 def test_every_check_is_found():
     exercises = {fn(*[...] * len(answer_parameters(fn))).exercise for _, fn in CHECKS}
-    assert exercises == {f"{n}.{i}" for n, count in enumerate((2, 3, 2, 2, 3, 2, 2)) for i in range(1, count + 1)}
+    assert exercises == {f"{n}.{i}" for n, count in enumerate((2, 3, 2, 2, 3, 2, 2, 2)) for i in range(1, count + 1)}
 
 
 @pytest.mark.parametrize("check", [fn for _, fn in CHECKS], ids=[f"{m}.{n}" for (m, n), _ in CHECKS])

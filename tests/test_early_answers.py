@@ -19,7 +19,7 @@ import nbformat
 import pytest
 
 from swa_kit.lessons.tour import find_notebooks_dir, run_notebook
-from swa_kit.lessons.workshop import debugging, dispatch, drafts, kernels, pools, story, windows
+from swa_kit.lessons.workshop import debugging, dispatch, drafts, engines, kernels, pools, story, windows
 
 #: One piece of text a learner reads (a sentence of prose, a line of code or output); True if it shows an answer.
 Tell = Callable[[str], bool]
@@ -134,6 +134,11 @@ EXERCISES = [
     Exercise("6.2", "06_debugging_a_launch", "check_first_changed_position(my_first_position",
              lambda: debugging.first_position_one_short_changes(16),
              lambda position: [labelled("position", position)], label="first position"),
+    Exercise("7.1", "07_one_model_two_engines", "check_unified_window_args(my_sglang_arg, my_vllm_arg)",
+             lambda: (engines.unified_window_args()["sglang"], engines.unified_window_args()["vllm"]),
+             lambda args: [literal(a) for a in args]),
+    Exercise("7.2", "07_one_model_two_engines", "check_context_token_ratio(my_ratio)",
+             engines.context_token_ratio, lambda ratio: [number(ratio, 1, "x")]),
 ]
 
 

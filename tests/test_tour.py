@@ -331,9 +331,10 @@ def test_story_notebook_exercise_version_runs(tmp_path):
     assert printed.count("not answered yet") == 2 and "0.1: right" not in printed
 
 
-#: Notebooks 01-06: their exercise versions run, and every check in them says "not answered yet".
+#: Notebooks 01-07: their exercise versions run, and every check in them says "not answered yet".
 LESSON_CHECKS = {"01_window_conventions_and_masks": 3, "02_kv_pools_full_vs_swa": 2, "03_draft_target_pool_sharing": 2,
-                 "04_aiter_dispatch_and_guards": 3, "05_kernels_and_performance": 2, "06_debugging_a_launch": 2}
+                 "04_aiter_dispatch_and_guards": 3, "05_kernels_and_performance": 2, "06_debugging_a_launch": 2,
+                 "07_one_model_two_engines": 2}
 
 
 @pytest.mark.notebook

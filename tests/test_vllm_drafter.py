@@ -46,7 +46,7 @@ from swa_kit.errors import UsageError  # noqa: E402
 from swa_kit.launch.vllm_args import parse_vllm_flags  # noqa: E402
 from swa_kit.launch.vllm_backends import DEFAULT_BLOCK_SIZE, block_size, select  # noqa: E402
 from swa_kit.launch.vllm_drafter import read_drafter  # noqa: E402
-from swa_kit.launch.vllm_plan import _query, layer_specs, plan  # noqa: E402
+from swa_kit.launch.vllm_plan import _query, drafter_backend, layer_specs, plan  # noqa: E402
 from swa_kit.launch.vllm_args import vllm_env  # noqa: E402
 from swa_kit.models.configs import load_model  # noqa: E402
 
@@ -97,8 +97,8 @@ def _unplaced_specs(model, draft_layout, args):
     backends = {s.backend for s in sel.values()}
     if draft_layout is None:
         return target, [], backends
-    dsel = {n: select(_query(draft_layout, k, block), flags, args.attention_backend)
-            for n, k in draft_layout.kinds.items()}
+    named, how = drafter_backend(args, args.attention_backend, "--attention-backend")  # held to vLLM below
+    dsel = {n: select(_query(draft_layout, k, block), flags, named, how) for n, k in draft_layout.kinds.items()}
     return target, layer_specs(draft_layout, args, dsel, block), backends | {s.backend for s in dsel.values()}
 
 
@@ -333,3 +333,29 @@ def test_dflash_classes_and_their_per_layer_mapping_are_vllms() -> None:
         [node] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls]
         methods = {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
         assert ("get_draft_kv_cache_layer_names" in methods) == declares, architecture
+
+
+@pytest.mark.parametrize("target", [None, "ROCM_ATTN", "TRITON_ATTN"])
+@pytest.mark.parametrize("draft", [None, "auto", "triton_attn", "ROCM_AITER_UNIFIED_ATTN"])
+def test_the_drafter_keeps_or_overrides_the_targets_backend_as_vllm_does(target, draft) -> None:
+    """``SpeculativeConfig.apply_draft_overrides`` on the target's attention config."""
+    import dataclasses
+    from typing import Any
+
+    speculative = require_vllm("vllm.config.speculative")[0]
+
+    @dataclasses.dataclass
+    class AttentionConfig:
+        backend: Any = None
+
+    @dataclasses.dataclass
+    class Config:
+        attention_config: Any = None
+
+    theirs = speculative.SpeculativeConfig.apply_draft_overrides(
+        SimpleNamespace(attention_backend=speculative.SpeculativeConfig._parse_attention_backend(draft),
+                        moe_backend=None, kv_cache_dtype=None), Config(AttentionConfig(target))).attention_config
+    spec = {"method": "eagle3", "num_speculative_tokens": 3, **({} if draft is None else {"attention_backend": draft})}
+    args = parse_vllm_flags(f"--speculative-config {shlex.quote(json.dumps(spec))}")
+    name = getattr(theirs.backend, "name", theirs.backend)
+    assert drafter_backend(args, target, "--attention-backend")[0] == name

@@ -164,6 +164,10 @@ def test_prompt_tokens_and_json_rows():
     ("gemma4-31b", EAGLE3, "draft-gemma4-assistant-4l", {}, "method mtp"),
     ("gpt-oss-20b", DFLASH, "draft-gpt-oss-2l", {"prompt_tokens": 10**6}, "--prompt-tokens 1000000"),
     ("gpt-oss-20b", DFLASH, "draft-gpt-oss-2l", {"prompt_tokens": 0}, "--prompt-tokens 0"),
+    ("gpt-oss-20b", "--speculative-config '{\"method\": \"dflash\", \"attention_backend\": \"FLASH_ATTN\"}'",
+     "draft-gpt-oss-2l", {}, "attention_backend 'FLASH_ATTN'"),
+    ("gpt-oss-20b", "--speculative-config '{\"method\": \"dflash\", \"kv_cache_dtype\": \"fp8\"}'",
+     "draft-gpt-oss-2l", {}, "kv_cache_dtype"),
 ])
 def test_bad_drafter_inputs_are_refused_by_name(target, flags, drafter, extra, named):
     with pytest.raises(UsageError, match=named):

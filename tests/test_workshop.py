@@ -20,7 +20,7 @@ from swa_kit.engine import routing
 from swa_kit.launch.inputs import Launch
 from swa_kit.measure import audit, trace
 from swa_kit.sglang_versions import BEFORE_38756, SGLANG_VERSION
-from swa_kit.lessons.workshop import debugging, dispatch, drafts, kernels, pools, story, windows
+from swa_kit.lessons.workshop import debugging, dispatch, drafts, engines, kernels, pools, story, windows
 from swa_kit.attention.batch import poison_unattended, random_paged_batch
 from swa_kit.models.configs import MODELS_DIR
 from swa_kit.engine.call_sites import SITES, site_path
@@ -684,3 +684,38 @@ def test_default_launches_plan_what_the_routes_attend():
         assert row["keys"] == f"{layer.effective_keys}/{layer.intended_keys}" and row["decode_kernel"] == layer.kernel
         assert layer.effective_keys == layer.intended_keys - 1  # neither default decodes the whole window
         assert f"{layer.effective_keys} of {layer.intended_keys}" in source  # the takeaway's numbers
+
+
+def _gemma4_text() -> dict:
+    return json.loads((MODELS_DIR / "gemma4-31b.json").read_text())["hf_config"]["text_config"]
+
+
+def test_unified_window_args_by_hand():
+    # SGLang: sliding_window_size = W - 1 and its unified call sites pass (sws - 1, 0); vLLM's ROCm backends store
+    # FlashAttention's (W - 1, 0) and pass it. aiter's unified kernel attends 1 + left keys.
+    window = _gemma4_text()["sliding_window"]
+    sglang, vllm = (window - 2, 0), (window - 1, 0)
+    truth = engines.unified_window_args()
+    assert (truth["sglang"], truth["vllm"]) == (sglang, vllm)
+    assert (truth["sglang_keys"], truth["vllm_keys"], truth["meant"]) == (window - 1, window, window)
+    assert engines.check_unified_window_args(sglang, vllm).ok is True
+    assert engines.check_unified_window_args(vllm, vllm).ok is False
+    assert engines.check_unified_window_args(..., ...).ok is None
+    assert_unreadable(engines.check_unified_window_args(window - 2, vllm), "pair")
+
+
+def test_context_token_ratio_by_hand():
+    # Per GPU at the notebook's TP 2: heads split over the ranks, K and V stored, 2 bytes (bfloat16). SGLang: full
+    # cell + 0.8 (its default swa_full_tokens_ratio) x sliding cell; vLLM: the full layers only.
+    text, tp = _gemma4_text(), 2
+    transformers = pytest.importorskip("transformers")
+    layer_types = transformers.Gemma4TextConfig(**text).layer_types  # the pattern the config leaves to its class
+    full_layers = layer_types.count("full_attention")
+    sliding_layers = text["num_hidden_layers"] - full_layers
+    full = full_layers * (text["num_global_key_value_heads"] // tp) * 2 * text["global_head_dim"] * 2
+    sliding = sliding_layers * (text["num_key_value_heads"] // tp) * 2 * text["head_dim"] * 2
+    by_hand = (full + 0.8 * sliding) / full
+    assert engines.context_token_ratio() == pytest.approx(by_hand)
+    assert engines.check_context_token_ratio(round(by_hand, 2)).ok is True
+    assert engines.check_context_token_ratio(1 + 0.8 * sliding / (full + sliding)).ok is False
+    assert engines.check_context_token_ratio(...).ok is None

@@ -207,3 +207,18 @@ VLLM_NO_DRAFT_MODEL = ("ngram", "ngram_gpu", "suffix")
 VLLM_CONTEXT_KV_WRITERS = ("dflash", "dspark")
 #: The method vLLM runs Gemma-4's assistant drafter under (``SpeculativeConfig.use_gemma4_mtp``).
 VLLM_GEMMA4_DRAFT_METHOD = "mtp"
+#: SGLang's algorithm (or alias) -> vLLM's method of the same meaning (``swa-kit audit --engine both``). Gemma-4's
+#: assistant drafter is FROZEN_KV_MTP in SGLang and ``mtp`` in vLLM (vllm/model_executor/models/gemma4_mtp.py); a
+#: model's own MTP layers are NEXTN (EAGLE) in SGLang and ``mtp`` in vLLM. UNO has no vLLM method.
+SGLANG_TO_VLLM_METHOD: dict[str, str] = {
+    "EAGLE": "eagle", "EAGLE3": "eagle3", "STANDALONE": "draft_model", "NGRAM": "ngram", "DFLASH": "dflash",
+    "DSPARK": "dspark", "FROZEN_KV_MTP": "mtp", "NEXTN": "mtp", "MTP": "mtp"}
+
+
+def sglang_algorithm_for(method: str, gemma4: bool, mtp_layers: bool) -> str | None:
+    """vLLM's ``method`` as SGLang's algorithm (None: none of that meaning); ``mtp`` is Gemma-4's assistant drafter
+    on a Gemma-4 target (FROZEN_KV_MTP), else the model's own MTP layers (NEXTN) where it has them."""
+    if method == VLLM_GEMMA4_DRAFT_METHOD:
+        return SpeculativeAlgorithm.FROZEN_KV_MTP.name if gemma4 else "NEXTN" if mtp_layers else None
+    named = [a for a, m in SGLANG_TO_VLLM_METHOD.items() if m == method]
+    return named[0] if named else None

@@ -24,6 +24,7 @@ Mirrors, in order:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from swa_kit.engine.spec_algorithms import VLLM_CONTEXT_KV_WRITERS, VLLM_NO_DRAFT_MODEL
@@ -209,3 +210,13 @@ def place(method: str, drafter: Drafter, target: ModelLayout, groups: list[Group
 def owned_layouts(drafter: Drafter | None) -> ModelLayout | None:
     """The drafter layers that own KV (None when it owns none): their specs join the target's before grouping."""
     return None if drafter is None or drafter.kv_shared else drafter.layout
+
+
+def read_drafter_file(path: str | Path) -> Drafter:
+    """``--draft-hf-config``: the drafter's ``config.json`` (or a directory holding one), read bounded."""
+    from swa_kit.files import parse_json, read_text
+    from swa_kit.models.configs import MAX_CONFIG_BYTES
+
+    file = Path(path) / "config.json" if Path(path).is_dir() else Path(path)
+    return read_drafter(parse_json(read_text(file, "--draft-hf-config", MAX_CONFIG_BYTES),
+                                   f"--draft-hf-config {file}"), str(file))

@@ -12,14 +12,14 @@ from typing import Any
 from swa_kit.errors import UsageError
 from swa_kit.launch.inputs import GIB, PLATFORMS
 from swa_kit.launch.vllm_admission import Admission, admission, default_max_num_batched_tokens
-from swa_kit.launch.vllm_args import VllmArgs, merged_env, vllm_env
+from swa_kit.launch.vllm_args import VLLM_BACKENDS, VllmArgs, merged_env, vllm_env
 from swa_kit.launch.vllm_backends import DEFAULT_BLOCK_SIZE, LayerQuery, Selection, block_size, model_backend, select
 from swa_kit.engine.spec_algorithms import VLLM_GEMMA4_DRAFT_METHOD, VLLM_SPEC_METHODS
 from swa_kit.launch.vllm_kv_cache import (Group, KvCachePlan, LayerSpec, group_layers,
                                           hybrid_manager_disabled, sliding_block_size)
 from swa_kit.launch.vllm_drafter import NO_DRAFT_MODEL, Drafter, DrafterPlan, owned_layouts, place
 from swa_kit.launch.vllm_routes import MODES, VllmRoute, route
-from swa_kit.models.configs import LayerKind, ModelLayout, text_fields
+from swa_kit.models.configs import DTYPE_BYTES, LayerKind, ModelLayout, text_fields
 from swa_kit.vllm_versions import REVERTIBLE_FIXES, VLLM_VERSION, VLLM_VERSIONS, reverted_fix, versions_help
 
 VLLM_PLATFORMS = ("rocm-gfx942", "rocm-gfx950")
@@ -28,6 +28,7 @@ MM_PREFIX_LM_MODELS = ("bagel", "gemma3", "molmo2", "moondream3", "paligemma")
 #: Models whose attention layers carry sinks (vllm/model_executor/models/gpt_oss.py: ``sinks=self.sinks``).
 SINK_ARCHITECTURES = ("GptOssForCausalLM",)
 _KV_BYTES = {"fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
+_ROCM_PREFERRED_DTYPE = "bfloat16"  # Platform.supported_dtypes[0] (vllm/platforms/interface.py)
 #: RoPE types whose ``max_position_embeddings`` is already scaled (``_get_and_verify_max_len``).
 _PRESCALED_ROPE = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
 #: ``derive_max_model_len_and_key``'s keys, in its order.
@@ -70,22 +71,29 @@ class VllmPlan:
         return self.kv.num_blocks(self.available_bytes)
 
 
+def served_dtype(model: ModelLayout) -> str:
+    """The dtype vLLM serves ``model`` in: ``ModelConfig``'s ``_resolve_auto_dtype`` downcasts a float32 checkpoint to
+    the platform's first supported dtype, bfloat16 on ROCm (``RocmPlatform`` keeps ``Platform.supported_dtypes``)."""
+    return _ROCM_PREFERRED_DTYPE if model.dtype == "float32" else model.dtype
+
+
 def _kv_dtype_bytes(model: ModelLayout, kv_cache_dtype: str) -> int:
-    """``CacheConfig.cache_dtype``: auto = the model's dtype; an explicit half dtype must be the model's."""
+    """``CacheConfig.cache_dtype``: auto = the served dtype; an explicit half dtype must be the served one."""
+    dtype = served_dtype(model)
     if kv_cache_dtype == "auto":
-        return model.dtype_bytes
+        return DTYPE_BYTES[dtype]
     if kv_cache_dtype in _KV_BYTES:
         return _KV_BYTES[kv_cache_dtype]
-    if kv_cache_dtype != model.dtype:
+    if kv_cache_dtype != dtype:
         raise UsageError(f"--kv-cache-dtype {kv_cache_dtype}: vLLM requires an explicit float16/bfloat16 KV cache "
-                         f"to match the model's dtype ({model.dtype}); way out: --kv-cache-dtype auto")
-    return model.dtype_bytes
+                         f"to match the model's dtype ({dtype}); way out: --kv-cache-dtype auto")
+    return DTYPE_BYTES[dtype]
 
 
 def _query(model: ModelLayout, kind: LayerKind, block: int) -> LayerQuery:
     hf = model.hf_config
     mm_prefix = bool(hf.get("is_mm_prefix_lm", hf.get("model_type") in MM_PREFIX_LM_MODELS))
-    return LayerQuery(head_size=kind.head_dim, dtype=model.dtype, block_size=block,
+    return LayerQuery(head_size=kind.head_dim, dtype=served_dtype(model), block_size=block,
                       has_sink=model.architecture in SINK_ARCHITECTURES, use_mm_prefix=mm_prefix,
                       has_sliding_window=kind.attention == "sliding")
 
@@ -234,6 +242,22 @@ def _drafter_decisions(drafter: DrafterPlan) -> list[Decision]:
     return rows
 
 
+def drafter_backend(args: VllmArgs, named: str | None, how: str) -> tuple[str | None, str]:
+    """``SpeculativeConfig.apply_draft_overrides``: the drafter keeps the target's named backend (the flag, or a
+    model's hook) unless the speculative config names its own ``attention_backend`` ("auto" parses to None: kept)."""
+    spec = args.speculative_config or {}
+    if "kv_cache_dtype" in spec:
+        raise UsageError("--speculative-config kv_cache_dtype: a drafter KV dtype of its own is not modelled; way "
+                         "out: drop it (the drafter then keeps --kv-cache-dtype)")
+    value = spec.get("attention_backend")
+    if value is None or (isinstance(value, str) and value.lower() == "auto"):
+        return named, how
+    if not isinstance(value, str) or value.upper() not in VLLM_BACKENDS:
+        raise UsageError(f"--speculative-config attention_backend {str(value)[:40]!r}: the kit models "
+                         f"{', '.join(VLLM_BACKENDS)} or auto")
+    return value.upper(), "--speculative-config attention_backend"
+
+
 def _full_group(groups: list[Group]) -> Group:
     """The first group of full-attention layers (a model without one: its first group)."""
     return next((g for g in groups if g.kind == "FullAttentionSpec"), groups[0])
@@ -264,8 +288,9 @@ def plan(model: ModelLayout, args: VllmArgs, env: dict[str, str], platform: str 
                                              flags["VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"],
                                              args.kv_connector_hma(), vllm_version)
     own = owned_layouts(drafter)  # drafter layers that own KV join the target's before grouping
+    draft_named, draft_how = drafter_backend(args, named, named_by)
     draft_specs = [] if own is None else layer_specs(
-        own, args, {name: select(_query(own, kind, block), flags, named, named_by)  # one backend setting for all
+        own, args, {name: select(_query(own, kind, block), flags, draft_named, draft_how)
                     for name, kind in own.kinds.items()}, block)
     specs, groups, how = group_layers(layer_specs(model, args, selections, block) + draft_specs, disabled)
     kv = KvCachePlan(tuple(specs), tuple(groups), disabled, rule, how)

@@ -204,6 +204,26 @@ def probe_sglang_sites(keys: int, *, device: str | torch.device = "cpu", head_di
 
 
 
+#: vLLM's backend that decodes every layer with aiter's Triton ``unified_attention`` (the one aiter backend vLLM 0.34
+#: accepts for every Gemma-4 layer), and SGLang's aiter call site that does.
+VLLM_UNIFIED_BACKEND, SGLANG_UNIFIED_SITE = "ROCM_AITER_UNIFIED_ATTN", "decode.unified"
+
+
+def probe_engines(keys: int, *, device: str | torch.device = "cpu", head_dim: int = 64) -> list[ProbeRow]:
+    """aiter's ``unified_attention`` at decode, measured with each engine's window argument for a sliding layer
+    meant to attend ``keys`` keys: SGLang's aiter call site (:data:`SGLANG_UNIFIED_SITE`), then vLLM's ROCm backend
+    (:data:`VLLM_UNIFIED_BACKEND`); one row each, ``site`` naming the engine."""
+    from swa_kit.launch.vllm_routes import route
+
+    sglang = next(arg for site, _, arg in sglang_site_rows(keys) if site.name == SGLANG_UNIFIED_SITE)
+    vllm = route(VLLM_UNIFIED_BACKEND, "decode", keys, head_dim, False, False).window_arg
+    path = get_path("aiter_triton_unified")
+    budget.check(budget.probe_estimate(f"probe of both engines' arguments at {keys} keys", probe_shapes(keys),
+                                       ("decode",), [path.tier], device, head_dim), budget.PROBE_WAY_OUT)
+    return [_probe(path, arg, keys, ("decode",), engine, device, head_dim)
+            for engine, arg in (("SGLang", sglang), ("vLLM", vllm))]
+
+
 def agreement(keys: int | None = 5, *, device: str | torch.device = "cpu", head_dim: int = 64,
               seed: int = 0) -> list[dict[str, Any]]:
     """Every runnable path against the reference on one fresh random batch per declared mode.

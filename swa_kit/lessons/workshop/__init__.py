@@ -8,6 +8,7 @@ answer: one module per notebook, each imported by its notebook (``from swa_kit.l
 * :mod:`~swa_kit.lessons.workshop.dispatch`: 04, the guard and its way out; the call sites one key short
 * :mod:`~swa_kit.lessons.workshop.kernels`: 05, what a decode step reads; the headline case's floor
 * :mod:`~swa_kit.lessons.workshop.debugging`: 06, a launch's decode window; where one key short shows
+* :mod:`~swa_kit.lessons.workshop.engines`: 07, each engine's window argument; a token of context on each
 * :mod:`~swa_kit.lessons.workshop.verdict`: the :class:`~swa_kit.lessons.workshop.verdict.Verdict` every check returns
 
 Each solution is a few calls over the kit's own API, the way a participant would write it in a notebook cell;
