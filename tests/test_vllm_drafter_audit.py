@@ -212,3 +212,13 @@ def test_cli_reads_the_drafter_config_and_prompt_length():
                               "gpt-oss-20b", "--server-args", DFLASH, "--draft-hf-config", "/no/such/config.json"],
                              capture_output=True, text=True, check=False)
     assert missing.returncode == 2 and "/no/such/config.json" in missing.stderr
+
+
+def test_the_guides_admission_figures_are_the_kits():
+    """docs/debugging.md quotes the sliding group's cap for its DFlash example: the plan's own numbers."""
+    guide = " ".join((Path(__file__).resolve().parents[1] / "docs" / "debugging.md").read_text().split())
+    report = _audit("gpt-oss-20b", DFLASH, "draft-gpt-oss-2l", prompt_tokens=32768)
+    gate = report.plan.admission
+    (sliding,) = [c for c in gate.charges(32768) if c.cap is not None]
+    assert (f"{sliding.cap} blocks of {sliding.block_size} tokens here, for {gate.max_in_flight_tokens:,} in-flight "
+            "tokens") in guide
