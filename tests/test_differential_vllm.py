@@ -4,9 +4,9 @@ vLLM's side, per launch, on this CPU:
 
 * the flags, parsed by vLLM's own parser (``EngineArgs.add_cli_args`` on a ``FlexibleArgumentParser``);
 * the backend of each layer kind: every backend class's own ``validate_configuration`` (its rejection reasons), taken
-  in the order of ``_get_backend_priorities`` with the aiter switches answered by vLLM's ``rocm_aiter_ops``. That
-  order is transcribed here, because ``vllm/platforms/rocm.py`` asks the GPU at import and cannot be read on a CPU;
-  the machine facts vLLM asks (CDNA 3, not gfx1250, aiter installed) are answered as on an MI300X;
+  in the order of ``vllm/platforms/rocm.py``'s own ``_get_backend_priorities``, with the aiter switches answered by
+  vLLM's ``rocm_aiter_ops``. The module reads the GPU's architecture at import; ``import_rocm_platform`` answers
+  that one query as an MI300X does (gfx942), and the fact that aiter is installed is answered below;
 * the block size from the backends' own ``get_preferred_block_size`` / ``supports_block_size``;
 * each layer's spec built as ``Attention.get_kv_cache_spec`` builds it, with vLLM's ``SlidingWindowSpec``,
   ``FullAttentionSpec``, ``ChunkedLocalAttentionSpec``, ``_largest_kernel_block_within``, the backend's
@@ -25,21 +25,17 @@ from __future__ import annotations
 import inspect
 import os
 import shlex
-import sys
-import types
 from contextlib import contextmanager
 from types import SimpleNamespace
 
 import pytest
 
-from vllm_support import require_vllm
+from vllm_support import import_rocm_platform, require_vllm
 
 pytestmark = pytest.mark.vllm
 
-_rocm = types.ModuleType("vllm.platforms.rocm")  # the machine's answers on an MI300X (gfx942, CDNA 3)
-_rocm.on_gfx1250 = lambda: False  # type: ignore[attr-defined]
-_rocm.get_cdna_version = lambda: 3  # type: ignore[attr-defined]
-sys.modules.setdefault("vllm.platforms.rocm", _rocm)
+require_vllm("vllm")
+rocm = import_rocm_platform()  # vLLM's own ROCm platform module, as on an MI300X (gfx942, CDNA 3)
 
 (torch, arg_utils, argparse_utils, kv, planning, attention, worker_utils, aiter_ops, cache_cfg, backend_utils,
  torch_utils, rocm_attn, rocm_aiter_fa, rocm_aiter_unified, triton_attn, arch, model_hooks, registry) = require_vllm(
@@ -99,10 +95,9 @@ def _environment(env: dict[str, str]):
         aiter_ops.rocm_aiter_ops.refresh_env_variables()
 
 
-def _priorities() -> list[str]:
-    """``_get_backend_priorities`` (non-MLA, no KV connector, CDNA, not RDNA), with vLLM's own switches."""
-    return (["ROCM_ATTN"] + (["ROCM_AITER_FA"] if aiter_ops.rocm_aiter_ops.is_mha_enabled() else [])
-            + (["ROCM_AITER_UNIFIED_ATTN"] if aiter_ops.is_aiter_found_and_supported() else []) + ["TRITON_ATTN"])
+def _priorities(connector: bool) -> list[str]:
+    """vLLM's own ``_get_backend_priorities`` (not MLA, not sparse), with its own aiter switches."""
+    return [b.name for b in rocm._get_backend_priorities(use_mla=False, use_sparse=False, use_kv_connector=connector)]
 
 
 def _mm_prefix(model) -> bool:
@@ -160,7 +155,8 @@ def _select(model, args) -> dict[str, tuple[str, dict[str, list[str]]]] | str:
             out[name] = (named, {})
             continue
         rejected = {}
-        for backend in _priorities():
+        for backend in _priorities(getattr(args, "kv_transfer_config", None) is not None):
+            assert backend in BACKENDS, f"{name}: the backends read here reject it; vLLM would try {backend} next"
             reasons = _reasons(backend, kind, model, args, block)
             if not reasons:
                 out[name] = (backend, rejected)

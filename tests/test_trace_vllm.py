@@ -40,7 +40,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from vllm_support import require_vllm
+from vllm_support import import_rocm_platform, require_vllm
 
 pytestmark = pytest.mark.vllm
 
@@ -160,14 +160,8 @@ def _stand_in_aiter(patches: pytest.MonkeyPatch) -> None:
         patches.setitem(sys.modules, name, module)
 
 
-def _real_rocm_platform_module(patches: pytest.MonkeyPatch) -> None:
-    patches.delitem(sys.modules, "vllm.platforms.rocm", raising=False)  # another test's stand-in, if any
-    gpu = pytest.MonkeyPatch()
-    gpu.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(gcnArchName="gfx942:sramecc+"))
-    try:
-        rocm = importlib.import_module("vllm.platforms.rocm")
-    finally:
-        gpu.undo()
+def _real_rocm_platform_module() -> None:
+    rocm = import_rocm_platform()
     assert rocm.on_gfx942() and not rocm.on_gfx1250()
 
 
@@ -175,7 +169,7 @@ def _real_rocm_platform_module(patches: pytest.MonkeyPatch) -> None:
 def stand_ins():
     patches = pytest.MonkeyPatch()
     _stand_in_aiter(patches)
-    _real_rocm_platform_module(patches)
+    _real_rocm_platform_module()
     patches.setattr(rocm_attn, "chunked_prefill_paged_decode", chunked_prefill_paged_decode)
     patches.setattr(triton_attn, "unified_attention", vllm_triton_unified_attention)
     patches.setattr(triton_ops, "unified_attention", vllm_triton_unified_attention)

@@ -18,21 +18,17 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
-import types
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from vllm_support import require_vllm
+from vllm_support import import_rocm_platform, require_vllm
 
 pytestmark = pytest.mark.vllm
 
-_rocm = types.ModuleType("vllm.platforms.rocm")  # the machine's answers on an MI300X (gfx942, CDNA 3)
-_rocm.on_gfx1250 = lambda: False  # type: ignore[attr-defined]
-_rocm.get_cdna_version = lambda: 3  # type: ignore[attr-defined]
-sys.modules.setdefault("vllm.platforms.rocm", _rocm)
+require_vllm("vllm")
+import_rocm_platform()  # vLLM's own ROCm platform module, as on an MI300X (gfx942, CDNA 3)
 
 (torch, kv, planning, managers, block_pool, worker_utils, torch_utils, gemma4_speculator, backend_utils, rocm_attn,
  rocm_aiter_fa, rocm_aiter_unified, triton_attn) = require_vllm(

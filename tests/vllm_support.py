@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -41,3 +43,19 @@ def require_vllm(*modules: str) -> list[Any]:
         if os.environ.get(REQUIRE_VLLM) == "1":
             pytest.fail(f"{REQUIRE_VLLM}=1 but {reason}, so this module would compare nothing", pytrace=False)
         pytest.skip(reason, allow_module_level=True)
+
+
+def import_rocm_platform(arch: str = "gfx942:sramecc+") -> ModuleType:
+    """``vllm/platforms/rocm.py`` itself, imported as on an MI300X. It reads the GPU's architecture once, at import
+    (``_get_gcn_arch``: amdsmi, which is not installed here, then ``torch.cuda.get_device_properties``); only that
+    second query is answered, with ``arch``. Everything else (``on_gfx942``, ``get_cdna_version``,
+    ``_get_backend_priorities``) is vLLM's own code."""
+    import torch
+
+    sys.modules.pop("vllm.platforms.rocm", None)
+    gpu = pytest.MonkeyPatch()
+    gpu.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(gcnArchName=arch))
+    try:
+        return importlib.import_module("vllm.platforms.rocm")
+    finally:
+        gpu.undo()
