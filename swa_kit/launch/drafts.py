@@ -28,6 +28,16 @@ def dflash_draft_backend(launch: Launch) -> str:
     return "triton" if launch.platform.is_hip else "flashinfer"
 
 
+def published_draft_backend(launch: Launch) -> str | None:
+    """``speculative_draft_attention_backend`` after resolution: DFLASH's handler publishes its draft backend
+    (``_resolve_dflash_draft_attention_backend``), every other algorithm leaves the flag as given. The DFLASH
+    family's draft budget (``draft_kv_budget.py resolve_dflash_draft_cell_size``) and the fused draft's placement
+    (``kv_cache_configurator.py _draft_attention_backends``) read it."""
+    if launch.spec_algorithm is SpeculativeAlgorithm.DFLASH:
+        return dflash_draft_backend(launch)
+    return launch.server_args.speculative_draft_attention_backend
+
+
 def draft_sink_size(launch: Launch, layout: ModelLayout) -> tuple[int, str]:
     """``--speculative-draft-sink-size`` as the draft decode applies it (``speculative/spec_utils.py
     resolve_draft_decode_window``), and why it is 0 where it is set but not applied."""

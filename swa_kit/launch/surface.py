@@ -243,7 +243,8 @@ def check_surface(launch: Launch) -> list[SurfaceNote]:
     draft = unmodelled_draft(launch)
     if draft:
         notes.append(SurfaceNote("info", f"{draft} is not modelled: this audit sizes the unified buffer without the "
-                                 "fused draft", "SGLang fuses an EAGLE draft's KV into the target's entries "
-                                 "(kv_cache_configurator.py _fused_draft_decision); the kit prices it only from a "
-                                 "draft config it has read", ("give --draft-hf-config with the draft's config.json",)))
+                                 "fused draft", "SGLang fuses an EAGLE or DFLASH-family draft's KV into the "
+                                 "target's entries (kv_cache_configurator.py _fused_draft_decision); the kit prices "
+                                 "it only from a draft config it has read",
+                                 ("give --draft-hf-config with the draft's config.json",)))
     return notes
