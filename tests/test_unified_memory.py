@@ -206,3 +206,19 @@ def test_an_fa4_dflash_family_region_keeps_the_drafts_compute_dtype():
     d = _decide(f"--enable-unified-memory --attention-backend fa4 --kv-cache-dtype fp8_e4m3 {DSPARK}",
                 platform="cuda-sm100", draft=DATA / "draft-dspark-2l.json")
     assert d.unified_memory.value["entry_bytes"]["full"] == 12 * 8 * (64 + 64) * 1 + 2 * 8 * (128 + 128) * 2
+
+
+def test_the_guides_dflash_family_figures_are_the_kits():
+    """swa_kit/docs/sglang-and-aiter.md quotes the fused DFLASH-family entries and the declined draft's split."""
+    guide = " ".join((Path(__file__).parents[1] / "swa_kit" / "docs" / "sglang-and-aiter.md").read_text().split())
+    fused = {_decide(f"{UNIFIED} {algorithm}", draft=draft).unified_memory.value["entry_bytes"]["full"]
+             for algorithm, draft in ((DFLASH, DRAFT_LLAMA), (DSPARK, DATA / "draft-dspark-2l.json"),
+                                      (EAGLE, DRAFT_LLAMA))}
+    assert len(fused) == 1 and f"the same full entry of {fused.pop():,} B as under EAGLE" in guide
+    declined = _decide(f"--enable-unified-memory --attention-backend fa3 {DFLASH}", draft=DRAFT_SWA)
+    unified = declined.unified_memory.value
+    assert f"so the entries stay at {unified['entry_bytes']['full']:,} B, the boot split is " \
+           f"{declined.full_tokens.value:,} full tokens and the buffer {unified['total_bytes']:,} B" in guide
+    fa4 = _decide(f"--enable-unified-memory --attention-backend fa4 --kv-cache-dtype fp8_e4m3 {DSPARK}",
+                  platform="cuda-sm100", draft=DATA / "draft-dspark-2l.json")
+    assert f"bf16 draft rows: {fa4.unified_memory.value['entry_bytes']['full']:,} B" in guide
