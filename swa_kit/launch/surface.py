@@ -150,7 +150,7 @@ SWA_POOLS: list[Entry] = [
           "entries and each side's slots)"),
     Entry("swa_pool", "UnifiedDraftSWAKVPool", "modelled", "--enable-unified-memory's pool of a draft with window "
           "layers: the draft's KV fused into the target's entries, with the target's slot ids and page table "
-          "(swa_kit.launch.unified_memory fused_draft; the audit's draft_pool and unified_memory)"),
+          "(swa_kit.launch.unified_memory fused_decision; the audit's draft_pool and unified_memory)"),
 ]
 
 _BACKEND_NOTES = {
