@@ -126,6 +126,10 @@ def surface_launches() -> list[tuple[str, str, str]]:
         ("gpt-oss-20b", "cuda-sm100", f"{unified} --attention-backend fa4 --kv-cache-dtype fp8_e4m3 "
                                       f"--speculative-algorithm DSPARK {steps} --speculative-draft-model-path "
                                       "DRAFT_DSPARK"),
+        # DFLASH keeps trtllm_mha only for an all-sliding or causal draft: this one falls back to fa4 on SM100, so
+        # its fused region is bf16 beside the fp8 target
+        ("gpt-oss-20b", "cuda-sm100", f"{unified} --attention-backend trtllm_mha --kv-cache-dtype fp8_e4m3 "
+                                      f"--speculative-algorithm DFLASH {steps} --speculative-draft-model-path DRAFT"),
         # a draft KV dtype of its own, which the kit refuses by name (SGLang declines the fusion for it): the one
         # launch of the set the kit does not model, so the mutation check's not-modelled rule has a launch to fail
         ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --speculative-algorithm DFLASH {steps} "

@@ -126,6 +126,10 @@ MUTATIONS: tuple[Mutation, ...] = (
              "own = None",
              "a DFLASH-family draft on fa4 keeps its fused region in its compute dtype beside an fp8 target "
              "(allow_target_draft_different_cache_dtype); here the target's KV dtype."),
+    Mutation("dflash-trtllm-draft", "launch/drafts.py",
+             'return "fa4" if launch.platform.name == "cuda-sm100" else fallback', "return given",
+             "DFLASH keeps a trtllm_mha draft backend only for an all-sliding or causal draft, else falls back (fa4 "
+             "on SM100; _resolve_dflash_draft_attention_backend); here it keeps trtllm_mha."),
     Mutation("unified-whole-budget", "launch/unified_memory.py",
              "whole = from_budget and budget is not None and launch.spec_algorithm.is_none()", "whole = False",
              "without speculation the unified buffer takes the whole KV budget floored to 4096 B "

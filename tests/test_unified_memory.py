@@ -222,3 +222,19 @@ def test_the_guides_dflash_family_figures_are_the_kits():
     fa4 = _decide(f"--enable-unified-memory --attention-backend fa4 --kv-cache-dtype fp8_e4m3 {DSPARK}",
                   platform="cuda-sm100", draft=DATA / "draft-dspark-2l.json")
     assert f"bf16 draft rows: {fa4.unified_memory.value['entry_bytes']['full']:,} B" in guide
+
+
+def test_dflash_keeps_trtllm_mha_only_for_an_all_sliding_or_causal_draft(tmp_path):
+    """``_resolve_dflash_draft_attention_backend``: a trtllm_mha draft backend stays only where the draft's layers
+    are all sliding or it is causal; else it falls back (fa4 on SM100, flashinfer on SM90). On fa4 the fused region
+    is the draft's bf16 (2 B); elsewhere the target's fp8 (1 B)."""
+    args = f"--enable-unified-memory --attention-backend trtllm_mha --kv-cache-dtype fp8_e4m3 {DFLASH}"
+    target, draft_rows = 12 * 8 * (64 + 64), 2 * 8 * (128 + 128)  # bytes per element of each, per slot
+    causal = tmp_path / "config.json"
+    causal.write_text(json.dumps({**json.loads(DRAFT_LLAMA.read_text()), "is_causal": True}))
+    for platform, draft, backend, element in (("cuda-sm100", DRAFT_LLAMA, "fa4", 2),
+                                              ("cuda-sm90", DRAFT_LLAMA, "flashinfer", 1),
+                                              ("cuda-sm100", causal, "trtllm_mha", 1)):
+        d = _decide(args, platform=platform, draft=draft)
+        assert d.draft_pool.value.backend == backend
+        assert d.unified_memory.value["entry_bytes"]["full"] == target + draft_rows * element
