@@ -114,6 +114,27 @@ def surface_launches() -> list[tuple[str, str, str]]:
         ("gemma4-31b", "cuda-sm100", f"{unified} --attention-backend triton --speculative-algorithm NEXTN {steps}"),
         ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --disable-hybrid-swa-memory "
                                      f"--speculative-algorithm EAGLE {steps} --speculative-draft-model-path DRAFT"),
+        # the DFLASH family's draft fused too (_fused_draft_decision): DSPARK's, a window draft's lanes in both
+        # sub-pools, one declined off the triton rail (a private pool priced in the boot split), an fa4 draft's
+        # region in its compute dtype beside an fp8 target
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --speculative-algorithm DSPARK {steps} "
+                                     "--speculative-draft-model-path DRAFT_DSPARK"),
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --speculative-algorithm DFLASH {steps} "
+                                     "--speculative-draft-model-path DRAFT_SWA --page-size 16"),
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend fa3 --speculative-algorithm DFLASH {steps} "
+                                     "--speculative-draft-model-path DRAFT_SWA"),
+        ("gpt-oss-20b", "cuda-sm100", f"{unified} --attention-backend fa4 --kv-cache-dtype fp8_e4m3 "
+                                      f"--speculative-algorithm DSPARK {steps} --speculative-draft-model-path "
+                                      "DRAFT_DSPARK"),
+        # DFLASH keeps trtllm_mha only for an all-sliding or causal draft: this one falls back to fa4 on SM100, so
+        # its fused region is bf16 beside the fp8 target
+        ("gpt-oss-20b", "cuda-sm100", f"{unified} --attention-backend trtllm_mha --kv-cache-dtype fp8_e4m3 "
+                                      f"--speculative-algorithm DFLASH {steps} --speculative-draft-model-path DRAFT"),
+        # a draft KV dtype of its own, which the kit refuses by name (SGLang declines the fusion for it): the one
+        # launch of the set the kit does not model, so the mutation check's not-modelled rule has a launch to fail
+        ("gpt-oss-20b", "cuda-sm90", f"{unified} --attention-backend triton --speculative-algorithm DFLASH {steps} "
+                                     "--speculative-draft-model-path DRAFT "
+                                     "--speculative-draft-kv-cache-dtype fp8_e4m3"),
         ("gpt-oss-20b", "rocm-gfx950", f"--speculative-algorithm DFLASH {steps} --speculative-draft-model-path DRAFT "
                                        "--attention-backend aiter"),
         ("gpt-oss-20b", "cuda-sm90", f"--speculative-algorithm DFLASH {steps} --speculative-draft-model-path DRAFT "

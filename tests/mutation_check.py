@@ -116,6 +116,20 @@ MUTATIONS: tuple[Mutation, ...] = (
              "if False:\n            return self.full_entry",
              "under unified memory an EAGLE draft's KV is fused into the target's full entries and priced there in "
              "the boot split (fused_entry_bytes, _unified_full_bytes_per_token); here the target's rows only."),
+    Mutation("unified-dflash-fused", "engine/spec_algorithms.py",
+             'devices=("cuda", "npu", "xpu"), unified_memory_backends=_MHA_AUDITED, unified_fuses_draft=True,',
+             'devices=("cuda", "npu", "xpu"), unified_memory_backends=_MHA_AUDITED, unified_fuses_draft=False,',
+             "under unified memory a DFLASH draft is fused into the target's entries too (_fused_draft_decision "
+             "takes the DFLASH family); here it keeps a private pool."),
+    Mutation("unified-dflash-fa4-region", "launch/pool_sizing.py",
+             'own = kv_dtype_bytes(launch.draft_model, "auto") if backend == "fa4" and launch.draft_model else None',
+             "own = None",
+             "a DFLASH-family draft on fa4 keeps its fused region in its compute dtype beside an fp8 target "
+             "(allow_target_draft_different_cache_dtype); here the target's KV dtype."),
+    Mutation("dflash-trtllm-draft", "launch/drafts.py",
+             'return "fa4" if launch.platform.name == "cuda-sm100" else fallback', "return given",
+             "DFLASH keeps a trtllm_mha draft backend only for an all-sliding or causal draft, else falls back (fa4 "
+             "on SM100; _resolve_dflash_draft_attention_backend); here it keeps trtllm_mha."),
     Mutation("unified-whole-budget", "launch/unified_memory.py",
              "whole = from_budget and budget is not None and launch.spec_algorithm.is_none()", "whole = False",
              "without speculation the unified buffer takes the whole KV budget floored to 4096 B "

@@ -88,8 +88,10 @@ def test_gemma4_default_replaces_the_given_backend_before_pr_25547():
 def test_unified_memory_admits_dspark_with_pr_33974():
     """kv_cache_hook.py handle_unified_memory_pool lists DSPARK among its algorithms since PR #33974."""
     args = "--enable-unified-memory --attention-backend triton --speculative-algorithm DSPARK"
-    # SGLang starts it (no start-up refusal): the kit sizes its unified buffer
-    assert decide(_launch("gpt-oss-20b", args, platform="cuda-sm100")).unified_memory.value is not None
+    dspark = Path(__file__).parent / "data" / "differential" / "draft-dspark-2l.json"
+    served = decide(Launch.from_inputs(model="gpt-oss-20b", server_args=args, platform="cuda-sm100",
+                                       draft_hf_config=dspark))
+    assert served.unified_memory.value["draft_lanes"] == {"full": 2}  # on 0.5.23 its draft fuses into the entries
     with pytest.raises(LaunchRefusedError, match="takes --speculative-algorithm EAGLE, EAGLE3, DFLASH only, got "
                                                  "DSPARK .without PR #33974"):
         audit(_launch("gpt-oss-20b", args, before(33974), "cuda-sm100"))

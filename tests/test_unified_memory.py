@@ -9,6 +9,7 @@ own ``KVCacheConfigurator``.
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -114,7 +115,7 @@ def test_a_hybrid_swa_draft_binds_the_swa_pool_on_triton_and_is_refused_off_the_
 def test_eagle_without_a_draft_the_target_can_fuse_is_refused_or_named():
     with pytest.raises(LaunchRefusedError, match="cannot fuse .fusion does not apply to it"):
         _decide(f"{UNIFIED} {EAGLE}")  # GPT-OSS has no MTP layers, and no draft path is given
-    with pytest.raises(NotModelledError, match="EAGLE draft whose config is not read"):
+    with pytest.raises(NotModelledError, match="EAGLE draft, whose config is not read"):
         _decide(f"{UNIFIED} {EAGLE} --speculative-draft-model-path /drafts/eagle")
     report = audit(Launch.from_inputs(model="gpt-oss-20b", server_args=f"{UNIFIED} {EAGLE} "
                                       "--speculative-draft-model-path /drafts/eagle", platform="cuda-sm90"))
@@ -157,3 +158,83 @@ def test_a_path_less_mtp_draft_is_the_targets_mtp_form_fused_into_the_swa_entrie
     plain = _decide(f"{UNIFIED} --tp 8", model="mimo-v2-flash").unified_memory.value["entry_bytes"]
     assert d.unified_memory.value["entry_bytes"]["full"] == plain["full"]
     assert d.unified_memory.value["entry_bytes"]["swa"] > plain["swa"]
+
+
+DFLASH = EAGLE.replace("EAGLE ", "DFLASH ", 1)
+DSPARK = EAGLE.replace("EAGLE ", "DSPARK ", 1)
+
+
+def test_a_dflash_family_draft_rides_in_the_full_entries_as_one_block():
+    """``_fused_draft_decision`` takes DFLASH and DSPARK drafts too: their lanes are the draft's layers (one block,
+    ``num_depths=1``), their rows join the target's full entries, and the draft keeps no pool of its own."""
+    for algorithm, draft in ((DFLASH, DRAFT_LLAMA), (DSPARK, DATA / "draft-dspark-2l.json")):
+        d = _decide(f"{UNIFIED} {algorithm}", draft=draft)
+        unified = d.unified_memory.value
+        assert unified["draft_lanes"] == {"full": 2}
+        assert unified["entry_bytes"] == {"full": 24576 + 2 * 8 * (128 + 128) * 2, "swa": 24576}
+        assert d.draft_pool.value.pool.startswith("fused into the target's unified pool (UnifiedDraftKVPool")
+        assert d.draft_layers_in_pool.value == {"full": 0, "swa": 0}  # no private draft cell beside the entries
+        assert unified["total_bytes"] == d.full_tokens.value * 32768 + d.swa_tokens.value * 24576
+
+
+def test_a_dflash_draft_fuses_whatever_nextn_depths_its_config_inherits(tmp_path):
+    """EAGLE reads ``num_nextn_predict_layers`` as per-depth runners and refuses 2 depths on one runner; a DFLASH
+    draft is one block whatever its config says (``draft_kv_profile(num_depths=1)``)."""
+    raw = json.loads(DRAFT_LLAMA.read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**raw, "num_nextn_predict_layers": 2}))
+    assert _decide(f"{UNIFIED} {DFLASH}", draft=tmp_path / "config.json").unified_memory.value["draft_lanes"] == \
+        {"full": 2}
+    with pytest.raises(LaunchRefusedError, match=r"per-depth draft head \(2 depths\)"):
+        _decide(f"{UNIFIED} {EAGLE}", draft=tmp_path / "config.json")
+
+
+def test_a_declined_dflash_draft_keeps_a_private_pool_priced_in_the_boot_split():
+    """Off the triton rail a window draft cannot fuse: EAGLE is refused, DFLASH keeps its own pool, which the boot
+    split prices at the draft's own bytes per token over the virtual id span (``_draft_pool_bytes_per_token``)."""
+    d = _decide(f"--enable-unified-memory --attention-backend fa3 {DFLASH}", draft=DRAFT_SWA)
+    unified, budget = d.unified_memory.value, d.pools.budget_bytes
+    assert unified["draft_lanes"] is None and d.draft_pool.value.pool.startswith("own")
+    assert "fused draft KV disabled" in d.pools.draft.how and "sliding-window rail" in d.pools.draft.how
+    per_token, draft_cell = 12 * 8 * (64 + 64) * 2, 2 * 8 * (64 + 64) * 2  # the draft: 2 layers x 8 x 64 x bf16
+    assert d.full_tokens.value == _scan(per_token, per_token, 0.8, draft_cell, budget, 1)
+    assert unified["entry_bytes"] == {"full": per_token, "swa": per_token}
+
+
+def test_an_fa4_dflash_family_region_keeps_the_drafts_compute_dtype():
+    """``allow_target_draft_different_cache_dtype``: on fa4 the fused region is in the draft's bf16 while the
+    target's rows are fp8 (1 byte)."""
+    d = _decide(f"--enable-unified-memory --attention-backend fa4 --kv-cache-dtype fp8_e4m3 {DSPARK}",
+                platform="cuda-sm100", draft=DATA / "draft-dspark-2l.json")
+    assert d.unified_memory.value["entry_bytes"]["full"] == 12 * 8 * (64 + 64) * 1 + 2 * 8 * (128 + 128) * 2
+
+
+def test_the_guides_dflash_family_figures_are_the_kits():
+    """swa_kit/docs/sglang-and-aiter.md quotes the fused DFLASH-family entries and the declined draft's split."""
+    guide = " ".join((Path(__file__).parents[1] / "swa_kit" / "docs" / "sglang-and-aiter.md").read_text().split())
+    fused = {_decide(f"{UNIFIED} {algorithm}", draft=draft).unified_memory.value["entry_bytes"]["full"]
+             for algorithm, draft in ((DFLASH, DRAFT_LLAMA), (DSPARK, DATA / "draft-dspark-2l.json"),
+                                      (EAGLE, DRAFT_LLAMA))}
+    assert len(fused) == 1 and f"the same full entry of {fused.pop():,} B as under EAGLE" in guide
+    declined = _decide(f"--enable-unified-memory --attention-backend fa3 {DFLASH}", draft=DRAFT_SWA)
+    unified = declined.unified_memory.value
+    assert f"so the entries stay at {unified['entry_bytes']['full']:,} B, the boot split is " \
+           f"{declined.full_tokens.value:,} full tokens and the buffer {unified['total_bytes']:,} B" in guide
+    fa4 = _decide(f"--enable-unified-memory --attention-backend fa4 --kv-cache-dtype fp8_e4m3 {DSPARK}",
+                  platform="cuda-sm100", draft=DATA / "draft-dspark-2l.json")
+    assert f"bf16 draft rows: {fa4.unified_memory.value['entry_bytes']['full']:,} B" in guide
+
+
+def test_dflash_keeps_trtllm_mha_only_for_an_all_sliding_or_causal_draft(tmp_path):
+    """``_resolve_dflash_draft_attention_backend``: a trtllm_mha draft backend stays only where the draft's layers
+    are all sliding or it is causal; else it falls back (fa4 on SM100, flashinfer on SM90). On fa4 the fused region
+    is the draft's bf16 (2 B); elsewhere the target's fp8 (1 B)."""
+    args = f"--enable-unified-memory --attention-backend trtllm_mha --kv-cache-dtype fp8_e4m3 {DFLASH}"
+    target, draft_rows = 12 * 8 * (64 + 64), 2 * 8 * (128 + 128)  # bytes per element of each, per slot
+    causal = tmp_path / "config.json"
+    causal.write_text(json.dumps({**json.loads(DRAFT_LLAMA.read_text()), "is_causal": True}))
+    for platform, draft, backend, element in (("cuda-sm100", DRAFT_LLAMA, "fa4", 2),
+                                              ("cuda-sm90", DRAFT_LLAMA, "flashinfer", 1),
+                                              ("cuda-sm100", causal, "trtllm_mha", 1)):
+        d = _decide(args, platform=platform, draft=draft)
+        assert d.draft_pool.value.backend == backend
+        assert d.unified_memory.value["entry_bytes"]["full"] == target + draft_rows * element

@@ -113,3 +113,21 @@ def test_the_pool_builds_refusals_are_reached_in_sglangs_own_code(dirs, model, a
     kit, sglang = _both(dirs, model, args, draft)
     assert kit.refused and kit.refused.startswith("LaunchRefusedError"), kit
     assert sglang.refused and sglang_says in sglang.refused, sglang.refused
+
+
+DFLASH = EAGLE.replace("EAGLE ", "DFLASH ", 1)
+
+
+@pytest.mark.parametrize(("args", "draft", "lanes"), [
+    (f"--enable-unified-memory --attention-backend triton {DFLASH}", "llama", {"full": 2}),
+    (f"--enable-unified-memory --attention-backend trtllm_mha {DFLASH}", "llama", {"full": 2}),
+    (f"--enable-unified-memory --attention-backend triton {DFLASH} --page-size 16", "swa", {"full": 1, "swa": 1}),
+    # off the triton rail the window draft is declined, as EAGLE's is above, but DFLASH keeps a private pool
+    (f"--enable-unified-memory --attention-backend fa3 {DFLASH}", "swa", None),
+])
+def test_a_dflash_draft_is_fused_or_declined_as_sglang_decides(dirs, args, draft, lanes):
+    """_fused_draft_decision takes the DFLASH family: one block on the draft worker's backend
+    (draft_worker_common.py resolve_draft_worker_attention_backend, imported here from SGLang itself)."""
+    kit, sglang = _both(dirs, "gpt-oss-20b", args, draft)
+    _agree(kit, sglang)
+    assert sglang.fields["unified_pool"]["draft_lanes"] == lanes

@@ -56,9 +56,13 @@ class Traits:
     kit_plans: bool = False  # the kit mirrors its workers and plans its routes
     devices: tuple[str, ...] | None = None  # the device prefixes its handler accepts (None: no check of its own)
     # --enable-unified-memory (kv_cache_hook.py handle_unified_memory_pool): the attention backends it runs on
-    # there (None: the algorithm is refused), and whether its draft's KV is fused into a hybrid target's pages
+    # there (None: the algorithm is refused); whether its draft's KV is fused into a hybrid target's pages
+    # (kv_cache_configurator.py _fused_draft_decision: EAGLE's and the DFLASH family's); and whether a draft that
+    # cannot fuse is refused (EAGLE's: its hook needs a hybrid target, _fused_draft_for_swa_factory refuses an
+    # unfused draft) rather than kept in a private pool priced in the boot split (the DFLASH family's)
     unified_memory_backends: tuple[str, ...] | None = None
     unified_fuses_draft: bool = False
+    unified_refuses_unfused: bool = False
     dflash_family: bool = False  # SGLang's is_dflash_family(): decode prepared by DFlashDraftInputV2
     target_routes_as: str | None = None  # a planned algorithm whose target routes this one's target shares
     modelled_apart: str = ""  # without kit_plans: what the kit models of it all the same (swa_kit.launch.surface)
@@ -86,9 +90,9 @@ _MHA_AUDITED = ("fa3", "flashinfer", "triton", "trtllm_mha")
 _VERIFY_AUDITED_FA4 = ("cutedsl_mla", "fa3", "fa4", "flashinfer", "flashmla", "triton", "trtllm_mla")
 #: What the kit models of the DFLASH family, whose draft worker it does not mirror.
 _DFLASH_MODELLED = ("its draft's layers and own full pool priced in the target's budget (swa_kit.launch.pool_sizing "
-                    "dflash_draft_layers), its draft backend (swa_kit.launch.drafts), its start-up rules "
-                    "(check_surface) and its target routes as EAGLE's; its draft block on the draft backend is not "
-                    "planned")
+                    "dflash_draft_layers) or fused into a unified target's entries (swa_kit.launch.unified_memory), "
+                    "its draft backend (swa_kit.launch.drafts), its start-up rules (check_surface) and its target "
+                    "routes as EAGLE's; its draft block on the draft backend is not planned")
 #: Every backend: --enable-unified-memory without speculation checks none.
 _ANY_BACKEND = ()
 
@@ -107,18 +111,20 @@ class SpeculativeAlgorithm(Enum):
     NONE = Traits(kit_plans=True, unified_memory_backends=_ANY_BACKEND)
     EAGLE = Traits(draft_model=True, owns_kv_pool=True, sglang_is_eagle=True, handler=EAGLE_FAMILY_HANDLER,
                    mtp_draft_from_target=True, kit_plans=True, unified_memory_backends=_MHA_AUDITED,
-                   unified_fuses_draft=True)
+                   unified_fuses_draft=True, unified_refuses_unfused=True)
     EAGLE3 = Traits(draft_model=True, owns_kv_pool=True, sglang_is_eagle=True, handler=EAGLE_FAMILY_HANDLER,
-                    kit_plans=True, unified_memory_backends=_MHA_AUDITED, unified_fuses_draft=True)
+                    kit_plans=True, unified_memory_backends=_MHA_AUDITED, unified_fuses_draft=True,
+                    unified_refuses_unfused=True)
     STANDALONE = Traits(draft_model=True, owns_kv_pool=True, handler=EAGLE_FAMILY_HANDLER, kit_plans=True)
     FROZEN_KV_MTP = Traits(draft_model=True, reads_target_pool=True, sglang_is_eagle=True,
                            handler="_handle_frozen_kv_mtp", single_chain=True, kit_plans=True)
     NGRAM = Traits(handler=NGRAM_HANDLER)
     DFLASH = Traits(draft_model=True, owns_kv_pool=True, handler="_handle_dflash", topk_forced_to_one=True,
-                    devices=("cuda", "npu", "xpu"), unified_memory_backends=_MHA_AUDITED, dflash_family=True,
-                    target_routes_as="eagle", modelled_apart=_DFLASH_MODELLED)
+                    devices=("cuda", "npu", "xpu"), unified_memory_backends=_MHA_AUDITED, unified_fuses_draft=True,
+                    dflash_family=True, target_routes_as="eagle", modelled_apart=_DFLASH_MODELLED)
     DSPARK = Traits(draft_model=True, owns_kv_pool=True, handler="_handle_dspark", devices=("cuda", "npu", "xpu"),
-                    unified_memory_backends=_VERIFY_AUDITED_FA4, dflash_family=True, target_routes_as="eagle",
+                    unified_memory_backends=_VERIFY_AUDITED_FA4, unified_fuses_draft=True, dflash_family=True,
+                    target_routes_as="eagle",
                     modelled_apart=_DFLASH_MODELLED + "; its markov_rank rule (check_surface)")
     UNO = Traits(handler="_handle_uno", devices=("cuda",),
                  modelled_apart="no draft model and no draft pool (the target with a LoRA: swa_kit.launch.drafts); "

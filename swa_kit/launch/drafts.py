@@ -9,7 +9,7 @@ from swa_kit.launch.backend import choose_backend, hybrid_swa_memory_off
 from swa_kit.launch.inputs import Launch
 from swa_kit.launch.unified_memory import FusedDraft
 from swa_kit.launch.refusals import DRAFT_ATTENTION_BACKEND_CHOICES
-from swa_kit.models.configs import ModelLayout
+from swa_kit.models.configs import ModelLayout, text_fields
 from swa_kit.models.drafts import OWN_WINDOW_DRAFTS, DraftPool, default_draft_layout
 
 #: the draft-decode backends whose multi-step draft backend reads the draft window and sink
@@ -21,11 +21,31 @@ def dflash_draft_backend(launch: Launch) -> str:
     """The DFLASH family's draft backend (``arg_groups/speculative_hook.py _resolve_dflash_draft_attention_backend``;
     DSPARK's ``draft_worker_common.py resolve_draft_worker_attention_backend`` reads the same):
     ``--speculative-draft-attention-backend``, else the prefill backend; one a draft cannot run on (aiter is none of
-    ``DRAFT_ATTENTION_BACKEND_CHOICES``) falls back to triton on ROCm, flashinfer on CUDA."""
+    ``DRAFT_ATTENTION_BACKEND_CHOICES``) falls back to triton on ROCm, flashinfer on CUDA. DFLASH keeps trtllm_mha
+    only for a draft whose layers are all sliding or that declares ``is_causal``, else falls back too (fa4 on
+    SM100); a draft config not read keeps it."""
     given = launch.server_args.speculative_draft_attention_backend or choose_backend(launch).prefill_attention_backend
-    if given in DRAFT_ATTENTION_BACKEND_CHOICES:
-        return given
-    return "triton" if launch.platform.is_hip else "flashinfer"
+    fallback = "triton" if launch.platform.is_hip else "flashinfer"
+    if given not in DRAFT_ATTENTION_BACKEND_CHOICES:
+        return fallback
+    draft = launch.draft_model
+    if given == "trtllm_mha" and launch.spec_algorithm is SpeculativeAlgorithm.DFLASH and draft is not None:
+        fields = text_fields(draft)
+        types = fields.get("layer_types")
+        all_sliding = isinstance(types, list) and len(types) == draft.num_layers and set(types) == {"sliding_attention"}
+        if not (all_sliding or fields.get("is_causal") is True):
+            return "fa4" if launch.platform.name == "cuda-sm100" else fallback
+    return given
+
+
+def published_draft_backend(launch: Launch) -> str | None:
+    """``speculative_draft_attention_backend`` after resolution: DFLASH's handler publishes its draft backend
+    (``_resolve_dflash_draft_attention_backend``), every other algorithm leaves the flag as given. The DFLASH
+    family's draft budget (``draft_kv_budget.py resolve_dflash_draft_cell_size``) and the fused draft's placement
+    (``kv_cache_configurator.py _draft_attention_backends``) read it."""
+    if launch.spec_algorithm is SpeculativeAlgorithm.DFLASH:
+        return dflash_draft_backend(launch)
+    return launch.server_args.speculative_draft_attention_backend
 
 
 def draft_sink_size(launch: Launch, layout: ModelLayout) -> tuple[int, str]:

@@ -35,11 +35,12 @@ from swa_kit.engine.spec_algorithms import EAGLE_FAMILY_HANDLER
 from swa_kit.models.configs import DTYPE_BYTES, LayerKind, ModelLayout, text_fields
 from swa_kit.engine.environment import env_value
 from swa_kit.launch.backend import choose_backend, hybrid_swa_memory_off
-from swa_kit.launch.drafts import dflash_draft_backend
+from swa_kit.launch.drafts import dflash_draft_backend, published_draft_backend
 from swa_kit.launch.inputs import GIB, Launch
 from swa_kit.launch.memory_fraction import derived_context_length, resolve_fraction
 from swa_kit.launch.parallel import Parallel, parallel_of
-from swa_kit.launch.unified_memory import UnifiedCells, UnifiedPool, fused_draft, max_full_tokens, unified_pool
+from swa_kit.launch.unified_memory import (DraftRails, UnifiedCells, UnifiedPool, fused_decision, max_full_tokens,
+                                           unified_pool)
 from swa_kit.errors import LaunchRefusedError, UsageError
 from swa_kit.sglang_versions import has_fix
 
@@ -204,14 +205,16 @@ def dflash_draft_layers(launch: Launch) -> DraftLayers:
     """A DFLASH / DSPARK draft in the target's budget: ``dflash_draft_num_layers`` (the draft config's
     ``num_hidden_layers``, ``_resolve_dflash_aux_hidden_state``), priced at the draft's own geometry: its KV heads
     on one GPU (``get_num_kv_heads`` at the draft's attention-TP width) x ``head_dim + v_head_dim`` x layers x the
-    draft's KV dtype (``configure_kv_cache_dtype`` for the draft worker: the target's ``--kv-cache-dtype``, the fa4
-    draft in its model dtype). The configurators add it to the full side's cell (``_dflash_draft_cell_size``)."""
+    draft's KV dtype (``configure_kv_cache_dtype`` for the draft worker: the target's ``--kv-cache-dtype``, a draft
+    whose published backend is fa4 in its model dtype). The configurators add it to the full side's cell
+    (``_dflash_draft_cell_size``)."""
     draft = launch.draft_model
     if draft is None:
         path = str(launch.server_args.speculative_draft_model_path)[:200]
         return DraftLayers(0, 0, f"ASSUMED none: the draft's config at {path!r} is not on this machine (SGLang "
                                  "prices its KV from it); give --draft-hf-config")
-    kv_dtype = "auto" if dflash_draft_backend(launch) == "fa4" else launch.server_args.kv_cache_dtype
+    # the backend resolution published: DSPARK's fa4 prefill is not (so its budget keeps the target's KV dtype)
+    kv_dtype = "auto" if published_draft_backend(launch) == "fa4" else launch.server_args.kv_cache_dtype
     layers = draft.num_layers
     per_layer = _layer_bytes(_full_kind(draft), kv_dtype_bytes(draft, kv_dtype), parallel_of(launch.server_args))
     return DraftLayers(layers, 0, f"{_DFLASH_BUDGET}: {layers} draft layers of the draft's config "
@@ -378,6 +381,17 @@ def _outside_bytes(outside: DraftLayers, full: int | None, swa: int | None, full
     return (full or 0) * outside.full * full_layer + (swa or 0) * outside.swa * swa_layer
 
 
+def _draft_rails(launch: Launch, prefill: str, decode: str) -> DraftRails:
+    """The backends and region dtype ``_fused_draft_decision`` reads: the DFLASH family's draft backend, whose fa4
+    region keeps the draft's compute dtype (``allow_target_draft_different_cache_dtype``)."""
+    published = published_draft_backend(launch)
+    if not launch.spec_algorithm.traits.dflash_family:
+        return DraftRails((prefill, decode), published)
+    backend = dflash_draft_backend(launch)
+    own = kv_dtype_bytes(launch.draft_model, "auto") if backend == "fa4" and launch.draft_model else None
+    return DraftRails((prefill, decode), published, backend, own)
+
+
 def _size_unified(launch: Launch, base: PoolSizes, shape: tuple[int, int, int, int], dtype_bytes: int,
                   page_size: int, cap: int | None) -> PoolSizes:
     """The boot split and buffer under ``--enable-unified-memory`` (:mod:`swa_kit.launch.unified_memory`); ``shape``:
@@ -388,13 +402,17 @@ def _size_unified(launch: Launch, base: PoolSizes, shape: tuple[int, int, int, i
     """
     full_layers, swa_layers, full_layer, swa_layer = shape
     choice = choose_backend(launch)
-    fused = fused_draft(launch, (choice.prefill_attention_backend, choice.decode_attention_backend), base.parallel,
-                        dtype_bytes)
+    fused, declined = fused_decision(launch, _draft_rails(launch, choice.prefill_attention_backend,
+                                                          choice.decode_attention_backend), base.parallel, dtype_bytes)
     drafts = base.draft or DraftLayers(0, 0, "")
     if fused is not None:
         drafts = DraftLayers(0, 0, f"fused into the target's entries ({fused.pool_class}, lanes {fused.lanes}): "
                                    "no draft layers in the cells (kv_cache_configurator.py fused_entry_bytes)")
-    draft_per_token = drafts.full * full_layer + drafts.swa * swa_layer  # _draft_pool_bytes_per_token
+    elif declined:
+        drafts = replace(drafts, how=f"{drafts.how}; fused draft KV disabled ({declined}): a private pool "
+                                     "(kv_cache_configurator.py _fused_draft_for_pool_factory)")
+    # _draft_pool_bytes_per_token: EAGLE's layers at the target's geometry, the DFLASH family's own cell
+    draft_per_token = drafts.own_cell_bytes or drafts.full * full_layer + drafts.swa * swa_layer
     cells = UnifiedCells(full_layer, swa_layer, full_layers, swa_layers, draft_per_token, fused)
     args, budget, ratio = launch.server_args, base.budget_bytes, base.ratio or RATIO_FALLBACK
     name = "SWARequestCapPoolConfigurator" if cap is not None else "HybridSWAPoolConfigurator"

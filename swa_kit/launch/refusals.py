@@ -232,7 +232,7 @@ def check_unified_memory(launch: Launch) -> None:
     if args.speculative_eagle_topk not in (None, 1):
         raise _refuse(f"--enable-unified-memory drafts a linear chain only, got --speculative-eagle-topk "
                       f"{args.speculative_eagle_topk}", source, "use --speculative-eagle-topk 1")
-    fused = algorithm.traits.unified_fuses_draft
+    fused = algorithm.traits.unified_refuses_unfused  # EAGLE's checks alone: the hook skips the DFLASH family's
     if fused and not hybrid_pool(launch):  # ModelConfig.is_hybrid_swa: --disable-hybrid-swa-memory turns it off
         raise _refuse(f"--enable-unified-memory + {algorithm.name} needs a hybrid-SWA (or Mamba-hybrid) target, and "
                       f"{launch.model.architecture} is not", source, "drop --enable-unified-memory")

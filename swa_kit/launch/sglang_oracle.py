@@ -535,9 +535,8 @@ def ask_sglang(argv: list[str], platform: str, gpu_memory_bytes: int | None, wei
             if budget is not None:  # one pool of every layer, as the same launch without the hybrid pool sizes it
                 fields["one_pool_tokens"] = _sizes(sa, view, mc, algorithm, spec_aux, budget, False, sws)["full_tokens"]
             fields["unified_pool"] = None
-            # its boot split, buffer, fused draft and refusals (sglang_unified); not for the DFLASH family, whose
-            # draft backend (speculative/draft_worker_common.py) imports the scheduler's server packages
-            if sa.enable_unified_memory and not algorithm.is_dflash_family():
+            # its boot split, buffer, fused draft and refusals (sglang_unified), the DFLASH family's draft included
+            if sa.enable_unified_memory:
                 kv_dtype = _kv_dtype(Resolved(view.attention_backend, "", "", view.page_size, hybrid, False, sa, mc))
                 fields.update(unified_fields(configurator(sa, mc, view, algorithm, spec_aux, hybrid, sws, kv_dtype),
                                              budget))

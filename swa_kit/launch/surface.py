@@ -150,7 +150,7 @@ SWA_POOLS: list[Entry] = [
           "entries and each side's slots)"),
     Entry("swa_pool", "UnifiedDraftSWAKVPool", "modelled", "--enable-unified-memory's pool of a draft with window "
           "layers: the draft's KV fused into the target's entries, with the target's slot ids and page table "
-          "(swa_kit.launch.unified_memory fused_draft; the audit's draft_pool and unified_memory)"),
+          "(swa_kit.launch.unified_memory fused_decision; the audit's draft_pool and unified_memory)"),
 ]
 
 _BACKEND_NOTES = {
@@ -243,7 +243,8 @@ def check_surface(launch: Launch) -> list[SurfaceNote]:
     draft = unmodelled_draft(launch)
     if draft:
         notes.append(SurfaceNote("info", f"{draft} is not modelled: this audit sizes the unified buffer without the "
-                                 "fused draft", "SGLang fuses an EAGLE draft's KV into the target's entries "
-                                 "(kv_cache_configurator.py _fused_draft_decision); the kit prices it only from a "
-                                 "draft config it has read", ("give --draft-hf-config with the draft's config.json",)))
+                                 "fused draft", "SGLang fuses an EAGLE or DFLASH-family draft's KV into the "
+                                 "target's entries (kv_cache_configurator.py _fused_draft_decision); the kit prices "
+                                 "it only from a draft config it has read",
+                                 ("give --draft-hf-config with the draft's config.json",)))
     return notes

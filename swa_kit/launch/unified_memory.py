@@ -17,13 +17,17 @@ split between them moves at run time. What start-up fixes, and what this module 
   a sub-pool, rounded up to 32 B, and ``UnifiedKVPool``'s ``max_slots = total_bytes // entry_bytes`` per sub-pool:
   either side could take the whole buffer; ``init_unified_swa_pools`` refuses a buffer below its bs=1 floor (one
   window of SWA KV plus the slot-0 sink);
-* the draft: an EAGLE / EAGLE3 draft is fused into the target's entries (``kv_cache_configurator.py
-  _fused_draft_decision``, ``mem_cache/layout/fused_draft.py place_fused_draft``): its full-attention layers ride
-  in the ``full`` sub-pool, its window layers in ``swa`` when it runs on triton and its window fits the target's
-  (else they fold into ``full`` where the rows match). The draft worker then binds ``UnifiedDraftKVPool``, or
+* the draft: an EAGLE / EAGLE3 draft, or a DFLASH / DSPARK one, is fused into the target's entries
+  (``kv_cache_configurator.py _fused_draft_decision``, ``mem_cache/layout/fused_draft.py place_fused_draft``): its
+  full-attention layers ride in the ``full`` sub-pool, its window layers in ``swa`` when it runs on triton and its
+  window fits the target's (else they fold into ``full`` where the rows match); each sub-pool's entry grows by the
+  draft's lanes x its K and V rows. The draft worker then binds ``UnifiedDraftKVPool``, or
   ``UnifiedDraftSWAKVPool`` with window layers (``mem_cache/unified_draft_pool.py _bind_dense``), over those lanes:
-  the target's slot ids and page table, no pool of its own. A draft that cannot fuse is refused
-  (``_fused_draft_for_swa_factory``);
+  the target's slot ids and page table, no pool of its own. The DFLASH family's draft is one block
+  (``draft_kv_profile(num_depths=1)``) on its own draft backend (``draft_worker_common.py
+  resolve_draft_worker_attention_backend``), its region in the draft's compute dtype on fa4. An EAGLE draft that
+  cannot fuse is refused (``_fused_draft_for_swa_factory``); a DFLASH-family one keeps its private pool, priced
+  in the boot split at its own bytes per token (``_draft_pool_bytes_per_token``);
 * a model without a hybrid pool is refused when the pools are built (``KVCacheConfigurator._init_pools``).
 """
 
@@ -148,8 +152,13 @@ def _refuse_draft(reason: str) -> LaunchRefusedError:
         f"({_SRC}/kv_cache_configurator.py _fused_draft_for_swa_factory); drop --enable-unified-memory or the draft")
 
 
+class _Declined(Exception):
+    """``FusedDraftDecision(declined=...)``: why the draft cannot fuse."""
+
+
 def _fuses(launch: Launch) -> bool:
-    """Whether ``_fused_draft_decision`` applies: unified memory, a hybrid-SWA host, an EAGLE or EAGLE3 draft."""
+    """Whether ``_fused_draft_decision`` applies: unified memory, a hybrid-SWA host, an EAGLE / EAGLE3 draft or a
+    DFLASH-family one."""
     return enabled(launch) and hybrid_pool(launch) and launch.spec_algorithm.traits.unified_fuses_draft
 
 
@@ -160,47 +169,90 @@ def _mtp_rewrite(launch: Launch) -> ModelLayout | None:
     return None if layout is launch.model else layout
 
 
+def _draft_config(launch: Launch) -> ModelLayout | None:
+    """``spec_aux_config.draft_model_config``: the draft's config read; an EAGLE draft without a path is the
+    target's MTP form; a DFLASH-family draft has no such form (``_resolve_dflash_aux_hidden_state``)."""
+    if launch.draft_model is not None or launch.spec_algorithm.traits.dflash_family:
+        return launch.draft_model
+    return _mtp_rewrite(launch)
+
+
 def unmodelled_draft(launch: Launch) -> str | None:
-    """The part of a unified-memory EAGLE launch the kit does not model (None: all of it is): a draft whose config
-    is not on this machine, the target's own MTP layers as a path-less draft, or the hierarchical cache."""
+    """The part of a unified-memory launch with a fusing draft the kit does not model (None: all of it is): a draft
+    whose config is not on this machine, the target's own MTP layers as a path-less draft, or the hierarchical
+    cache."""
     if not _fuses(launch):
         return None
+    name = launch.spec_algorithm.name
     if launch.draft_model is None and launch.server_args.speculative_draft_model_path is not None:
-        return "--enable-unified-memory with an EAGLE draft whose config is not read (give --draft-hf-config)"
-    if launch.draft_model is None and _mtp_rewrite(launch) is None and \
+        return f"--enable-unified-memory with the {name} draft, whose config is not read (give --draft-hf-config)"
+    if launch.draft_model is None and _draft_config(launch) is None and \
+            launch.spec_algorithm.traits.unified_refuses_unfused and \
             isinstance(text_fields(launch.model).get("num_nextn_predict_layers"), int):
         return "--enable-unified-memory with the target's own MTP layers as a path-less EAGLE draft"
     if launch.server_args.enable_hierarchical_cache:
-        return "--enable-unified-memory + EAGLE with --enable-hierarchical-cache (validate_fused_hicache_draft)"
+        return f"--enable-unified-memory + {name} with --enable-hierarchical-cache (validate_fused_hicache_draft)"
     return None
 
 
-def fused_draft(launch: Launch, backends: tuple[str, ...], parallel: Parallel, dtype_bytes: int) -> FusedDraft | None:
-    """``_fused_draft_decision`` + ``place_fused_draft`` for an EAGLE / EAGLE3 draft under unified memory (None:
-    fusion does not apply); a draft that cannot fuse raises, as ``_fused_draft_for_swa_factory`` does.
+@dataclass(frozen=True)
+class DraftRails:
+    """The backends ``_fused_draft_decision`` reads for the draft, as the target worker resolves them."""
 
-    ``backends``: the target's resolved prefill and decode backends (the draft runs on them unless
-    ``--speculative-draft-attention-backend`` names its own).
+    target: tuple[str, ...]  # the target's resolved prefill and decode backends
+    #: ``speculative_draft_attention_backend`` after resolution (swa_kit.launch.drafts published_draft_backend)
+    published: str | None = None
+    #: the DFLASH family's draft backend (``draft_worker_common.py resolve_draft_worker_attention_backend``; DFLASH's
+    #: is published as ``speculative_draft_attention_backend`` by ``_resolve_dflash_draft_attention_backend``); None
+    #: for EAGLE, whose draft runs on ``--speculative-draft-attention-backend`` or the target's pair
+    dflash: str | None = None
+    #: bytes per element of the draft's region: the target's KV dtype, or the DFLASH family's fa4 draft's own
+    #: compute dtype (``allow_target_draft_different_cache_dtype``)
+    region_dtype_bytes: int | None = None
+
+
+def fused_decision(launch: Launch, rails: DraftRails, parallel: Parallel,
+                   dtype_bytes: int) -> tuple[FusedDraft | None, str | None]:
+    """``_fused_draft_decision`` + ``place_fused_draft`` under unified memory: the placement, or why the draft
+    cannot fuse (``(None, None)``: fusion does not apply). An EAGLE draft that cannot fuse raises, as
+    ``_fused_draft_for_swa_factory`` does; a DFLASH-family one keeps its private pool (``(None, reason)``).
+
+    The DFLASH family's draft is one block (``draft_kv_profile(num_depths=1)``: its config's NEXTN depth count is
+    the target's), of ``dflash_draft_num_layers`` layers, on the draft backend ``rails.dflash``.
     """
     if not _fuses(launch) or unmodelled_draft(launch):
-        return None
-    draft = launch.draft_model or _mtp_rewrite(launch)
-    if draft is None:  # path-less, and the target has no MTP form: draft_kv_num_layers stays unset
-        raise _refuse_draft("fusion does not apply to it: no draft path, and the target has no MTP draft form nor "
-                            "num_nextn_predict_layers")
+        return None, None
+    try:
+        return _fused(launch, rails, parallel, dtype_bytes), None
+    except _Declined as declined:
+        if launch.spec_algorithm.traits.unified_refuses_unfused:
+            raise _refuse_draft(str(declined)) from None
+        return None, str(declined)
+
+
+def _fused(launch: Launch, rails: DraftRails, parallel: Parallel, dtype_bytes: int) -> FusedDraft | None:
+    draft = _draft_config(launch)
+    dflash = launch.spec_algorithm.traits.dflash_family
+    if draft is None:  # path-less, and no MTP form: draft_kv_num_layers stays unset
+        if dflash:
+            return None
+        raise _Declined("fusion does not apply to it: no draft path, and the target has no MTP draft form nor "
+                        "num_nextn_predict_layers")
     depths = text_fields(draft).get("num_nextn_predict_layers")
-    if isinstance(depths, int) and depths > 1:
-        raise _refuse_draft(f"a per-depth draft head ({depths} depths) needs one runner per depth (multi-layer EAGLE)")
-    given = launch.server_args.speculative_draft_attention_backend
-    draft_backends = (given,) if given else tuple(sorted(set(backends)))
-    off = [b for b in draft_backends if b not in TRANSLATED_MHA_RAILS]
+    if not dflash and isinstance(depths, int) and depths > 1:
+        raise _Declined(f"a per-depth draft head ({depths} depths) needs one runner per depth (multi-layer EAGLE)")
+    given = rails.published
+    explicit = (given,) if given else tuple(sorted(set(rails.target)))  # _draft_attention_backends
+    runs_on = (rails.dflash,) if dflash and rails.dflash else explicit
+    off = [b for b in runs_on if b not in TRANSLATED_MHA_RAILS]
     if off:
-        raise _refuse_draft(f"the draft runs on {', '.join(draft_backends)}, off the translated MHA rails "
-                            f"({', '.join(sorted(TRANSLATED_MHA_RAILS))})")
+        raise _Declined(f"the draft runs on {', '.join(runs_on)}, off the translated MHA rails "
+                        f"({', '.join(sorted(TRANSLATED_MHA_RAILS))})")
     kinds = _draft_kinds(draft)
-    rows = {name: _row_bytes(kind, parallel, dtype_bytes) for name, (_, kind) in kinds.items()}
-    resolved = set(backends) | ({given} if given else set())
-    _check_rows(kinds, rows, draft_backends, asymmetric_ok=resolved <= {"triton", "fa3", "fa4"})
+    region_bytes = rails.region_dtype_bytes or dtype_bytes
+    rows = {name: _row_bytes(kind, parallel, region_bytes) for name, (_, kind) in kinds.items()}
+    resolved = set(rails.target) | ({given} if given else set())
+    _check_rows(kinds, rows, explicit, asymmetric_ok=resolved <= {"triton", "fa3", "fa4"})
     return _place(launch, kinds, rows)
 
 
@@ -211,19 +263,19 @@ def _check_rows(kinds: dict[str, tuple[int, LayerKind]], rows: dict[str, tuple[i
     unrailed = sorted(set(draft_backends) - set(WINDOW_RAIL_BACKENDS))
     for name, (count, kind) in kinds.items():
         if name == "window" and unrailed:
-            raise _refuse_draft(f"the draft's {count} sliding-window layer(s): the draft's attention backend "
-                                f"{unrailed} carries no per-step sliding-window rail (only ['triton'] does)")
+            raise _Declined(f"the draft's {count} sliding-window layer(s): the draft's attention backend "
+                            f"{unrailed} carries no per-step sliding-window rail (only ['triton'] does)")
         if kind.head_dim != kind.v_head_dim and not asymmetric_ok:
-            raise _refuse_draft("the draft's K/V rows are asymmetric and a resolved attention backend does not carry "
-                                "v_head_dim through to the kernel")
+            raise _Declined("the draft's K/V rows are asymmetric and a resolved attention backend does not carry "
+                            "v_head_dim through to the kernel")
         if any(r % ROW_ALIGN_BYTES for r in rows[name]):
-            raise _refuse_draft(f"the draft's K/V rows are {rows[name]} B, not a multiple of the {ROW_ALIGN_BYTES}-B "
-                                "row alignment a fused entry part needs")
+            raise _Declined(f"the draft's K/V rows are {rows[name]} B, not a multiple of the {ROW_ALIGN_BYTES}-B "
+                            "row alignment a fused entry part needs")
 
 
 def _window_refused(launch: Launch) -> str | None:
     """``WindowHostKind.admits``: why the draft's window layers cannot ride in the target's 'swa' sub-pool."""
-    draft = launch.draft_model or _mtp_rewrite(launch)
+    draft = _draft_config(launch)
     target_window = config_window(launch.model)
     draft_window = None if draft is None else config_window(draft)
     if not isinstance(draft_window, int):
@@ -245,8 +297,8 @@ def _place(launch: Launch, kinds: dict[str, tuple[int, LayerKind]], rows: dict[s
         why = _window_refused(launch) if name == "window" else None
         if why is not None:  # one region holds one row geometry: fold into 'full' only where the rows match
             if "full" in rows and rows["full"] != rows["window"]:
-                raise _refuse_draft(f"the draft's {count} sliding-window layer(s) cannot ride in the 'swa' sub-pool: "
-                                    f"{why}, and its rows differ from its full-attention layers' rows")
+                raise _Declined(f"the draft's {count} sliding-window layer(s) cannot ride in the 'swa' sub-pool: "
+                                f"{why}, and its rows differ from its full-attention layers' rows")
             host, note = "full", f"the draft's {count} sliding-window layer(s) ride in the 'full' sub-pool: {why}"
         lanes[host] = lanes.get(host, 0) + count
         region[host] = region.get(host, 0) + count * sum(rows[name])
