@@ -238,3 +238,20 @@ def test_dflash_keeps_trtllm_mha_only_for_an_all_sliding_or_causal_draft(tmp_pat
         d = _decide(args, platform=platform, draft=draft)
         assert d.draft_pool.value.backend == backend
         assert d.unified_memory.value["entry_bytes"]["full"] == target + draft_rows * element
+
+
+def test_the_guides_unified_memory_figures_are_the_kits():
+    """The GPT-OSS 20B example of swa_kit/docs/sglang-and-aiter.md: the boot split, entries, buffer and draft."""
+    guide = " ".join((Path(__file__).parents[1] / "swa_kit" / "docs" / "sglang-and-aiter.md").read_text().split())
+    plain = decide(Launch.from_inputs(model="gpt-oss-20b", server_args=UNIFIED, platform="cuda-sm90"))
+    buffer = plain.unified_memory.value
+    assert buffer["entry_bytes"]["full"] == buffer["entry_bytes"]["swa"]
+    assert buffer["max_slots"]["full"] == buffer["max_slots"]["swa"]
+    assert (f"full and SWA entries of {buffer['entry_bytes']['full']:,} B, a boot split of "
+            f"{plain.full_tokens.value:,} full and {plain.swa_tokens.value:,} SWA tokens, and a buffer of "
+            f"{buffer['total_bytes']:,} B in which either side alone fits {buffer['max_slots']['full']:,} "
+            "slots") in guide
+    drafted = decide(Launch.from_inputs(model="gpt-oss-20b", server_args=f"{UNIFIED} {EAGLE}", platform="cuda-sm90",
+                                        draft_hf_config=DRAFT_LLAMA))
+    assert (f"the full entry grows to {drafted.unified_memory.value['entry_bytes']['full']:,} B and the boot split "
+            f"to {drafted.full_tokens.value:,} full tokens") in guide
