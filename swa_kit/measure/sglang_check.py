@@ -114,6 +114,7 @@ def routed_backend(prefill: str, decode: str) -> str | None:
 def _kit_routes(decisions: Decisions, modes: tuple[str, ...]) -> dict[str, Any]:
     """The kit's plans per mode and layer, in the shape of :func:`swa_kit.measure.sglang_routes.routes`."""
     from swa_kit.measure.sglang_routes import GUARD
+    from swa_kit.measure.sglang_triton_routes import NO_RAIL
 
     out: dict[str, Any] = {}
     for mode in modes:
@@ -122,6 +123,7 @@ def _kit_routes(decisions: Decisions, modes: tuple[str, ...]) -> dict[str, Any]:
             # SGLang's guard refuses before any kernel; a kernel's own refusal (CK's head-dim cap) happens inside the
             # kernel, which SGLang's side records as called
             layer.layer: GUARD if layer.sglang_verdict is not None and layer.site == "decode.paged" else
+            NO_RAIL if layer.sglang_verdict is not None and layer.site.startswith("triton.") else
             [layer.kernel, list(layer.window_arg) if isinstance(layer.window_arg, tuple) else layer.window_arg,
              layer.page_table,
              layer.effective_keys] for layer in plan.layers}
