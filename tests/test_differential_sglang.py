@@ -75,12 +75,12 @@ def test_triton_routes_come_from_sglangs_own_triton_backend():
 
     def triton(model: str, *words: str) -> dict:
         case = next(c for c in LAUNCHES if c[0] == model and "--attention-backend triton" in c[2]
-                    and all(w in c[2] for w in words) and "--disable-hybrid-swa-memory" not in c[2])
+                    and all(w in c[2] for w in words))
         refused, fields = differential.sglang_answer(*case)
         assert refused is None, refused
         return fields["routes"]
 
-    routes = triton("gpt-oss-120b", "DRAFT")
+    routes = triton("gpt-oss-120b", "DRAFT --context-length")  # hybrid: its pool is on
     assert set(routes) == {"prefill", "extend", "decode", "verify", "draft_decode"}
     assert routes["decode"][0] == ["decode_attention_fwd", 127, "swa", 127]
     assert routes["verify"][0] == ["extend_attention_fwd", 127, "swa", 128]
