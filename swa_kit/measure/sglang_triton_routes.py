@@ -22,6 +22,10 @@ run on a CPU, so they are recording stand-ins:
   sees only the rail's prefix keys);
 * ``get_num_kv_splits`` (a Triton kernel that only splits the decode's work) does nothing.
 
+Under ``--enable-unified-memory`` the pools are still these static stand-ins (``SWAKVPool`` / ``MHATokenToKVPool``):
+the unified pool's own id translation (its v2p page tables, ``KVIndexTranslator``'s translating reads) is not
+driven, so the page table compared there says which sub-pool's ids a layer reads, not how they were translated.
+
 Target verify runs with no tree mask (a chain, ``topk == 1``), as the aiter harness does. The draft worker's decode
 is a second backend built as the draft worker's (``is_draft_worker``, its own pool), driven as a plain decode: a
 stand-in for ``TritonMultiStepDraftBackend``, whose per-step rails the draft layers (all full in the launch set's
