@@ -3,7 +3,9 @@
 SGLang answers from the RAW launch (:func:`swa_kit.launch.sglang_oracle.ask_sglang`: its own parser, resolution,
 spec-aux resolution, pool configurator and model classes; KV heads per GPU from ``get_num_kv_heads`` /
 ``get_swa_num_kv_heads``; the draft's model from ``ModelConfig(..., is_draft_model=True)``; each layer's prefill,
-decode and verify route from its own aiter backend, :mod:`swa_kit.measure.sglang_routes`); the kit answers through
+extend, decode, verify and draft decode route from its own backend class where aiter or triton serves both prefill
+and decode, :mod:`swa_kit.measure.sglang_routes` and :mod:`swa_kit.measure.sglang_triton_routes`; trtllm_mha's and
+the other backends' routes are not compared); the kit answers through
 ``Launch.from_inputs`` + ``decide`` with the same words. ``python tests/differential.py --write-expected``
 rewrites the list of known disagreements (tests/data/differential/expected.json), each with its class; review the
 diff before committing.

@@ -103,6 +103,11 @@ MUTATIONS: tuple[Mutation, ...] = (
              'TRTLLM_MHA_PLATFORMS = ("cuda-sm90", "cuda-sm100")',
              'TRTLLM_MHA_PLATFORMS = ("cuda-sm90", "cuda-sm100", "rocm-gfx942", "rocm-gfx950")',
              "trtllm_mha is refused at start-up off SM90 / SM100 / SM120 (attention_hook.py); here ROCm passes."),
+    Mutation("triton-rail-window", "engine/call_sites.py",
+             "arg = rail if sws > -1 and rail is not None else -1", "arg = sws",
+             "SGLang's Triton backend reads window layers through one rail cut at the runner's sliding_window_size "
+             "(update_sliding_window_buffer; Gemma-3n: W - 1), and asserts where the runner has none; here each "
+             "layer's own window."),
     Mutation("float32-kv-bytes", "launch/pool_sizing.py",
              'return 2 if model.dtype == "float32" else DTYPE_BYTES[model.dtype]', "return DTYPE_BYTES[model.dtype]",
              "SGLang serves a float32 checkpoint's KV cache in 16 bits (_get_and_verify_dtype); here 4 bytes."),

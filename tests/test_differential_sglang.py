@@ -67,6 +67,29 @@ def test_routes_guard_and_draft_pool_come_from_sglangs_own_backend():
     assert routes["decode"][0] == GUARD and routes["decode"][3][0] == "paged_attention_ragged"
 
 
+def test_triton_routes_come_from_sglangs_own_triton_backend():
+    """A hybrid Triton launch with a draft has per-layer routes from SGLang's TritonAttnBackend: the window layers
+    read the SWA rail cut at the runner's window; Gemma-3n's read the runner's W - 1; Command R7B's window layers
+    meet SGLang's own assertion (no window rail)."""
+    from swa_kit.measure.sglang_triton_routes import NO_RAIL
+
+    def triton(model: str, *words: str) -> dict:
+        case = next(c for c in LAUNCHES if c[0] == model and "--attention-backend triton" in c[2]
+                    and all(w in c[2] for w in words))
+        refused, fields = differential.sglang_answer(*case)
+        assert refused is None, refused
+        return fields["routes"]
+
+    routes = triton("gpt-oss-120b", "DRAFT --context-length")  # hybrid: its pool is on
+    assert set(routes) == {"prefill", "extend", "decode", "verify", "draft_decode"}
+    assert routes["decode"][0] == ["decode_attention_fwd", 127, "swa", 127]
+    assert routes["verify"][0] == ["extend_attention_fwd", 127, "swa", 128]
+    assert routes["decode"][1] == ["decode_attention_fwd", -1, "full", None]
+    assert routes["draft_decode"] == {i: ["decode_attention_fwd", -1, "full", None] for i in (0, 1)}
+    assert triton("gemma3n-e4b")["decode"][0] == ["decode_attention_fwd", 511, "full", 511]
+    assert triton("command-r7b")["prefill"][0] == NO_RAIL
+
+
 def test_every_listed_disagreement_names_a_launch_of_the_set():
     ids = {differential.launch_id(*case) for case in LAUNCHES}
     assert set(EXPECTED) <= ids

@@ -154,13 +154,16 @@ def test_before_26147_gemma4_passes_its_whole_window():
 
 
 def test_before_26147_triton_extend_attends_one_key_too_many():
-    """Triton extend masks q <= k + sws: W + 1 keys with sws = W; its decode keeps the newest sws = W keys."""
+    """Triton extend masks q <= k + sws: W + 1 keys with sws = W. The runner's window stays W - 1
+    (gemma4_causal.py get_attention_sliding_window_size; the kit takes it as unchanged by the PR), and window layers
+    read its rail: decode keeps the newest W - 1 keys, an extend's first query sees W (tests/test_triton_rail.py)."""
     from swa_kit.measure.audit import audit
     report = audit(_launch("gemma4-31b", "--attention-backend triton", before(26147), "cuda-sm90"))
     rows = {(mode, e.kind): e.effective_keys for (_, mode), p in report.decisions.routes.items() for e in p.layers}
-    assert rows["prefill", "sliding"] == rows["extend", "sliding"] == 1025 and rows["decode", "sliding"] == 1024
+    assert (rows["prefill", "sliding"], rows["extend", "sliding"], rows["decode", "sliding"]) == (1025, 1024, 1023)
     assert [f.title for f in report.findings if f.severity == "one-short"] == [
-        "sliding layers attend 1025 of 1024 keys (one key too many)"]
+        "sliding layers attend 1025 of 1024 keys (one key too many)",
+        "sliding layers attend 1023 of 1024 keys (one key short)"]
     fixed = audit(_launch("gemma4-31b", "--attention-backend triton", SGLANG_VERSION, "cuda-sm90"))
     assert not any("too many" in f.title for f in fixed.findings)
 

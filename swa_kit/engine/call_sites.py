@@ -121,8 +121,8 @@ DECLARED_SITES: dict[str, CallSite] = {
                  _ck_arg, "(sws, -1)", True, lambda arg: _plus_one(arg[0]), f"{_UTILS} forward_extend_vectorized_5d",
                  CK_MAX_HEAD_DIM),
         CallSite("triton.decode", "forward_decode", "decode_attention_fwd", (), ("decode",),
-                 lambda sws: sws, "window_kv_indices: newest min(seq_len, sws) keys", True, _newest,
-                 f"{_TRITON} update_sliding_window_buffer (seq_len counts the query)"),
+                 lambda sws: sws, "window_kv_indices: newest min(seq_len, the runner's sliding_window_size) keys",
+                 True, _newest, f"{_TRITON} update_sliding_window_buffer (seq_len counts the query)"),
         CallSite("triton.extend", "forward_extend", "extend_attention_fwd", (), ("prefill", "extend", "verify", "tree"),
                  lambda sws: sws, "sliding_window_size=sws (mask q <= k + sws)", True, _plus_one,
                  f"{_TRITON} forward_extend; sglang/kernels/ops/attention/extend_attention.py",
@@ -146,6 +146,24 @@ DECLARED_SITES: dict[str, CallSite] = {
               ("trtllm_mha.extend", "forward_extend", "trtllm_batch_context_with_kv_cache", ("prefill", "extend")))),
     )
 }
+
+
+def triton_rail(site: CallSite, sws: int, rail: int | None, mode: str) -> tuple[Any, int | None]:
+    """The window argument and keys of SGLang's Triton ``site`` for a layer of ``sliding_window_size`` ``sws``.
+
+    A window layer reads one rail the runner builds with its own ``sliding_window_size`` (``rail``;
+    ``update_sliding_window_buffer``: the newest ``min(len, rail)`` slots), not the layer's. Decode takes no window
+    parameter: its argument here is the rail's window (-1: the full rail), and it attends that many keys. Extend
+    passes ``sliding_window_size=sws`` (``sws + 1`` keys); over a cached prefix (extend, verify) its first query
+    sees only the rail's prefix keys, so at most ``rail + 1``.
+    """
+    if site.name == "triton.decode":
+        arg = rail if sws > -1 and rail is not None else -1
+        return arg, _newest(arg)
+    keys = _plus_one(sws)
+    if mode != "prefill" and keys is not None and rail is not None and rail > 0:
+        keys = min(keys, rail + 1)
+    return sws, keys
 
 
 def site_path(site: CallSite) -> AttentionPath:

@@ -21,9 +21,9 @@
   ``seq_lens`` (aiter's ``pa_decode_gluon.py`` mask: two short), and extend to ``forward_extend_vectorized_5d``
   (CK ``mha_batch_prefill_func`` with ``(sws, -1)``), before any unified route (``layers/attention/aiter_utils.py``).
 
-``backend="triton"`` plans SGLang's own Triton backend instead (``layers/attention/triton_backend.py``, Gemma-4's
-default): every mode honours the window; decode gathers the newest ``min(seq_len, sws)`` keys
-(``update_sliding_window_buffer``), the query's own among them, so ``sws`` keys; extend / verify attend ``sws + 1``.
+``backend="triton"`` plans SGLang's own Triton backend (``layers/attention/triton_backend.py``, Gemma-4's default):
+window layers read one rail of the newest slots, cut at the runner's ``sliding_window_size`` (no rail: it asserts);
+decode attends that many keys, the query's among them; extend / verify ``sws + 1`` (:func:`triton_rail`).
 
 ``backend="trtllm_mha"`` plans SGLang's TRT-LLM MHA backend (``layers/attention/trtllm_mha_backend.py``): every
 mode passes ``window_left=sws`` (``sws + 1`` keys), and ``_get_layer_page_table`` picks the SWA page table by the
@@ -62,8 +62,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from swa_kit.attention.paths import AttentionPath, run_path
-from swa_kit.engine.call_sites import DECLARED_SITES, SITES, CallSite, site_path
-from swa_kit.models.configs import ModelLayout, as_of_version, load_model
+from swa_kit.engine.call_sites import DECLARED_SITES, SITES, CallSite, site_path, triton_rail
+from swa_kit.models.configs import ModelLayout, as_of_version, load_model, runner_sliding_window_size
 from swa_kit.models.drafts import default_draft_layout
 from swa_kit.engine.environment import ENV_VARS, check_env, env_flag, env_value
 from swa_kit.errors import DispatchGuardError, UsageError
@@ -337,6 +337,7 @@ class _Route:
     buffer: str
     page_table: str
     head_dim: int = 0  # the layer's q/k head dim (a kernel's cap reads it)
+    rail: int | None = None  # the runner's sliding_window_size: SGLang's Triton backend reads window layers by it
 
     @property
     def who(self) -> str:
@@ -352,16 +353,21 @@ class _Route:
             if self.site.keys_of is None:
                 raise UsageError(f"call site {self.site.name} runs no registered path and declares no keys_of: "
                                  "give it one of the two")
-            return self.site.keys_of(self.window_arg)
+            return triton_rail(self.site, self.sws, self.rail, self.mode)[1] if self.pool.backend == "triton" \
+                else self.site.keys_of(self.window_arg)
         return to_keys(self.path.convention, self.window_arg) if self.path.convention else None
 
 
 def sglang_guard(route: _Route, sglang_version: str = SGLANG_VERSION) -> Verdict | None:
-    """What SGLang itself raises on this route (``_reject_paged_decode_sliding_window``), or None.
+    """What SGLang raises on a route (aiter's ``_reject_paged_decode_sliding_window``, Triton's rail assert), or None.
 
-    It fires only at aiter's paged decode and only for ``sliding_window_size > -1``, so chunked
-    Llama-4 layers (-1) pass; the release before PR #38756 has no guard at all.
+    Both fire only for ``sliding_window_size > -1``, so chunked Llama-4 layers (-1) pass; the paged-decode
+    guard only at aiter's paged decode, and the release before PR #38756 has none.
     """
+    if route.pool.backend == "triton" and route.sws > -1 and not (route.rail or 0) > 0:
+        return Verdict(f"SGLang's Triton backend asserts for {route.who} at {route.site.name}: the model runner has "
+                       "no sliding_window_size, so init_forward_metadata builds no window_kv_indices to read",
+                       (KEEP_HYBRID_POOL.text,) if route.pool.hybrid_pool_disabled else ())
     if not has_pr_38756(sglang_version) or route.site.name != "decode.paged" or route.sws <= -1:
         return None
     why = " (no SWA pool: hybrid SWA memory is off, so nothing forces unified_attention)" \
@@ -551,6 +557,7 @@ def plan(model: ModelLayout | str, mode: str, *, spec: str | None = None, topk: 
     path = site_path(site) if site.paths else None
     result = Plan(target.name, mode, spec, topk, env, pool, sglang_version=sglang_version)
     layout = draft_model if own and draft_model is not None else target  # own: draft_model is set just above
+    rail = runner_sliding_window_size(layout)  # the one window SGLang's Triton backend cuts its rail at
     for entry in worker_layers(target, worker, spec, draft_model if own else None):
         kind = layout.layer_kind(entry.source_layer)
         sws, intended = kind.sliding_window_size, kind.retained_tokens
@@ -564,8 +571,9 @@ def plan(model: ModelLayout | str, mode: str, *, spec: str | None = None, topk: 
             mapping = layout if pool.own_swa_pool else target
             translated = site.swa_page_table and pool.swa_pool_resolved and entry.layer_id < mapping.num_layers \
                 and mapping.layer_kind(entry.layer_id).uses_swa_pool
+        window_arg = triton_rail(site, sws, rail, mode)[0] if backend == "triton" else site.window_arg(sws)
         route = _Route(pool, mode, topk, entry.layer_id, kind.attention, sws, intended, site, path,
-                       site.window_arg(sws), buffer, "swa" if translated else "full", kind.head_dim)
+                       window_arg, buffer, "swa" if translated else "full", kind.head_dim, rail)
         judgement, effective = kit_judgement(route)
         result.layers.append(LayerPlan(
             layer=entry.layer_id, kind=kind.attention, sliding_window_size=sws, intended_keys=intended,

@@ -101,14 +101,20 @@ def route_modes(speculating: bool, with_draft: bool, block_draft: bool = False) 
     return (*modes, "draft_decode") if with_draft and not block_draft else modes
 
 
-def aiter_routes(prefill: str, decode: str) -> bool:
-    """Routes are compared where aiter serves both prefill and decode (the backend the kit plans)."""
-    return prefill == decode == "aiter"
+#: The backends whose routes are compared: each is driven on SGLang's own backend class
+#: (:mod:`swa_kit.measure.sglang_routes`, :mod:`swa_kit.measure.sglang_triton_routes`).
+ROUTED_BACKENDS = ("aiter", "triton")
+
+
+def routed_backend(prefill: str, decode: str) -> str | None:
+    """The backend whose routes are compared: one of :data:`ROUTED_BACKENDS` serving both prefill and decode."""
+    return prefill if prefill == decode and prefill in ROUTED_BACKENDS else None
 
 
 def _kit_routes(decisions: Decisions, modes: tuple[str, ...]) -> dict[str, Any]:
     """The kit's plans per mode and layer, in the shape of :func:`swa_kit.measure.sglang_routes.routes`."""
     from swa_kit.measure.sglang_routes import GUARD
+    from swa_kit.measure.sglang_triton_routes import NO_RAIL
 
     out: dict[str, Any] = {}
     for mode in modes:
@@ -117,7 +123,9 @@ def _kit_routes(decisions: Decisions, modes: tuple[str, ...]) -> dict[str, Any]:
             # SGLang's guard refuses before any kernel; a kernel's own refusal (CK's head-dim cap) happens inside the
             # kernel, which SGLang's side records as called
             layer.layer: GUARD if layer.sglang_verdict is not None and layer.site == "decode.paged" else
-            [layer.kernel, None if layer.window_arg is None else list(layer.window_arg), layer.page_table,
+            NO_RAIL if layer.sglang_verdict is not None and layer.site.startswith("triton.") else
+            [layer.kernel, list(layer.window_arg) if isinstance(layer.window_arg, tuple) else layer.window_arg,
+             layer.page_table,
              layer.effective_keys] for layer in plan.layers}
     return out
 
@@ -152,8 +160,8 @@ def kit_side(launch: Launch, decisions: Decisions) -> Side:
     full_draft = launch.draft_model is not None and not launch.draft_model.has_window
     modes = route_modes(launch.server_args.speculative_algorithm is not None, full_draft,
                         launch.spec_algorithm.traits.dflash_family)
-    fields["routes"] = _kit_routes(decisions, modes) if aiter_routes(decisions.prefill_attention_backend.value,
-                                                                     decisions.decode_attention_backend.value) else None
+    fields["routes"] = _kit_routes(decisions, modes) if routed_backend(
+        decisions.prefill_attention_backend.value, decisions.decode_attention_backend.value) else None
     unified = decisions.unified_memory.value
     fields["unified_pool"] = unified
     owns = draft.layout is not None and draft.pool.startswith("own")
@@ -173,7 +181,7 @@ def sglang_side(argv: list[str], platform: str, gpu_memory_bytes: int | None, bu
     (``sglang_oracle.built_models_apart``); ``draft``: the draft's, where ``argv`` names a draft (or why it did not
     build: its decode routes are then left out)."""
     from swa_kit.launch.sglang_oracle import ask_sglang, import_sglang
-    from swa_kit.measure.sglang_routes import routes
+    from swa_kit.measure import sglang_routes, sglang_triton_routes
 
     # a class that does not build here: SGLang may still refuse the launch at start-up, before any model is built
     # (Gemma-4 text-only); past start-up, ask_sglang says the class does not build, never guesses
@@ -189,14 +197,18 @@ def sglang_side(argv: list[str], platform: str, gpu_memory_bytes: int | None, bu
     if fields["draft_pool"] is not None and lanes:  # fused into the target's entries (kv_cache_configurator.py)
         fields["draft_pool"]["fused"] = lanes
     route_fields: Any = None
-    if aiter_routes(fields["prefill_attention_backend"], fields["decode_attention_backend"]):
+    backend = routed_backend(fields["prefill_attention_backend"], fields["decode_attention_backend"])
+    if backend is not None:
         full_draft = draft is not None and (isinstance(draft, str) or all(w <= 0 for w in draft.layer_windows.values()))
         spec_info = import_sglang("sglang.srt.speculative.spec_info")
         modes = route_modes(sa.speculative_algorithm is not None, full_draft,
                             spec_info.SpeculativeAlgorithm.from_string(sa.speculative_algorithm).is_dflash_family())
-        route_fields = routes(sa, answer.model_config, fields["page_size"], fields["hybrid_swa_memory"],
-                              built.layer_windows, modes, None if draft is None or isinstance(draft, str)
-                              else draft.layer_windows)
+        built_draft = None if draft is None or isinstance(draft, str) else draft
+        draft_windows = None if built_draft is None else built_draft.layer_windows
+        args = (sa, answer.model_config, fields["page_size"], fields["hybrid_swa_memory"], built.layer_windows, modes,
+                draft_windows)
+        route_fields = sglang_routes.routes(*args) if backend == "aiter" else sglang_triton_routes.routes(
+            *args, built.sliding_window_size, None if built_draft is None else built_draft.sliding_window_size)
     return Side(None, {**fields, "layer_windows": built.layer_windows, "routes": route_fields})
 
 

@@ -58,6 +58,8 @@ class _Layer:
         self.qk_head_dim = self.v_head_dim = self.head_dim = D
         self.logit_cap, self.scaling, self.k_scale, self.v_scale = 0.0, D ** -0.5, None, None
         self.is_cross_attention = False
+        # SGLang's Triton backend reads these too: no soft cap, a causal decoder layer, no xAI temperature
+        self.logit_capping_method, self.attn_type, self.xai_temperature_len = "tanh", None, None
 
 
 #: the kernels that take a (left, right) window, and the kit's name for each one's convention (swa_kit.window)
@@ -99,13 +101,17 @@ def _runner(sa: Any, mc: Any, pool: Any, allocator: Any) -> Any:
     utils = import_sglang("sglang.srt.model_executor.model_runner_components.load_model_utils")
     config = type("ModelConfig", (), {"dtype": torch.float32, "is_multimodal": False, "num_attention_heads": HQ,
                                       "head_dim": D, "attention_arch": None, "context_len": 4096,
-                                      "get_num_kv_heads": staticmethod(lambda tp: HKV)})()
+                                      "v_head_dim": D, "swa_v_head_dim": D, "is_encoder_decoder": False,
+                                      "hf_config": mc.hf_config,
+                                      "get_max_num_attention_heads": staticmethod(lambda: HQ),
+                                      "get_num_kv_heads": staticmethod(lambda tp, *dcp: HKV)})()
     runner = type("Runner", (), {})()
     runner.__dict__.update(
         model_config=config, device="cpu", kv_cache_dtype=torch.float32, dtype=torch.float32,
         req_to_token_pool=memory_pool.ReqToTokenPool(2, TOKENS, "cpu", False), kv_index_translator=None,
         token_to_kv_pool=pool, token_to_kv_pool_allocator=allocator, is_draft_worker=False,
-        spec_algorithm=spec_info.SpeculativeAlgorithm.from_string(sa.speculative_algorithm),
+        spec_algorithm=spec_info.SpeculativeAlgorithm.from_string(sa.speculative_algorithm), gpu_id=0,
+        page_size=pool.page_size, decode_num_tokens_per_req=lambda: sa.speculative_num_draft_tokens or 1,
         sliding_window_size=utils.resolve_sliding_window_size(type("Model", (), {})(), mc))
     return runner
 
@@ -203,7 +209,7 @@ def _mode_routes(backend: Any, backend_mod: Any, fbi: Any, tracer: Any, mode: st
     import torch
 
     seq_len = len(full_ids)
-    n_q = {"decode": 1, "draft_decode": 1, "prefill": seq_len, "extend": 5, "verify": 4}[mode]
+    n_q = queries(mode, seq_len)
     table_2d = backend.decode_uses_page_table if MODES[mode] == "DECODE" else mode == "verify"
     # init_forward_metadata builds the SWA table only where the backend resolved an SWA pool
     swa_ids = backend.swa_kv_pool.translate_loc_from_full_to_swa(full_ids) if backend.use_sliding_window_kv_pool \
@@ -216,23 +222,10 @@ def _mode_routes(backend: Any, backend_mod: Any, fbi: Any, tracer: Any, mode: st
             qo_indptr=torch.tensor([0, n_q], dtype=torch.int32), kv_last_page_len=torch.ones(1, dtype=torch.int32),
             max_q_len=n_q, max_kv_len=seq_len, max_extend_len=n_q,
             swa_page_table=None if swa_ids is None else swa_ids[None].int())
-        batch = type("ForwardBatch", (), {})()
-        batch.__dict__.update(
-            batch_size=1, seq_lens=torch.tensor([seq_len], dtype=torch.int32), seq_lens_cpu=torch.tensor([seq_len]),
-            forward_mode=getattr(fbi.ForwardMode, MODES[mode]), attn_attend_prefix_cache=False,
-            out_cache_loc=full_ids[-n_q:], req_pool_indices=torch.tensor([0]), mha_return_lse=False,
-            extend_prefix_lens_cpu=[seq_len - n_q], extend_prefix_lens=torch.tensor([seq_len - n_q]),
-            extend_seq_lens=torch.tensor([n_q]), extend_seq_lens_cpu=[n_q])
-        layer = _Layer(layer_id, sws)
-        q = torch.zeros(n_q, HQ * D)
+        batch = forward_batch(fbi, mode, full_ids)
         before = len(tracer.records)
         try:
-            if MODES[mode] == "DECODE":
-                backend.forward_decode(q, None, None, layer, batch, save_kv_cache=False)
-            else:
-                kv = torch.zeros(n_q, HKV, D)
-                backend.forward_extend(q, kv, kv, layer, batch, save_kv_cache=False)
-            raise RuntimeError(f"SGLang's {mode} returned without calling a kernel the differential records")
+            forward(backend, mode, layer_id, sws, batch)
         except _Stop:
             (record,) = tracer.records[before:]
             out[layer_id] = [record.kernel, record.window_arg, record.page_table,
@@ -242,3 +235,43 @@ def _mode_routes(backend: Any, backend_mod: Any, fbi: Any, tracer: Any, mode: st
                 raise
             out[layer_id] = GUARD
     return out
+
+
+def queries(mode: str, seq_len: int) -> int:
+    """The new tokens of the one request in ``mode`` (prefill: all of them; extend: 5 after a cached prefix;
+    verify: the 4 draft tokens)."""
+    return {"decode": 1, "draft_decode": 1, "prefill": seq_len, "extend": 5, "verify": 4}[mode]
+
+
+def forward_batch(fbi: Any, mode: str, full_ids: Any) -> Any:
+    """A ``ForwardBatch`` stand-in for one request over the slots ``full_ids`` in ``mode`` (the fields SGLang's
+    backends read for MHA layers)."""
+    import torch
+
+    seq_len = len(full_ids)
+    n_q = queries(mode, seq_len)
+    batch = type("ForwardBatch", (), {})()
+    batch.__dict__.update(
+        batch_size=1, seq_lens=torch.tensor([seq_len], dtype=torch.int32), seq_lens_cpu=torch.tensor([seq_len]),
+        seq_lens_sum=seq_len, forward_mode=getattr(fbi.ForwardMode, MODES[mode]), attn_attend_prefix_cache=False,
+        out_cache_loc=full_ids[-n_q:], req_pool_indices=torch.tensor([0]), mha_return_lse=False,
+        extend_prefix_lens_cpu=[seq_len - n_q], extend_prefix_lens=torch.tensor([seq_len - n_q]),
+        extend_seq_lens=torch.tensor([n_q]), extend_seq_lens_cpu=[n_q], extend_start_loc=None, kv_loc_plan=None,
+        spec_info=None, encoder_lens=None, mha_one_shot=False)
+    return batch
+
+
+def forward(backend: Any, mode: str, layer_id: int, sws: int, batch: Any) -> None:
+    """SGLang's ``forward_decode`` / ``forward_extend`` for one stand-in layer; a recording stand-in kernel stops
+    it (:class:`_Stop`), so returning is an error."""
+    import torch
+
+    layer = _Layer(layer_id, sws)
+    n_q = len(batch.out_cache_loc)
+    q = torch.zeros(n_q, HQ * D)
+    if MODES[mode] == "DECODE":
+        backend.forward_decode(q, None, None, layer, batch, save_kv_cache=False)
+    else:
+        kv = torch.zeros(n_q, HKV, D)
+        backend.forward_extend(q, kv, kv, layer, batch, save_kv_cache=False)
+    raise RuntimeError(f"SGLang's {mode} returned without calling a kernel the differential records")

@@ -184,6 +184,33 @@ ARCHITECTURES: dict[str, Architecture] = {
 }
 
 
+#: Model classes with their own ``get_attention_sliding_window_size``, and what it returns: the one window SGLang's
+#: model runner hands its attention backend (``load_model_utils.resolve_sliding_window_size``; SGLang 0.5.23
+#: ``models/gemma2.py``, ``gemma3_causal.py``, ``gemma3_mm.py``, ``gemma3n_causal.py``, ``gemma3n_mm.py``,
+#: ``gemma4_causal.py``, ``gemma4_mm.py``, ``gpt_oss.py``, ``exaone4.py``: ``config.sliding_window - 1``;
+#: ``llama_eagle3.py``: the draft window its layers get). Any other class's runner takes
+#: ``ModelConfig.sliding_window_size`` only while the launch has a hybrid pool, else the chunk size, else None.
+RUNNER_WINDOW_RULES: dict[str, str] = {
+    **{arch: "keys - 1" for arch in ("Exaone4ForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
+                                     "Gemma3ForConditionalGeneration", "Gemma3nForCausalLM",
+                                     "Gemma3nForConditionalGeneration", "Gemma4ForCausalLM",
+                                     "Gemma4ForConditionalGeneration", "GptOssForCausalLM", "SwaKitTinyForCausalLM")},
+    "LlamaForCausalLMEagle3": "layers",
+}
+
+
+def runner_sliding_window_size(model: ModelLayout) -> int | None:
+    """The model runner's one ``sliding_window_size`` for ``model`` as the launch serves it (its
+    ``sglang_hybrid_swa_pool`` already off where the launch turns the hybrid pool off)."""
+    rule = RUNNER_WINDOW_RULES.get(model.architecture)
+    sliding = [k.window.keys for k in model.kinds.values() if k.attention == "sliding" and k.window.keys]
+    if rule == "keys - 1":
+        return max(sliding) - 1 if sliding else None
+    if rule == "layers" or model.sglang_hybrid_swa_pool and model.sliding_window_size is not None:
+        return model.sliding_window_size
+    return max((k.chunk_size for k in model.kinds.values() if k.chunk_size), default=None)
+
+
 #: Window rules a fix changed in a model file: PR -> (the architectures, their rule before it). SGLang PR #26147
 #: (Gemma-4 on Ascend) made gemma4_causal.py pass ``config.sliding_window - 1``, as Gemma-2 and Gemma-3 do.
 WINDOW_RULE_FIXES: dict[int, tuple[tuple[str, ...], str]] = {
