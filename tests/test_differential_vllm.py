@@ -23,7 +23,6 @@ it, and the rule itself is not compared here.
 from __future__ import annotations
 
 import inspect
-import os
 import shlex
 from contextlib import contextmanager
 from types import SimpleNamespace
@@ -81,18 +80,15 @@ PARSER = _parser()
 
 @contextmanager
 def _environment(env: dict[str, str]):
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    aiter_ops.rocm_aiter_ops.refresh_env_variables()
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
         aiter_ops.rocm_aiter_ops.refresh_env_variables()
+        try:
+            yield
+        finally:
+            patch.undo()
+            aiter_ops.rocm_aiter_ops.refresh_env_variables()
 
 
 def _priorities(connector: bool) -> list[str]:

@@ -204,8 +204,9 @@ def _admission(args: VllmArgs, model: ModelLayout, kv: KvCachePlan, pool_blocks:
         len_from = f"the config's {key} (ModelConfig: _get_and_verify_max_len)"
     prompt = max_len if prompt_tokens is None else prompt_tokens
     if not 0 < prompt <= max_len:
-        raise UsageError(f"--prompt-tokens {prompt}: vLLM refuses a prompt over max_model_len ({max_len}) before "
-                         f"admission; give 1..{max_len}")
+        why = "a prompt holds at least one token" if prompt < 1 else \
+            f"vLLM refuses a prompt over max_model_len ({max_len}) before admission"
+        raise UsageError(f"--prompt-tokens {prompt}: {why}; give 1..{max_len}")
     mnbt = args.max_num_batched_tokens or default_max_num_batched_tokens(memory / GIB)
     batches = 1 if args.async_scheduling is False else 2  # pipeline stages (1), plus one with async scheduling
     owned = frozenset(layer.group for layer in (drafter.layers if drafter else ()) if layer.layer_id is not None)

@@ -29,7 +29,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from swa_kit.models.configs import ARCHITECTURES, ModelLayout
-from swa_kit.window import Window
+from swa_kit.window import Window, to_keys
 
 #: Drafts whose model class sets ``--speculative-draft-window-size`` on every layer (``models/llama_eagle3.py``);
 #: any other draft's layers keep their own windows: the flag then cuts only the Triton / FlashInfer draft decode's
@@ -66,7 +66,7 @@ def _mtp_draft(target: ModelLayout) -> ModelLayout | None:
 
 def with_window(layout: ModelLayout, window: int) -> ModelLayout:
     """``--speculative-draft-window-size``: every draft layer gets ``sliding_window_size = window``."""
-    kinds = {name: dataclasses.replace(kind, attention="sliding", window=Window(window + 1),
+    kinds = {name: dataclasses.replace(kind, attention="sliding", window=Window(to_keys("sglang", window)),
                                        window_field="--speculative-draft-window-size", window_value=window,
                                        sliding_window_size=window)
              for name, kind in layout.kinds.items()}
