@@ -114,7 +114,8 @@ for row in probe_engines(5):
         display(draw_probe(row, cell=0.5))
     else:
         print(f"{row.site}: not measured here ({row.skipped})")
-#
+
+# %% [markdown]
 # ## 3 · SGLang's guard, vLLM's routing
 #
 # aiter's paged decode kernels take no window, or no sinks, or a single query token only. The two engines protect
